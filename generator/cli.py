@@ -1,0 +1,125 @@
+"""`goldens` command line: thin click commands over importable functions.
+
+Exit codes: 0 success, 1 drift found, 2 bad input or an engine/source that cannot be reached.
+A GoldensError becomes one line on stderr; Ctrl-C exits 130 without a traceback (writes are
+atomic, so nothing is left half-written).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from generator.errors import GoldensError
+
+CONFIG_OPTION = click.option(
+    "--config", "config_path", default="models.yaml", show_default=True,
+    type=click.Path(dir_okay=False, path_type=Path), help="The model matrix.",
+)
+
+
+def friendly(command):
+    """Map GoldensError to exit 2 with one line, and Ctrl-C to exit 130."""
+
+    @functools.wraps(command)
+    def wrapper(*args, **kwargs):
+        try:
+            return command(*args, **kwargs)
+        except GoldensError as error:
+            click.echo(f"goldens: error: {error}", err=True)
+            sys.exit(error.exit_code)
+        except KeyboardInterrupt:
+            click.echo("goldens: interrupted", err=True)
+            sys.exit(130)
+
+    return wrapper
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="goldens")
+def main() -> None:
+    """Golden-token regression suites for LLM serving."""
+
+
+@main.command()
+@CONFIG_OPTION
+@click.option("--out", default="goldens", show_default=True, type=click.Path(file_okay=False, path_type=Path),
+              help="Directory of golden files.")
+@click.option("--model", "model_names", multiple=True, help="Only this model (repeatable).")
+@click.option("--update-pins", is_flag=True, help="Accept changed template/tokenizer hashes and rewrite the pins.")
+@friendly
+def regenerate(config_path: Path, out: Path, model_names: tuple[str, ...], update_pins: bool) -> None:
+    """Render every case with the reference and write the goldens that changed."""
+    from generator import models, regenerate as regen
+    from generator.cases import matrix
+    from generator.progress import progress_bar
+
+    config = models.load(config_path)
+    total = len(matrix(config, model_names))
+    with progress_bar(total, "rendering") as advance:
+        summary = regen.regenerate(config, out, model_names, update_pins=update_pins, advance=advance)
+    click.echo(str(summary))
+
+
+@main.command()
+@CONFIG_OPTION
+@click.option("--model", "model_name", required=True, help="A model of the matrix.")
+@click.option("--request", "request_file", required=True, type=click.File("r"),
+              help="An OpenAI-style chat body (messages, tools, chat_template_kwargs); - for stdin.")
+@friendly
+def render(config_path: Path, model_name: str, request_file) -> None:
+    """Print the reference's ids, pieces and prompt for one request, as JSON."""
+    from generator import models
+    from generator import render as reference
+    from generator.request import parse_request
+    from generator.sources import resolve
+
+    config = models.load(config_path)
+    (model,) = config.select([model_name])
+    request = parse_request(request_file.read(), getattr(request_file, "name", "request"))
+    source = resolve(model, config)
+    request["chat_template_kwargs"] = {**model.kwargs, **request.get("chat_template_kwargs", {})}
+    result = reference.render(reference.load_tokenizer(source.tokenizer_dir), source.template, request, config.date)
+    if result.error is not None:
+        raise GoldensError(f"{model_name}: the template refused this request: {result.error}")
+    click.echo(json.dumps({"ids": result.ids, "pieces": result.pieces, "prompt": result.prompt},
+                          ensure_ascii=False, indent=2))
+
+
+@main.command(name="models")
+@CONFIG_OPTION
+@click.option("--resolve", "do_resolve", is_flag=True, help="Also fetch sources and show their current hashes.")
+@friendly
+def list_models(config_path: Path, do_resolve: bool) -> None:
+    """The matrix: each model's sources, shapes, variants, engines and pins."""
+    from generator import models
+    from generator.cases import model_cases
+    from generator.sources import resolve
+
+    config = models.load(config_path)
+    for model in config.models.values():
+        spec = model.tokenizer
+        where = f"{spec.kind}:{spec.value}" + (f"@{spec.revision}" if spec.revision else "")
+        template = model.template.kind if model.template.kind == "tokenizer" else f"{model.template.kind}:{model.template.value}"
+        variants = ", ".join(v or "default" for v in model.variants)
+        click.echo(f"{model.name}: {len(model_cases(model))} cases")
+        click.echo(f"  tokenizer: {where}")
+        click.echo(f"  template:  {template}" + (f" (name {model.template.name})" if model.template.name else ""))
+        click.echo(f"  shapes:    {', '.join(model.shapes)}")
+        click.echo(f"  variants:  {variants}")
+        click.echo(f"  engines:   {', '.join(model.engines)}")
+        for key, value in sorted(model.pins.items()):
+            click.echo(f"  pin {key}: {value}")
+        if do_resolve:
+            source = resolve(model, config)
+            click.echo(f"  resolved:  {source.origin}; template from {source.template_origin}")
+            click.echo(f"  now template_sha256: {source.template_sha256}")
+            click.echo(f"  now tokenizer_sha256: {source.tokenizer_sha256}")
+
+
+if __name__ == "__main__":
+    main()

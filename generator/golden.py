@@ -1,0 +1,139 @@
+"""The golden file format: one JSON file per case, built to be reviewed in a git diff.
+
+Keys are sorted and everything is indented, except `tokens`, which holds one `[id, piece]` pair
+per line, so a diff of a golden is a list of the tokens that moved. Bytes are deterministic
+(LF, trailing newline, no floats, no timestamps), writes are atomic (a temp file renamed into
+place), and the reader validates, so a hand-edited file fails with its path and the bad key.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from generator.errors import GoldensError
+
+FORMAT = 1
+_TOKENS_MARK = "\u0000TOKENS\u0000"
+
+
+@dataclass
+class Golden:
+    case: str  # "qwen3/tools--thinking-off"
+    request: dict[str, Any]
+    outcome: str  # "ok" | "error"
+    ids: list[int]
+    pieces: list[str]
+    prompt: str | None
+    error: str | None
+    provenance: dict[str, Any]
+    extra: dict[str, Any] = field(default_factory=dict)  # analyses added by later stages
+
+    @property
+    def model(self) -> str:
+        return self.case.split("/", 1)[0]
+
+    def to_json(self) -> dict[str, Any]:
+        data = {
+            "format": FORMAT,
+            "case": self.case,
+            "request": self.request,
+            "outcome": self.outcome,
+            "error": self.error,
+            "prompt": self.prompt,
+            "token_count": len(self.ids),
+            "tokens": _TOKENS_MARK,
+            "provenance": self.provenance,
+        }
+        for key, value in self.extra.items():
+            if key in data:
+                raise ValueError(f"extra key {key!r} would overwrite a golden field")
+            data[key] = value
+        return data
+
+
+def dumps(golden: Golden) -> str:
+    text = json.dumps(golden.to_json(), indent=2, sort_keys=True, ensure_ascii=False)
+    marker = json.dumps(_TOKENS_MARK)
+    if golden.ids:
+        rows = [
+            "    " + json.dumps([token_id, piece], ensure_ascii=False)
+            for token_id, piece in zip(golden.ids, golden.pieces)
+        ]
+        tokens = "[\n" + ",\n".join(rows) + "\n  ]"
+    else:
+        tokens = "[]"
+    return text.replace(marker, tokens, 1) + "\n"
+
+
+def loads(text: str, where: str) -> Golden:
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise GoldensError(f"{where}: not valid JSON (line {error.lineno}: {error.msg})") from None
+    if not isinstance(data, dict):
+        raise GoldensError(f"{where}: a golden is a JSON object")
+    for key in ("case", "request", "outcome", "tokens", "provenance"):
+        if key not in data:
+            raise GoldensError(f"{where}: missing key {key!r}")
+    if data["outcome"] not in ("ok", "error"):
+        raise GoldensError(f"{where}: outcome must be 'ok' or 'error', not {data['outcome']!r}")
+    ids, pieces = [], []
+    for i, row in enumerate(data["tokens"] if isinstance(data["tokens"], list) else [None]):
+        if (not isinstance(row, list) or len(row) != 2 or type(row[0]) is not int
+                or not isinstance(row[1], str)):
+            raise GoldensError(f"{where}: tokens[{i}] must be [id, piece] with an integer id")
+        ids.append(row[0])
+        pieces.append(row[1])
+    if "token_count" in data and data["token_count"] != len(ids):
+        raise GoldensError(f"{where}: token_count {data['token_count']} but {len(ids)} tokens listed")
+    known = {"format", "case", "request", "outcome", "error", "prompt", "token_count", "tokens", "provenance"}
+    return Golden(
+        case=data["case"], request=data["request"], outcome=data["outcome"], ids=ids, pieces=pieces,
+        prompt=data.get("prompt"), error=data.get("error"), provenance=data["provenance"],
+        extra={k: v for k, v in data.items() if k not in known},
+    )
+
+
+def read(path: Path) -> Golden:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as error:
+        raise GoldensError(f"{path}: cannot read ({error.strerror})") from None
+    return loads(text, str(path))
+
+
+def write_atomic(path: Path, text: str) -> bool:
+    """Write only if the bytes differ; True when the file changed. Never leaves a partial file."""
+    data = text.encode("utf-8")
+    try:
+        if path.read_bytes() == data:
+            return False
+    except FileNotFoundError:
+        pass
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+    return True
+
+
+def golden_path(root: Path, case_id: str) -> Path:
+    return root / f"{case_id}.json"
+
+
+def is_golden_file(path: Path) -> bool:
+    """Goldens are `<shape>[--<variant>].json`; ledger entries carry an engine: `<stem>.<engine>.json`."""
+    return path.suffix == ".json" and "." not in path.stem and not path.name.startswith(".")

@@ -1,0 +1,242 @@
+"""models.yaml: which models, where their tokenizer and template come from, what to render.
+
+The file is validated completely before anything runs, and every error names the file and the
+key path (`models.yaml: models.qwen3.shapes[2]: unknown shape 'tool'`), because a typo in a
+matrix that gates CI must never turn into a silently smaller matrix.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from generator.errors import GoldensError
+from generator.shapes import SHAPES
+
+ENGINE_NAMES = (
+    "transformers",
+    "llama-server",
+    "client-completion",
+    "vllm",
+    "minijinja",
+    "mistral-common",
+)
+VARIANT_NAME = re.compile(r"^[a-z0-9][a-z0-9-]*$")
+SHA256 = re.compile(r"^[0-9a-f]{64}$")
+
+
+@dataclass(frozen=True)
+class TokenizerSpec:
+    """Exactly one of: a pack entry, a Hugging Face repo at a revision, a GGUF file, a dir."""
+
+    kind: str  # "pack" | "hf" | "gguf" | "dir"
+    value: str  # pack name, repo id, or path
+    revision: str | None = None  # hf only
+
+
+@dataclass(frozen=True)
+class TemplateSpec:
+    """Where the chat template comes from when not from the tokenizer source itself."""
+
+    kind: str  # "tokenizer" | "file" | "pack" | "inline"
+    value: str = ""
+    name: str | None = None  # a named template in tokenizer_config's list
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    name: str
+    tokenizer: TokenizerSpec
+    template: TemplateSpec
+    shapes: tuple[str, ...]
+    variants: dict[str, dict[str, Any]]  # variant name -> chat_template_kwargs ("" = default)
+    engines: tuple[str, ...]
+    kwargs: dict[str, Any] = field(default_factory=dict)  # sent with every case (date_string)
+    pins: dict[str, str] = field(default_factory=dict)
+    notes: str = ""
+
+
+@dataclass(frozen=True)
+class Config:
+    path: Path
+    date: _dt.date
+    models: dict[str, ModelSpec]
+
+    def select(self, names: tuple[str, ...] | list[str]) -> list[ModelSpec]:
+        """The named models in file order (all when none named); an unknown name is an error."""
+        for name in names:
+            if name not in self.models:
+                known = ", ".join(self.models)
+                raise GoldensError(f"{self.path.name}: unknown model {name!r} (known: {known})")
+        return [m for n, m in self.models.items() if not names or n in names]
+
+
+def load(path: str | Path) -> Config:
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as error:
+        raise GoldensError(f"{path}: cannot read ({error.strerror})") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark else ""
+        problem = getattr(error, "problem", None) or str(error).splitlines()[0]
+        raise GoldensError(f"{path.name}:{where} YAML error: {problem}") from None
+    return parse(data, path)
+
+
+def parse(data: Any, path: Path) -> Config:
+    where = _Where(path.name)
+    top = where.mapping(data, "", {"date", "models"}, required={"models"})
+    date = _parse_date(top.get("date", "2026-01-15"), where, "date")
+    models_raw = where.mapping(top["models"], "models", None)
+    if not models_raw:
+        raise GoldensError(f"{path.name}: models: at least one model is required")
+    models = {}
+    for name, raw in models_raw.items():
+        key = f"models.{name}"
+        if not isinstance(name, str) or not VARIANT_NAME.match(name.replace(".", "-")):
+            raise GoldensError(f"{path.name}: {key}: model names are lowercase letters, digits, '-', '.'")
+        models[name] = _parse_model(name, raw, where, key)
+    return Config(path=path, date=date, models=models)
+
+
+MODEL_KEYS = {"tokenizer", "template", "shapes", "variants", "engines", "kwargs", "pins", "notes"}
+
+
+def _parse_model(name: str, raw: Any, where: _Where, key: str) -> ModelSpec:
+    raw = where.mapping(raw, key, MODEL_KEYS, required={"tokenizer"})
+    tokenizer = _parse_tokenizer(raw["tokenizer"], where, f"{key}.tokenizer")
+    template = _parse_template(raw.get("template"), where, f"{key}.template")
+    shapes = _parse_shapes(raw.get("shapes", "all"), where, f"{key}.shapes")
+    variants: dict[str, dict[str, Any]] = {"": {}}
+    for vname, kwargs in where.mapping(raw.get("variants") or {}, f"{key}.variants", None).items():
+        vkey = f"{key}.variants.{vname}"
+        if not isinstance(vname, str) or not VARIANT_NAME.match(vname):
+            raise GoldensError(f"{where.file}: {vkey}: variant names are lowercase letters, digits and '-'")
+        variants[vname] = dict(where.mapping(kwargs, vkey, None))
+    engines = where.string_list(raw.get("engines", ["transformers"]), f"{key}.engines")
+    for i, engine in enumerate(engines):
+        if engine not in ENGINE_NAMES:
+            raise GoldensError(
+                f"{where.file}: {key}.engines[{i}]: unknown engine {engine!r} "
+                f"(known: {', '.join(ENGINE_NAMES)})"
+            )
+    kwargs = dict(where.mapping(raw.get("kwargs") or {}, f"{key}.kwargs", None))
+    pins = where.mapping(raw.get("pins") or {}, f"{key}.pins", {"tokenizer_sha256", "template_sha256"})
+    for pin_key, value in pins.items():
+        if not isinstance(value, str) or not SHA256.match(value):
+            raise GoldensError(f"{where.file}: {key}.pins.{pin_key}: expected 64 lowercase hex digits")
+    notes = raw.get("notes", "")
+    if not isinstance(notes, str):
+        raise GoldensError(f"{where.file}: {key}.notes: expected a string")
+    return ModelSpec(
+        name=name, tokenizer=tokenizer, template=template, shapes=shapes, variants=variants,
+        engines=tuple(engines), kwargs=kwargs, pins=dict(pins), notes=notes.strip(),
+    )
+
+
+def _parse_tokenizer(raw: Any, where: _Where, key: str) -> TokenizerSpec:
+    raw = where.mapping(raw, key, {"pack", "hf", "gguf", "dir", "revision"})
+    kinds = [k for k in ("pack", "hf", "gguf", "dir") if k in raw]
+    if len(kinds) != 1:
+        raise GoldensError(f"{where.file}: {key}: give exactly one of pack, hf, gguf, dir")
+    kind = kinds[0]
+    value = raw[kind]
+    if not isinstance(value, str) or not value:
+        raise GoldensError(f"{where.file}: {key}.{kind}: expected a non-empty string")
+    revision = raw.get("revision")
+    if kind == "hf":
+        if not isinstance(revision, str) or not revision:
+            raise GoldensError(f"{where.file}: {key}.revision: a Hugging Face source needs a pinned revision")
+    elif revision is not None:
+        raise GoldensError(f"{where.file}: {key}.revision: only a hf source takes a revision")
+    return TokenizerSpec(kind=kind, value=value, revision=revision)
+
+
+def _parse_template(raw: Any, where: _Where, key: str) -> TemplateSpec:
+    if raw is None:
+        return TemplateSpec(kind="tokenizer")
+    raw = where.mapping(raw, key, {"file", "pack", "inline", "name"})
+    kinds = [k for k in ("file", "pack", "inline") if k in raw]
+    if len(kinds) > 1:
+        raise GoldensError(f"{where.file}: {key}: give at most one of file, pack, inline")
+    name = raw.get("name")
+    if name is not None and (not isinstance(name, str) or kinds):
+        raise GoldensError(f"{where.file}: {key}.name: a template name selects from the tokenizer's own list")
+    if not kinds:
+        return TemplateSpec(kind="tokenizer", name=name)
+    value = raw[kinds[0]]
+    if not isinstance(value, str) or not value:
+        raise GoldensError(f"{where.file}: {key}.{kinds[0]}: expected a non-empty string")
+    return TemplateSpec(kind=kinds[0], value=value)
+
+
+def _parse_shapes(raw: Any, where: _Where, key: str) -> tuple[str, ...]:
+    if raw == "all":
+        return tuple(SHAPES)
+    if isinstance(raw, dict):
+        raw = where.mapping(raw, key, {"all_except"}, required={"all_except"})
+        skip = where.string_list(raw["all_except"], f"{key}.all_except")
+        _check_shapes(skip, where, f"{key}.all_except")
+        return tuple(s for s in SHAPES if s not in skip)
+    names = where.string_list(raw, key)
+    _check_shapes(names, where, key)
+    return tuple(names)
+
+
+def _check_shapes(names: list[str], where: _Where, key: str) -> None:
+    for i, name in enumerate(names):
+        if name not in SHAPES:
+            raise GoldensError(
+                f"{where.file}: {key}[{i}]: unknown shape {name!r} (known: {', '.join(SHAPES)})"
+            )
+
+
+def _parse_date(raw: Any, where: _Where, key: str) -> _dt.date:
+    if isinstance(raw, _dt.date):
+        return raw
+    try:
+        return _dt.date.fromisoformat(str(raw))
+    except ValueError:
+        raise GoldensError(f"{where.file}: {key}: expected a date like 2026-01-15") from None
+
+
+class _Where:
+    """Type checks that name the file and key path in their one-line errors."""
+
+    def __init__(self, file: str):
+        self.file = file
+
+    def mapping(self, value: Any, key: str, allowed: set[str] | None, required: set[str] = frozenset()):
+        label = key or "top level"
+        if not isinstance(value, dict):
+            raise GoldensError(f"{self.file}: {label}: expected a mapping, got {_kind(value)}")
+        if allowed is not None:
+            for name in value:
+                if name not in allowed:
+                    dotted = f"{key}.{name}" if key else str(name)
+                    raise GoldensError(
+                        f"{self.file}: {dotted}: unknown key (allowed: {', '.join(sorted(allowed))})"
+                    )
+        for name in sorted(required):
+            if name not in value:
+                dotted = f"{key}.{name}" if key else name
+                raise GoldensError(f"{self.file}: {dotted}: missing required key")
+        return value
+
+    def string_list(self, value: Any, key: str) -> list[str]:
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise GoldensError(f"{self.file}: {key}: expected a list of names")
+        return value
+
+
+def _kind(value: Any) -> str:
+    return "nothing" if value is None else type(value).__name__

@@ -1,0 +1,102 @@
+"""The reference: Transformers' apply_chat_template, made deterministic.
+
+Rendering is Transformers' own (its sandboxed Jinja environment, its tojson, its reasoning-field
+aliasing); tokenization is what apply_chat_template(tokenize=True) does, the rendered string
+encoded with add_special_tokens=False, because the template already wrote every special token.
+Two things are pinned so a golden never depends on when it was made: `strftime_now` returns the
+matrix's fixed date, and a template that raises becomes a recorded outcome, not a crash.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import functools
+import logging
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
+os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+
+
+@dataclass
+class Rendered:
+    """What the reference made of one request: ids with pieces and the prompt, or the error."""
+
+    ids: list[int] = field(default_factory=list)
+    pieces: list[str] = field(default_factory=list)
+    prompt: str | None = None
+    error: str | None = None
+
+    @property
+    def outcome(self) -> str:
+        return "error" if self.error is not None else "ok"
+
+
+@functools.lru_cache(maxsize=None)
+def load_tokenizer(directory: str | Path):
+    """A fast tokenizer from a local directory (never the network: sources resolved it)."""
+    _quiet_transformers()
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(str(directory), local_files_only=True)
+
+
+def _quiet_transformers() -> None:
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.set_verbosity_error()
+    logging.getLogger("transformers").setLevel(logging.ERROR)
+
+
+def fixed_strftime(date: _dt.date):
+    """`strftime_now` for templates that print today's date, frozen at the matrix's date. Passed
+    as a render variable, it shadows Transformers' global of the same name."""
+    moment = _dt.datetime.combine(date, _dt.time(12, 0))
+    return lambda fmt: moment.strftime(fmt)
+
+
+def render_prompt(tokenizer, template: str, request: dict[str, Any], date: _dt.date) -> str:
+    """The prompt string the reference template renders for a request (may raise)."""
+    kwargs = dict(request.get("chat_template_kwargs") or {})
+    kwargs.setdefault("strftime_now", fixed_strftime(date))
+    return tokenizer.apply_chat_template(
+        request["messages"],
+        tools=request.get("tools"),
+        documents=request.get("documents"),
+        chat_template=template,
+        add_generation_prompt=request.get("add_generation_prompt", True),
+        continue_final_message=request.get("continue_final_message", False),
+        tokenize=False,
+        **kwargs,
+    )
+
+
+def pieces(tokenizer, ids: list[int]) -> list[str]:
+    """Each token as the text it decodes to alone; a byte fragment that is not valid UTF-8 on
+    its own is shown as the vocabulary entry instead of a replacement character."""
+    decoded = tokenizer.batch_decode([[i] for i in ids], skip_special_tokens=False,
+                                     clean_up_tokenization_spaces=False)
+    out = []
+    for token_id, text in zip(ids, decoded):
+        if "\ufffd" in text:
+            text = tokenizer.convert_ids_to_tokens(token_id)
+        out.append(text)
+    return out
+
+
+def render(tokenizer, template: str, request: dict[str, Any], date: _dt.date) -> Rendered:
+    try:
+        prompt = render_prompt(tokenizer, template, request, date)
+    except Exception as error:  # a template that raises is an outcome to record
+        return Rendered(error=describe_error(error))
+    ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
+    return Rendered(ids=list(ids), pieces=pieces(tokenizer, ids), prompt=prompt)
+
+
+def describe_error(error: BaseException) -> str:
+    """A stable one-line description: exception type and the first line of its message."""
+    message = str(error).strip().splitlines()[0] if str(error).strip() else ""
+    return f"{type(error).__name__}: {message}" if message else type(error).__name__

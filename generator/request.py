@@ -1,0 +1,38 @@
+"""User-supplied chat requests: an OpenAI-style body, checked before any engine sees it."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from generator.errors import GoldensError
+
+ROLES = {"system", "developer", "user", "assistant", "tool"}
+KEYS = {"model", "messages", "tools", "chat_template_kwargs", "documents",
+        "add_generation_prompt", "continue_final_message"}
+
+
+def parse_request(text: str, where: str) -> dict[str, Any]:
+    """Parse and validate; unknown top-level keys of a chat body (temperature, ...) are dropped."""
+    try:
+        body = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise GoldensError(f"{where}: not valid JSON (line {error.lineno}: {error.msg})") from None
+    if not isinstance(body, dict):
+        raise GoldensError(f"{where}: expected a JSON object with `messages`")
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise GoldensError(f"{where}: `messages` must be a non-empty list")
+    for i, message in enumerate(messages):
+        if not isinstance(message, dict) or message.get("role") not in ROLES:
+            raise GoldensError(f"{where}: messages[{i}]: needs a role ({', '.join(sorted(ROLES))})")
+    if "tools" in body and not (isinstance(body["tools"], list) and all(isinstance(t, dict) for t in body["tools"])):
+        raise GoldensError(f"{where}: `tools` must be a list of tool objects")
+    kwargs = body.get("chat_template_kwargs", {})
+    if not isinstance(kwargs, dict):
+        raise GoldensError(f"{where}: `chat_template_kwargs` must be an object")
+    request = {key: body[key] for key in KEYS - {"model"} if key in body}
+    request.setdefault("add_generation_prompt", True)
+    request.setdefault("continue_final_message", False)
+    request["chat_template_kwargs"] = dict(kwargs)
+    return request

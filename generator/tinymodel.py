@@ -1,0 +1,152 @@
+"""Tiny random-weight Hugging Face models, so a real inference engine can load "a model".
+
+No model hub is reachable, but engines such as vLLM will not start without weights. Goldens only
+ask engines about the prompt (tokenize / prompt_token_ids), which depends on the tokenizer and
+chat template, never on the weights. So a 2-layer, 64-wide model with the real tokenizer copied
+in is enough, and loads in seconds. Weights are written with safetensors' numpy API so the
+project venv needs no torch; they are seeded, so the same inputs give the same bytes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import numpy as np
+from safetensors.numpy import save_file
+from tokenizers import Tokenizer
+
+from generator.errors import GoldensError
+from generator.pack import cache_dir
+
+# Bump when the layout below changes, so stale cached models are not reused.
+_FORMAT = 1
+_ARCHITECTURES = {"Qwen3ForCausalLM": "qwen3", "LlamaForCausalLM": "llama"}
+_TOKENIZER_FILES = (
+    "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
+    "vocab.json", "merges.txt", "tokenizer.model",
+)
+HIDDEN = 64
+LAYERS = 2
+HEADS = 4
+KV_HEADS = 2
+HEAD_DIM = 32  # vLLM's CPU attention supports only some head sizes; 32 is among them
+INTERMEDIATE = 128
+
+
+def tiny_hf_model(
+    name: str, tokenizer_dir: Path, template: str, *, architecture: str = "Qwen3ForCausalLM"
+) -> Path:
+    """A model dir (config, weights, tokenizer, chat_template.jinja) cached by its inputs' hash.
+
+    The template is written to chat_template.jinja *and* into the copied tokenizer_config.json,
+    so whichever one a loader prefers, it sees exactly `template`.
+    """
+    if architecture not in _ARCHITECTURES:
+        raise GoldensError(
+            f"tiny model: unsupported architecture {architecture!r} "
+            f"(supported: {', '.join(_ARCHITECTURES)})"
+        )
+    tokenizer_dir = Path(tokenizer_dir)
+    sources = [tokenizer_dir / f for f in _TOKENIZER_FILES if (tokenizer_dir / f).is_file()]
+    if not (tokenizer_dir / "tokenizer.json").is_file():
+        raise GoldensError(f"tiny model {name}: no tokenizer.json in {tokenizer_dir}")
+
+    digest = hashlib.sha256(f"{_FORMAT}\0{name}\0{architecture}\0{template}\0".encode())
+    for source in sources:
+        digest.update(source.name.encode() + b"\0" + source.read_bytes() + b"\0")
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
+    target = cache_dir() / "tiny" / f"{safe}-{digest.hexdigest()[:16]}"
+    if (target / ".complete").exists():
+        return target
+
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
+        build = Path(tmp) / "model"
+        build.mkdir()
+        try:
+            _write_model(build, sources, template, architecture)
+        except (OSError, ValueError, KeyError, json.JSONDecodeError) as error:
+            raise GoldensError(f"tiny model {name}: cannot build ({error})") from None
+        (build / ".complete").write_text(digest.hexdigest() + "\n")
+        shutil.rmtree(target, ignore_errors=True)
+        os.replace(build, target)
+    return target
+
+
+def _write_model(out: Path, sources: list[Path], template: str, architecture: str) -> None:
+    for source in sources:
+        shutil.copyfile(source, out / source.name)
+    config_path = out / "tokenizer_config.json"
+    tok_config = json.loads(config_path.read_text()) if config_path.exists() else {}
+    tok_config["chat_template"] = template
+    config_path.write_text(json.dumps(tok_config, indent=2, ensure_ascii=False) + "\n")
+    (out / "chat_template.jinja").write_text(template)
+
+    tokenizer = Tokenizer.from_file(str(out / "tokenizer.json"))
+    vocab = tokenizer.get_vocab_size(with_added_tokens=True)
+
+    def token_id(key: str) -> int | None:
+        token = tok_config.get(key)
+        if isinstance(token, dict):
+            token = token.get("content")
+        return tokenizer.token_to_id(token) if isinstance(token, str) else None
+
+    config = {
+        "architectures": [architecture],
+        "model_type": _ARCHITECTURES[architecture],
+        "vocab_size": vocab,
+        "hidden_size": HIDDEN,
+        "intermediate_size": INTERMEDIATE,
+        "num_hidden_layers": LAYERS,
+        "num_attention_heads": HEADS,
+        "num_key_value_heads": KV_HEADS,
+        "head_dim": HEAD_DIM,
+        "hidden_act": "silu",
+        "max_position_embeddings": 4096,
+        "rms_norm_eps": 1e-6,
+        "rope_theta": 1000000.0,
+        "rope_parameters": {"rope_type": "default", "rope_theta": 1000000.0},
+        "attention_bias": False,
+        "tie_word_embeddings": True,  # halves the size: the embedding is most of the model
+        "torch_dtype": "float32",
+        "dtype": "float32",
+        "bos_token_id": token_id("bos_token"),
+        "eos_token_id": token_id("eos_token"),
+        "pad_token_id": token_id("pad_token"),
+    }
+    (out / "config.json").write_text(json.dumps(config, indent=2) + "\n")
+    save_file(_weights(vocab, architecture), str(out / "model.safetensors"),
+              metadata={"format": "pt"})
+
+
+def _weights(vocab: int, architecture: str) -> dict[str, np.ndarray]:
+    """Small seeded normal weights (float32: numpy has no bfloat16; vLLM casts on load)."""
+    rng = np.random.default_rng(0)
+
+    def normal(*shape: int) -> np.ndarray:
+        return (rng.standard_normal(shape, dtype=np.float32) * 0.02).astype(np.float32)
+
+    ones = lambda n: np.ones(n, dtype=np.float32)  # noqa: E731
+    tensors = {"model.embed_tokens.weight": normal(vocab, HIDDEN), "model.norm.weight": ones(HIDDEN)}
+    for layer in range(LAYERS):
+        p = f"model.layers.{layer}."
+        tensors |= {
+            p + "input_layernorm.weight": ones(HIDDEN),
+            p + "post_attention_layernorm.weight": ones(HIDDEN),
+            p + "self_attn.q_proj.weight": normal(HEADS * HEAD_DIM, HIDDEN),
+            p + "self_attn.k_proj.weight": normal(KV_HEADS * HEAD_DIM, HIDDEN),
+            p + "self_attn.v_proj.weight": normal(KV_HEADS * HEAD_DIM, HIDDEN),
+            p + "self_attn.o_proj.weight": normal(HIDDEN, HEADS * HEAD_DIM),
+            p + "mlp.gate_proj.weight": normal(INTERMEDIATE, HIDDEN),
+            p + "mlp.up_proj.weight": normal(INTERMEDIATE, HIDDEN),
+            p + "mlp.down_proj.weight": normal(HIDDEN, INTERMEDIATE),
+        }
+        if architecture == "Qwen3ForCausalLM":  # Qwen3 normalises q and k per head
+            tensors[p + "self_attn.q_norm.weight"] = ones(HEAD_DIM)
+            tensors[p + "self_attn.k_norm.weight"] = ones(HEAD_DIM)
+    return tensors
