@@ -42,6 +42,12 @@ class EngineError(GoldensError):
     """An engine that could not answer: unreachable, HTTP error, malformed reply."""
 
 
+class Refused(EngineError):
+    """The engine answered, and its answer is that it will not render this request (a template
+    that raises, an HTTP 400 naming the template error). A golden whose reference also refused
+    expects exactly this."""
+
+
 def strict_ids(engine: str, values: Any) -> list[int]:
     """Token ids exactly as sent: a bool, float or string is an error, never coerced."""
     if not isinstance(values, list):

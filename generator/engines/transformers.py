@@ -1,0 +1,28 @@
+"""The installed Transformers, replayed against goldens made by the pinned one.
+
+This is the check to run after upgrading transformers, tokenizers or jinja2: the same render
+path as the reference, on whatever versions are installed now.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+
+from generator import render as reference
+from generator.engines import Ids, Refused, Request
+from generator.sources import Source
+
+
+class TransformersEngine:
+    name = "transformers"
+
+    def __init__(self, source: Source, date: _dt.date):
+        self.source = source
+        self.date = date
+        self.tokenizer = reference.load_tokenizer(source.tokenizer_dir)
+
+    def ids(self, request: Request) -> Ids:
+        result = reference.render(self.tokenizer, self.source.template, request, self.date)
+        if result.error is not None:
+            raise Refused(f"{self.name}: template refused the request: {result.error}")
+        return Ids(result.ids, prompt=result.prompt, pieces=result.pieces)

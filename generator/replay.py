@@ -1,0 +1,97 @@
+"""Replay: send goldens through an engine and judge each answer.
+
+An Outcome is one of: `match` (the golden's ids, or the golden's refusal), `known` (exactly the
+reviewed ledger entry), `drift` (anything else, with the report), or `error` (the engine could
+not answer). Requests go out concurrently: the engines share keep-alive HTTP clients, so a
+thread pool is enough to keep a server busy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from generator import compare
+from generator import golden as golden_format
+from generator.engines import Engine, EngineError, Refused
+from generator.errors import GoldensError
+
+
+@dataclass
+class Outcome:
+    case: str
+    engine: str
+    status: str  # "match" | "known" | "drift" | "error"
+    detail: str = ""
+    divergence: compare.Divergence | None = None
+    reason: str | None = None  # the ledger's, for "known"
+
+    @property
+    def ok(self) -> bool:
+        return self.status in ("match", "known")
+
+
+def judge(engine: Engine, item: golden_format.Golden, root: Path,
+          decode: Callable[[Sequence[int]], list[str]] | None = None) -> Outcome:
+    """Replay one golden through one engine."""
+    ledger = compare.read_ledger(root, item.case, engine.name)
+    try:
+        actual = engine.ids(item.request)
+    except Refused as refusal:
+        if item.outcome == "error" and ledger is None:
+            return Outcome(item.case, engine.name, "match", f"refused, as the reference did: {item.error}")
+        return Outcome(item.case, engine.name, "drift", f"engine refused: {refusal}")
+    except EngineError as error:
+        return Outcome(item.case, engine.name, "error", str(error))
+    if item.outcome == "error":
+        return Outcome(item.case, engine.name, "drift",
+                       f"the reference refused ({item.error}) but {engine.name} rendered {len(actual)} tokens")
+    prompt = getattr(actual, "prompt", None)
+    pieces = getattr(actual, "pieces", None)
+    if ledger is not None:
+        if list(actual) == ledger.ids:
+            return Outcome(item.case, engine.name, "known", ledger.reason, reason=ledger.reason)
+        if list(actual) == item.ids:
+            return Outcome(item.case, engine.name, "drift",
+                           f"{engine.name} now matches the reference; the ledger entry "
+                           f"{ledger.path.name} is stale (was: {ledger.reason})")
+        div = compare.diverge(ledger.ids, ledger.pieces, ledger.prompt, actual, pieces, prompt, decode)
+        return Outcome(item.case, engine.name, "drift",
+                       "moved from its ledger entry: " + compare.format_divergence(div, "ledger", engine.name),
+                       divergence=div)
+    div = compare.diverge(item.ids, item.pieces, item.prompt, actual, pieces, prompt, decode)
+    if div is None:
+        return Outcome(item.case, engine.name, "match")
+    return Outcome(item.case, engine.name, "drift", compare.format_divergence(div, "reference", engine.name),
+                   divergence=div)
+
+
+def replay(engine: Engine, goldens: Iterable[golden_format.Golden], root: Path, jobs: int = 8,
+           decode: Callable[[Sequence[int]], list[str]] | None = None,
+           advance: Callable[[str], None] | None = None) -> list[Outcome]:
+    """Judge every golden, `jobs` requests in flight; outcomes in the goldens' order."""
+    items = list(goldens)
+
+    def one(item: golden_format.Golden) -> Outcome:
+        outcome = judge(engine, item, root, decode)
+        if advance is not None:
+            advance(item.case)
+        return outcome
+
+    if jobs <= 1:
+        return [one(item) for item in items]
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        return list(pool.map(one, items))
+
+
+def load_goldens(root: Path, case_ids: Iterable[str]) -> list[golden_format.Golden]:
+    """The committed goldens of these cases; a missing one is an error that says to regenerate."""
+    out = []
+    for case_id in case_ids:
+        path = golden_format.golden_path(root, case_id)
+        if not path.exists():
+            raise GoldensError(f"{path}: no golden for case {case_id}; run `goldens regenerate`")
+        out.append(golden_format.read(path))
+    return out

@@ -1,0 +1,80 @@
+"""A syrupy extension whose snapshots are golden files.
+
+`assert engine.ids(request) == golden_snapshot(snapshot, case)` compares token ids with the
+committed golden (or the engine's reviewed ledger entry), prints the drift report on a mismatch,
+and under `pytest --snapshot-update` writes the reference golden in exactly the bytes
+`goldens regenerate` writes. Only the reference may write: an engine's answer never becomes a
+golden by accident; a reviewed divergence is recorded with `goldens ledger`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from syrupy.data import SnapshotCollections
+from syrupy.extensions.single_file import SingleFileSnapshotExtension, WriteMode
+
+from generator import compare
+from generator import golden as golden_format
+from generator.render import Rendered
+
+
+def golden_extension(root: Path, case_id: str, request: dict, provenance: dict[str, Any],
+                     engine: str | None = None) -> type[SingleFileSnapshotExtension]:
+    """An extension bound to one case (and, for a replay, one engine and its ledger entry)."""
+    location = golden_format.golden_path(root, case_id)
+    ledger = compare.ledger_path(root, case_id, engine) if engine else None
+    if ledger is not None and ledger.exists():
+        location = ledger
+
+    class GoldenSnapshot(SingleFileSnapshotExtension):
+        _write_mode = WriteMode.TEXT
+        file_extension = "json"
+
+        @classmethod
+        def get_location(cls, *, test_location, index) -> str:
+            return str(location)
+
+        def discover_snapshots(self, *, test_location, ignore_extensions=None) -> SnapshotCollections:
+            # goldens/ is owned by `goldens regenerate`; syrupy must never judge files unused.
+            return SnapshotCollections()
+
+        def serialize(self, data, *, exclude=None, include=None, matcher=None) -> str:
+            if isinstance(data, Rendered):
+                ids, pieces, prompt, error = data.ids, data.pieces, data.prompt, data.error
+            else:  # an engine's Ids
+                ids, pieces, prompt, error = list(data), getattr(data, "pieces", None), getattr(data, "prompt", None), None
+                pieces = pieces if pieces is not None and len(pieces) == len(ids) else [""] * len(ids)
+            return golden_format.dumps(golden_format.Golden(
+                case=case_id, request=request, outcome="error" if error else "ok", ids=list(ids),
+                pieces=list(pieces), prompt=prompt, error=error, provenance=provenance,
+            ))
+
+        def matches(self, *, serialized_data, snapshot_data) -> bool:
+            new = golden_format.loads(serialized_data, "actual")
+            old = golden_format.loads(snapshot_data, str(location))
+            return (new.outcome, new.ids, new.error) == (old.outcome, old.ids, old.error)
+
+        def diff_lines(self, serialized_data, snapshot_data):
+            new = golden_format.loads(serialized_data, "actual")
+            old = golden_format.loads(snapshot_data, str(location))
+            if new.outcome != old.outcome or new.error != old.error:
+                yield f"golden: {old.outcome} {old.error or ''}".rstrip()
+                yield f"actual: {new.outcome} {new.error or ''}".rstrip()
+                return
+            div = compare.diverge(old.ids, old.pieces, old.prompt, new.ids, new.pieces, new.prompt)
+            if div is not None:
+                yield from compare.format_divergence(div, "golden", engine or "actual").splitlines()
+
+        @classmethod
+        def write_snapshot_collection(cls, *, snapshot_collection, name_order=None) -> None:
+            if engine is not None and engine != "reference":
+                raise RuntimeError(
+                    f"{case_id}: --snapshot-update writes reference goldens only; record a reviewed "
+                    f"{engine} divergence with `goldens ledger`"
+                )
+            data = next(iter(snapshot_collection)).data
+            golden_format.write_atomic(Path(snapshot_collection.location), data)
+
+    return GoldenSnapshot

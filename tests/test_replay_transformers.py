@@ -1,0 +1,68 @@
+"""Replay every golden through the installed Transformers, as syrupy snapshots.
+
+`pytest --snapshot-update` rewrites the goldens from the reference (the same bytes as
+`goldens regenerate`); a plain run fails on any token that moved since the goldens were made.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from generator import compare, golden as golden_format, render as reference
+from generator.cases import matrix
+from generator.engines import Refused
+from generator.engines.transformers import TransformersEngine
+from generator.regenerate import provenance
+from generator.snapshot import golden_extension
+
+from conftest import CONFIG, GOLDENS, source_of
+
+CASES = matrix(CONFIG)
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_reference_golden(case, snapshot):
+    """The reference render equals the committed golden (or rewrites it under --snapshot-update)."""
+    source = source_of(case.model)
+    rendered = reference.render(reference.load_tokenizer(source.tokenizer_dir), source.template,
+                                case.request, CONFIG.date)
+    extension = golden_extension(GOLDENS, case.id, case.request, provenance(source, CONFIG))
+    assert rendered == snapshot.use_extension(extension)
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_transformers_engine_replay(case, snapshot):
+    """The transformers engine, through the same Engine protocol every server implements."""
+    source = source_of(case.model)
+    engine = TransformersEngine(source, CONFIG.date)
+    item = golden_format.read(golden_format.golden_path(GOLDENS, case.id))
+    extension = golden_extension(GOLDENS, case.id, case.request, item.provenance, engine=engine.name)
+    if item.outcome == "error":
+        with pytest.raises(Refused, match="template refused"):
+            engine.ids(case.request)
+        return
+    assert engine.ids(case.request) == snapshot.use_extension(extension)
+
+
+def test_an_edited_golden_token_is_reported_with_its_position(tmp_path):
+    """Drift detection itself: change one token of a copy of a golden and replay."""
+    from generator.replay import judge
+
+    case = next(c for c in CASES if c.id == "qwen3/plain")
+    item = golden_format.read(golden_format.golden_path(GOLDENS, case.id))
+    item.ids[7] = 12345
+    item.pieces[7] = "edited"
+    edited_root = tmp_path / "goldens"
+    golden_format.write_atomic(golden_format.golden_path(edited_root, case.id), golden_format.dumps(item))
+    engine = TransformersEngine(source_of("qwen3"), CONFIG.date)
+    outcome = judge(engine, golden_format.read(golden_format.golden_path(edited_root, case.id)), edited_root)
+    assert outcome.status == "drift"
+    assert outcome.divergence.index == 7
+    assert "drift at token 7 (25 vs 25 tokens)" in outcome.detail
+    assert "»7:12345:'edited'" in outcome.detail and "»7:151645:'<|im_end|>'" in outcome.detail
+
+
+def test_first_divergence_counts_a_shorter_sequence():
+    assert compare.first_divergence([1, 2, 3], [1, 2, 3]) is None
+    assert compare.first_divergence([1, 2, 3], [1, 2]) == 2
+    assert compare.first_divergence([1, 2, 3], [1, 9, 3]) == 1
