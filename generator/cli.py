@@ -14,6 +14,7 @@ from pathlib import Path
 
 import click
 
+from generator.cases import model_cases
 from generator.errors import GoldensError
 
 CONFIG_OPTION = click.option(
@@ -97,7 +98,6 @@ def render(config_path: Path, model_name: str, request_file) -> None:
 def list_models(config_path: Path, do_resolve: bool) -> None:
     """The matrix: each model's sources, shapes, variants, engines and pins."""
     from generator import models
-    from generator.cases import model_cases
     from generator.sources import resolve
 
     config = models.load(config_path)
@@ -119,6 +119,52 @@ def list_models(config_path: Path, do_resolve: bool) -> None:
             click.echo(f"  resolved:  {source.origin}; template from {source.template_origin}")
             click.echo(f"  now template_sha256: {source.template_sha256}")
             click.echo(f"  now tokenizer_sha256: {source.tokenizer_sha256}")
+
+
+def _urls(values: tuple[str, ...]) -> dict[str, str]:
+    """`--url ENGINE=URL` (or a bare URL when one engine is chosen) into {engine: url}."""
+    out = {}
+    for value in values:
+        engine, sep, url = value.partition("=")
+        if not sep or "://" in engine:
+            engine, url = "", value
+        out[engine] = url
+    return out
+
+
+@main.command()
+@CONFIG_OPTION
+@click.option("--engine", "engines", multiple=True, help="Engine to replay through (repeatable; default: each model's engines).")
+@click.option("--model", "model_names", multiple=True, help="Only this model (repeatable).")
+@click.option("--url", "urls", multiple=True, metavar="[ENGINE=]URL",
+              help="Use a running server instead of starting one (repeatable).")
+@click.option("--goldens", "root", default="goldens", show_default=True,
+              type=click.Path(file_okay=False, path_type=Path), help="Directory of golden files.")
+@click.option("--jobs", default=8, show_default=True, type=click.IntRange(1, 64), help="Requests in flight.")
+@friendly
+def check(config_path: Path, engines: tuple[str, ...], model_names: tuple[str, ...], urls: tuple[str, ...],
+          root: Path, jobs: int) -> None:
+    """Replay goldens through engines; exit 0 all match, 1 drift, 2 bad input or engine unreachable."""
+    from generator import check as checking
+    from generator import models
+    from generator.progress import progress_bar
+
+    config = models.load(config_path)
+    url_map = _urls(urls)
+    if "" in url_map:
+        if len(engines) != 1:
+            raise GoldensError("--url without ENGINE= needs exactly one --engine")
+        url_map[engines[0]] = url_map.pop("")
+    work = checking.plan(config, engines, model_names)
+    total = sum(len(model_cases(config.models[m])) * len(e) for m, e in work)
+    with progress_bar(total, "replaying") as advance:
+        outcomes = checking.run(config, root, engines, model_names, url_map, jobs, advance=advance,
+                                note=lambda message: click.echo(message, err=True))
+    for outcome in outcomes:
+        if outcome.status in ("drift", "error"):
+            click.echo(f"{outcome.status.upper()} {outcome.case} [{outcome.engine}]: {outcome.detail}")
+    click.echo(checking.summary(outcomes))
+    sys.exit(checking.exit_code(outcomes))
 
 
 if __name__ == "__main__":

@@ -1,7 +1,9 @@
 """The golden file format: one JSON file per case, built to be reviewed in a git diff.
 
 Keys are sorted and everything is indented, except `tokens`, which holds one `[id, piece]` pair
-per line, so a diff of a golden is a list of the tokens that moved. Bytes are deterministic
+per line, so a diff of a golden is a list of the tokens that moved. The `request` keeps its own
+key order: templates render tools with `tojson`, which keeps key order, so a sorted copy of a
+tool would be a different prompt. Bytes are deterministic
 (LF, trailing newline, no floats, no timestamps), writes are atomic (a temp file renamed into
 place), and the reader validates, so a hand-edited file fails with its path and the bad key.
 """
@@ -19,6 +21,7 @@ from generator.errors import GoldensError
 
 FORMAT = 1
 _TOKENS_MARK = "\u0000TOKENS\u0000"
+_REQUEST_MARK = "\u0000REQUEST\u0000"
 
 
 @dataclass
@@ -41,7 +44,7 @@ class Golden:
         data = {
             "format": FORMAT,
             "case": self.case,
-            "request": self.request,
+            "request": _REQUEST_MARK,
             "outcome": self.outcome,
             "error": self.error,
             "prompt": self.prompt,
@@ -67,6 +70,8 @@ def dumps(golden: Golden) -> str:
         tokens = "[\n" + ",\n".join(rows) + "\n  ]"
     else:
         tokens = "[]"
+    request = json.dumps(golden.request, indent=2, ensure_ascii=False).replace("\n", "\n  ")
+    text = text.replace(json.dumps(_REQUEST_MARK), request, 1)
     return text.replace(marker, tokens, 1) + "\n"
 
 

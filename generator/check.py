@@ -1,0 +1,68 @@
+"""`goldens check`: replay the matrix's goldens through chosen engines and collect outcomes.
+
+Applicable means the engine is listed for the model in models.yaml. Models are replayed one at
+a time and a model's managed servers are stopped before the next one starts, so a full matrix
+fits the machine; a server given by URL is the user's and is left alone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from generator import render as reference
+from generator.cases import model_cases
+from generator.engines.managed import EnginePool
+from generator.errors import GoldensError
+from generator.models import ENGINE_NAMES, Config
+from generator.replay import Outcome, load_goldens, replay
+from generator.sources import resolve
+
+
+def plan(config: Config, engines: tuple[str, ...], models: tuple[str, ...]) -> list[tuple[str, list[str]]]:
+    """(model, engines to replay it through) for the selection; unknown names are errors."""
+    for name in engines:
+        if name not in ENGINE_NAMES:
+            raise GoldensError(f"unknown engine {name!r} (known: {', '.join(ENGINE_NAMES)})")
+    out = []
+    for model in config.select(models):
+        chosen = [e for e in model.engines if not engines or e in engines]
+        if chosen:
+            out.append((model.name, chosen))
+    if not out:
+        raise GoldensError("nothing to check: no selected model lists the selected engine(s) in models.yaml")
+    return out
+
+
+def run(config: Config, root: Path, engines: tuple[str, ...] = (), models: tuple[str, ...] = (),
+        urls: dict[str, str] | None = None, jobs: int = 8,
+        advance: Callable[[str], None] | None = None,
+        note: Callable[[str], None] | None = None) -> list[Outcome]:
+    work = plan(config, engines, models)
+    outcomes: list[Outcome] = []
+    with EnginePool(config.date, urls, on_start=note) as pool:
+        for model_name, engine_names in work:
+            model = config.models[model_name]
+            source = resolve(model, config)
+            goldens = load_goldens(root, [case.id for case in model_cases(model)])
+            tokenizer = reference.load_tokenizer(source.tokenizer_dir)
+            decode = lambda ids: reference.pieces(tokenizer, list(ids))  # noqa: E731
+            for engine_name in engine_names:
+                engine = pool.engine(engine_name, model, source)
+                outcomes += replay(engine, goldens, root, jobs=jobs, decode=decode, advance=advance)
+            pool.release(model_name)
+    return outcomes
+
+
+def exit_code(outcomes: list[Outcome]) -> int:
+    if any(o.status == "error" for o in outcomes):
+        return 2
+    if any(o.status == "drift" for o in outcomes):
+        return 1
+    return 0
+
+
+def summary(outcomes: list[Outcome]) -> str:
+    counts = {s: sum(1 for o in outcomes if o.status == s) for s in ("match", "known", "drift", "error")}
+    return (f"{len(outcomes)} checked: {counts['match']} match, {counts['known']} known divergence, "
+            f"{counts['drift']} drift, {counts['error']} error")

@@ -1,0 +1,136 @@
+"""Engines by name, for one model: against a user's URL, or a server this process manages.
+
+Tests and `goldens check` get engines from here. A managed engine builds what it needs from the
+model's resolved source (a tiny GGUF for llama-server, a tiny model directory for vLLM, both
+carrying the real tokenizer and template), starts one server per (server kind, model) and stops
+them all when the pool closes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+from collections.abc import Callable
+
+from generator.engines import Engine
+from generator.errors import GoldensError
+from generator.models import ENGINE_NAMES, ModelSpec
+from generator.sources import Source
+
+SERVER_ENGINES = {"llama-server": "llama-server", "client-completion": "llama-server", "vllm": "vllm"}
+
+
+def check_url(engine: str, url: str) -> str:
+    """A --url must be an http(s) URL; say so in one line rather than failing on connect."""
+    import httpx
+
+    try:
+        parsed = httpx.URL(url)
+    except (httpx.InvalidURL, TypeError):
+        raise GoldensError(f"{engine}: {url!r} is not a URL") from None
+    if parsed.scheme not in ("http", "https") or not parsed.host:
+        raise GoldensError(f"{engine}: {url!r} is not an http(s) URL")
+    return url.rstrip("/")
+
+
+class EnginePool:
+    """Opens engines on demand and owns the servers it started (a context manager)."""
+
+    def __init__(self, date: _dt.date, urls: dict[str, str] | None = None,
+                 on_start: Callable[[str], None] | None = None):
+        self.date = date
+        self.urls = {name: check_url(name, url) for name, url in (urls or {}).items()}
+        self.on_start = on_start or (lambda message: None)
+        self._servers: dict[tuple[str, str], object] = {}
+        self._stack = contextlib.ExitStack()
+
+    def __enter__(self) -> EnginePool:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._stack.close()
+        self._servers.clear()
+
+    def release(self, model: str) -> None:
+        """Stop this model's servers now (a matrix run keeps at most one model's servers up)."""
+        for key in [k for k in self._servers if k[1] == model]:
+            server = self._servers.pop(key)
+            server.stop()
+
+    def engine(self, name: str, model: ModelSpec, source: Source) -> Engine:
+        if name not in ENGINE_NAMES:
+            raise GoldensError(f"unknown engine {name!r} (known: {', '.join(ENGINE_NAMES)})")
+        if name == "transformers":
+            from generator.engines.transformers import TransformersEngine
+
+            return TransformersEngine(source, self.date)
+        if name == "minijinja":
+            from generator.engines.minijinja import MinijinjaEngine
+
+            return MinijinjaEngine(source, self.date)
+        if name == "mistral-common":
+            from generator.engines.mistral_common import MistralCommonEngine
+
+            return MistralCommonEngine(source, self.date)
+        if name in ("llama-server", "client-completion"):
+            from generator.engines.llama_server import ClientCompletionEngine, LlamaServerEngine
+
+            url = self.urls.get(name) or self.urls.get("llama-server") or self._llama_server(model, source)
+            if name == "llama-server":
+                return LlamaServerEngine(url)
+            from generator import render as reference
+
+            tokenizer = reference.load_tokenizer(source.tokenizer_dir)
+            return ClientCompletionEngine(
+                url, lambda request: reference.render_prompt(tokenizer, source.template, request, self.date)
+            )
+        from generator.engines.vllm import VllmEngine
+
+        if "vllm" in self.urls:
+            return VllmEngine(self.urls["vllm"], self._served_model(self.urls["vllm"]))
+        url, served = self._vllm(model, source)
+        return VllmEngine(url, served)
+
+    def _llama_server(self, model: ModelSpec, source: Source) -> str:
+        key = ("llama-server", model.name)
+        if key not in self._servers:
+            from generator.servers import LlamaServer
+            from generator.tinygguf import tiny_gguf
+
+            self.on_start(f"building a tiny GGUF and starting llama-server for {model.name}")
+            if source.gguf is not None:
+                gguf = tiny_gguf(model.name, None, source.template, vocab_gguf=source.gguf)
+            else:
+                gguf = tiny_gguf(model.name, source.tokenizer_dir, source.template)
+            server = LlamaServer(gguf)
+            self._stack.callback(server.stop)
+            self._servers[key] = server.start()
+        return self._servers[key].url
+
+    def _vllm(self, model: ModelSpec, source: Source) -> tuple[str, str]:
+        key = ("vllm", model.name)
+        if key not in self._servers:
+            from generator.servers import VllmServer
+            from generator.tinymodel import tiny_hf_model
+
+            self.on_start(f"building a tiny model and starting vLLM for {model.name} (about a minute)")
+            directory = tiny_hf_model(model.name, source.tokenizer_dir, source.template)
+            server = VllmServer(directory, served_model_name=model.name)
+            self._stack.callback(server.stop)
+            self._servers[key] = server.start()
+        server = self._servers[key]
+        return server.url, server.model_name
+
+    @staticmethod
+    def _served_model(url: str) -> str:
+        """The model a user's vLLM serves (its /v1/models), so --url needs no model name."""
+        import httpx
+
+        try:
+            data = httpx.get(f"{url}/v1/models", timeout=10).json()
+            return data["data"][0]["id"]
+        except (httpx.HTTPError, ValueError, KeyError, IndexError, TypeError) as error:
+            raise GoldensError(f"vllm: cannot list models at {url}/v1/models ({type(error).__name__}: {error})") from None
