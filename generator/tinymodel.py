@@ -74,7 +74,11 @@ def tiny_hf_model(
             raise GoldensError(f"tiny model {name}: cannot build ({error})") from None
         (build / ".complete").write_text(digest.hexdigest() + "\n")
         shutil.rmtree(target, ignore_errors=True)
-        os.replace(build, target)
+        try:
+            os.replace(build, target)
+        except OSError:
+            if not (target / ".complete").exists():  # else a concurrent build won the race
+                raise
     return target
 
 

