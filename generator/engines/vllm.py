@@ -62,14 +62,21 @@ class VllmEngine:
             raise EngineError(f"{self._where('/tokenize')}: token_strs does not match tokens")
         return Ids(tokens, pieces=pieces)
 
-    def confirm(self, request: Request) -> list[int]:
-        """The prompt ids /v1/chat/completions actually used (generates one token)."""
+    def confirm(self, request: Request) -> Ids:
+        """The prompt ids /v1/chat/completions actually used (generates one token), with the
+        rendered prompt text, which /tokenize cannot return."""
         body = {**self._chat_fields(request), "max_tokens": 1, "temperature": 0.0,
-                "return_token_ids": True}
+                "return_token_ids": True, "return_prompt_text": True}
         if request.get("tools"):
-            body["tool_choice"] = "none"  # render the tools, but never parse a tool call
-        reply = self._post("/v1/chat/completions", body)
-        return self._ids(reply.get("prompt_token_ids"), "/v1/chat/completions")
+            # "auto" (the default with tools) needs --enable-auto-tool-choice; "none" still
+            # renders the tools unless the server runs --exclude-tools-when-tool-choice-none.
+            body["tool_choice"] = "none"
+        path = "/v1/chat/completions"
+        reply = self._post(path, body)
+        prompt = reply.get("prompt_text")
+        if prompt is not None and not isinstance(prompt, str):
+            raise EngineError(f"{self._where(path)}: prompt_text is {type(prompt).__name__}")
+        return Ids(self._ids(reply.get("prompt_token_ids"), path), prompt=prompt)
 
     def _where(self, path: str) -> str:
         return f"{self.name} at {self.url}{path}"
