@@ -1,0 +1,228 @@
+"""vLLM against Transformers, on a real vLLM server (CPU build, tiny random-weight Qwen3).
+
+The server gets the real Qwen3 tokenizer and the exact chat template from its
+tokenizer_config.json, so every difference from Transformers is vLLM's own request handling.
+First run installs vLLM into the cache (~2-4 min); later runs start the server in ~45 s.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+from transformers import AutoTokenizer
+from transformers.utils import get_json_schema
+
+from generator import pack
+from generator.engines import EngineError
+from generator.errors import GoldensError
+from generator.engines.vllm import VllmEngine
+from generator.servers import VllmServer, free_port
+from generator.tinymodel import tiny_hf_model
+from generator.vllm_env import vllm_python
+
+THINK_OFF_TAIL = [151667, 271, 151668, 271]  # "<think>", "\n\n", "</think>", "\n\n"
+
+
+def get_weather(city: str) -> str:
+    """Get the current weather for a city.
+
+    Args:
+        city: The city name.
+    """
+    return city
+
+
+WEATHER_TOOL = get_json_schema(get_weather)
+PLAIN = {"messages": [
+    {"role": "system", "content": "You are terse."},
+    {"role": "user", "content": "What is 2 + 2?"},
+]}
+THINK_OFF = {**PLAIN, "chat_template_kwargs": {"enable_thinking": False}}
+TOOLS = {**PLAIN, "tools": [WEATHER_TOOL]}
+CONTINUE = {
+    "messages": [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hel"}],
+    "add_generation_prompt": False, "continue_final_message": True,
+}
+ALL = {"plain": PLAIN, "think_off": THINK_OFF, "tools": TOOLS, "continue": CONTINUE}
+
+
+@pytest.fixture(scope="session")
+def qwen3_model():
+    tokenizer_dir = pack.npm_models_dir("qwen3")
+    template = json.loads((tokenizer_dir / "tokenizer_config.json").read_text())["chat_template"]
+    return tiny_hf_model("qwen3", tokenizer_dir, template)
+
+
+@pytest.fixture(scope="session")
+def reference():
+    return AutoTokenizer.from_pretrained(pack.npm_models_dir("qwen3"))
+
+
+def render(tokenizer, request) -> list[int]:
+    """Transformers' ids for a request: the reference every engine is held to."""
+    return tokenizer.apply_chat_template(
+        request["messages"], tools=request.get("tools"), tokenize=True, return_dict=False,
+        add_generation_prompt=request.get("add_generation_prompt", True),
+        continue_final_message=request.get("continue_final_message", False),
+        **request.get("chat_template_kwargs", {}),
+    )
+
+
+@pytest.fixture(scope="session")
+def vllm(qwen3_model):
+    vllm_python()
+    with VllmServer(qwen3_model) as server, VllmEngine(server.url, server.model_name) as engine:
+        yield engine
+
+
+def test_plain_chat_matches_transformers(vllm, reference):
+    ids = vllm.ids(PLAIN)
+    assert len(ids) == 25
+    assert ids == render(reference, PLAIN)
+    assert ids.pieces == reference.convert_ids_to_tokens(ids)
+
+
+def test_enable_thinking_false_reaches_the_template(vllm, reference):
+    ids = vllm.ids(THINK_OFF)
+    assert len(ids) == 29
+    assert ids[-4:] == THINK_OFF_TAIL
+    assert ids == render(reference, THINK_OFF)
+
+
+def test_tools_lose_the_return_key(vllm, reference):
+    """vLLM parses tools into its FunctionDefinition model, which keeps only name, description,
+    parameters (and strict); get_json_schema's "return" entry is dropped before rendering."""
+    assert "return" in WEATHER_TOOL["function"]
+    expected = render(reference, TOOLS)
+    without_return = {"type": "function", "function": {
+        k: v for k, v in WEATHER_TOOL["function"].items() if k != "return"
+    }}
+    ids = vllm.ids(TOOLS)
+    assert (len(expected), len(ids)) == (177, 168)
+    assert next(i for i, (a, b) in enumerate(zip(expected, ids)) if a != b) == 106
+    assert ids == render(reference, {**TOOLS, "tools": [without_return]})
+    served = vllm.confirm(TOOLS)
+    assert served == ids
+    assert '"get_weather"' in served.prompt and '"return"' not in served.prompt
+
+
+def test_continue_final_message_matches_transformers(vllm, reference):
+    ids = vllm.ids(CONTINUE)
+    assert ids == render(reference, CONTINUE)
+    assert ids.pieces[-1] == "Hel"
+
+
+@pytest.mark.parametrize("case", sorted(ALL))
+def test_chat_completions_prompt_equals_tokenize(vllm, case):
+    """/tokenize is only trustworthy if serving renders the same prompt."""
+    assert vllm.confirm(ALL[case]) == vllm.ids(ALL[case])
+
+
+def test_render_only_server_tokenizes_identically(vllm, qwen3_model):
+    """The cheap render server (no engine, no weights) gives the same /tokenize answers."""
+    with VllmServer(qwen3_model, render_only=True) as server, \
+            VllmEngine(server.url, server.model_name) as render_engine:
+        for case, request in ALL.items():
+            got = render_engine.ids(request)
+            assert got == vllm.ids(request), case
+            assert got.pieces == vllm.ids(request).pieces, case
+
+
+def test_http_error_carries_status_and_body(vllm):
+    wrong = VllmEngine(vllm.url, "no-such-model")
+    with pytest.raises(EngineError, match=r"vllm at http://127\.0\.0\.1:\d+/tokenize: HTTP 404.*no-such-model"):
+        wrong.ids(PLAIN)
+    both = {**CONTINUE, "add_generation_prompt": True}
+    with pytest.raises(EngineError, match=r"HTTP 400.*continue_final_message"):
+        vllm.ids(both)
+
+
+def test_nothing_listening_names_the_url():
+    url = f"http://127.0.0.1:{free_port()}"
+    with pytest.raises(EngineError, match=rf"vllm at {url}/tokenize: Connect"):
+        VllmEngine(url, "m").ids(PLAIN)
+
+
+def test_no_answer_is_a_timeout():
+    """A socket that accepts connections (backlog) but never replies."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(1)
+        url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+        with pytest.raises(EngineError, match=rf"vllm at {url}/tokenize: timed out"):
+            VllmEngine(url, "m", timeout=0.5).ids(PLAIN)
+
+
+@pytest.fixture
+def broken_server():
+    """A real HTTP server standing in for a misbehaving engine: replies that a healthy vLLM
+    never sends, so the engine's reply checks can be exercised over a real socket."""
+    replies = {}
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self):  # noqa: N802
+            self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            body = replies["body"]
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}", replies
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.mark.parametrize("body, message", [
+    (b"<html>oops</html>", "not JSON"),
+    (b"[1, 2]", "not a JSON object"),
+    (b'{"tokens": [1, "2"]}', "token 1 is '2'"),
+    (b'{"tokens": [1, true]}', "token 1 is True"),
+    (b'{"tokens": null}', "expected a list"),
+    (b'{"tokens": [1, 2], "token_strs": ["a"]}', "token_strs does not match"),
+])
+def test_malformed_replies_are_engine_errors(broken_server, body, message):
+    url, replies = broken_server
+    replies["body"] = body
+    with VllmEngine(url, "m") as engine, pytest.raises(EngineError, match=f"vllm at {url}") as error:
+        engine.ids(PLAIN)
+    assert message in str(error.value)
+
+
+def test_tiny_model_is_deterministic_and_carries_the_template(tmp_path, monkeypatch, qwen3_model):
+    tokenizer_dir = pack.npm_models_dir("qwen3")
+    template = (qwen3_model / "chat_template.jinja").read_text()
+    monkeypatch.setenv("GOLDENS_CACHE", str(tmp_path))
+    again = tiny_hf_model("qwen3", tokenizer_dir, template)
+    assert again != qwen3_model and again.name == qwen3_model.name  # same key, other cache
+    for name in ("model.safetensors", "config.json", "tokenizer.json"):
+        assert (again / name).read_bytes() == (qwen3_model / name).read_bytes(), name
+    config = json.loads((again / "config.json").read_text())
+    assert config["architectures"] == ["Qwen3ForCausalLM"]
+    assert config["vocab_size"] == len(AutoTokenizer.from_pretrained(tokenizer_dir)) == 151669
+    assert json.loads((again / "tokenizer_config.json").read_text())["chat_template"] == template
+    other = tiny_hf_model("qwen3", tokenizer_dir, template + "\n")
+    assert other != again and (other / "chat_template.jinja").read_text() == template + "\n"
+
+
+def test_failed_venv_install_leaves_nothing_marked_complete(tmp_path, monkeypatch):
+    """A torch version no index has: pip fails fast, and the half venv is removed."""
+    from generator import vllm_env
+
+    monkeypatch.setenv("GOLDENS_CACHE", str(tmp_path))
+    monkeypatch.setattr(vllm_env, "TORCH_VERSION", "0.0.0")
+    with pytest.raises(GoldensError, match=r"vllm venv: install torch==0\.0\.0 failed") as error:
+        vllm_env.vllm_python()
+    assert "\n" not in str(error.value)
+    assert not vllm_env.vllm_venv_dir().exists()
