@@ -132,6 +132,23 @@ def _urls(values: tuple[str, ...]) -> dict[str, str]:
     return out
 
 
+def _probe(url_map: dict[str, str]) -> None:
+    """Every --url must name a known engine and answer before the run: one line, not an error per case."""
+    import httpx
+
+    from generator.engines.managed import check_url
+    from generator.models import ENGINE_NAMES
+
+    for engine, url in url_map.items():
+        if engine not in ENGINE_NAMES:
+            raise GoldensError(f"--url {engine}=...: unknown engine {engine!r} (known: {', '.join(ENGINE_NAMES)})")
+        url = check_url(engine, url)
+        try:
+            httpx.get(url, timeout=5)
+        except httpx.HTTPError as error:
+            raise GoldensError(f"{engine}: cannot reach {url} ({type(error).__name__}: {error})") from None
+
+
 @main.command()
 @CONFIG_OPTION
 @click.option("--engine", "engines", multiple=True, help="Engine to replay through (repeatable; default: each model's engines).")
@@ -141,12 +158,19 @@ def _urls(values: tuple[str, ...]) -> dict[str, str]:
 @click.option("--goldens", "root", default="goldens", show_default=True,
               type=click.Path(file_okay=False, path_type=Path), help="Directory of golden files.")
 @click.option("--jobs", default=8, show_default=True, type=click.IntRange(1, 64), help="Requests in flight.")
+@click.option("--junit", "junit_path", type=click.Path(dir_okay=False, path_type=Path),
+              help="Write a JUnit XML report here (one testcase per model, shape and engine).")
+@click.option("--report", "report_path", type=click.Path(dir_okay=False, path_type=Path),
+              help="Write a Markdown report here (for a pull-request comment).")
 @friendly
 def check(config_path: Path, engines: tuple[str, ...], model_names: tuple[str, ...], urls: tuple[str, ...],
-          root: Path, jobs: int) -> None:
+          root: Path, jobs: int, junit_path: Path | None, report_path: Path | None) -> None:
     """Replay goldens through engines; exit 0 all match, 1 drift, 2 bad input or engine unreachable."""
+    import time
+
     from generator import check as checking
     from generator import models
+    from generator import report
     from generator.progress import progress_bar
 
     config = models.load(config_path)
@@ -156,15 +180,37 @@ def check(config_path: Path, engines: tuple[str, ...], model_names: tuple[str, .
             raise GoldensError("--url without ENGINE= needs exactly one --engine")
         url_map[engines[0]] = url_map.pop("")
     work = checking.plan(config, engines, model_names)
+    report.check_destination(junit_path, report_path)
+    _probe(url_map)
     total = sum(len(model_cases(config.models[m])) * len(e) for m, e in work)
+    started = time.monotonic()
     with progress_bar(total, "replaying") as advance:
         outcomes = checking.run(config, root, engines, model_names, url_map, jobs, advance=advance,
                                 note=lambda message: click.echo(message, err=True))
+    if junit_path is not None:
+        report.write(junit_path, report.junit_xml(outcomes, time.monotonic() - started))
+    if report_path is not None:
+        report.write(report_path, report.markdown(outcomes))
     for outcome in outcomes:
         if outcome.status in ("drift", "error"):
             click.echo(f"{outcome.status.upper()} {outcome.case} [{outcome.engine}]: {outcome.detail}")
     click.echo(checking.summary(outcomes))
     sys.exit(checking.exit_code(outcomes))
+
+
+@main.command(name="diff")
+@click.argument("rev", default="HEAD")
+@click.option("--goldens", "root", default="goldens", show_default=True,
+              type=click.Path(file_okay=False, path_type=Path), help="Directory of golden files.")
+@click.option("--markdown", is_flag=True, help="A summary table and diff blocks, for a pull-request comment.")
+@click.option("--context", default=3, show_default=True, type=click.IntRange(0, 50),
+              help="Unchanged tokens shown around each change.")
+@friendly
+def diff_command(rev: str, root: Path, markdown: bool, context: int) -> None:
+    """Token-level view of every golden changed against a git revision (default: HEAD)."""
+    from generator import diff
+
+    click.echo(diff.diff(root, rev, markdown=markdown, context=context), nl=False)
 
 
 if __name__ == "__main__":
