@@ -1,0 +1,239 @@
+"""Bad input in models.yaml (and on the command line) through the real CLI.
+
+Every case runs in-process through click's CliRunner (fast), and a representative few also run
+the installed console script in a subprocess, where a traceback would really reach the terminal.
+
+Every mistake must end the same way: exit code 2, exactly one line on stderr naming the file and
+the key path, no traceback, and nothing written. A typo in a matrix that gates CI must never turn
+into a silently smaller matrix.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from click.testing import CliRunner
+
+from generator import models
+from generator.cli import main
+from generator.errors import GoldensError
+
+ROOT = Path(__file__).resolve().parents[1]
+CONFIG_NAME = "matrix.yaml"  # not the default name, so the error must really name this file
+
+
+def goldens_command() -> list[str]:
+    script = Path(sys.executable).parent / "goldens"
+    return [str(script)] if script.exists() else [sys.executable, "-m", "generator.cli"]
+
+
+def run(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "CI": "1", "PYTHONDONTWRITEBYTECODE": "1"}
+    return subprocess.run(goldens_command() + args, cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=300)
+
+
+def run_in_process(args: list[str]) -> subprocess.CompletedProcess:
+    """CliRunner, reported like a subprocess; any exception but SystemExit would be a traceback."""
+    result = CliRunner().invoke(main, args)
+    stderr = result.stderr
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        stderr += "\nTraceback (in process): " + repr(result.exception)
+    return subprocess.CompletedProcess(args, result.exit_code, result.stdout, stderr)
+
+
+def snapshot(directory: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(directory)): p.read_bytes() for p in sorted(directory.rglob("*")) if p.is_file()}
+
+
+def assert_one_line_error(result: subprocess.CompletedProcess, *needles: str) -> str:
+    assert result.returncode == 2, (result.returncode, result.stdout, result.stderr)
+    assert "Traceback" not in result.stderr and "Traceback" not in result.stdout
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, result.stderr
+    line = lines[0]
+    assert line.startswith("goldens: error: "), line
+    for needle in needles:
+        assert needle in line, (needle, line)
+    return line
+
+
+QWEN = '{pack: "npm:qwen3"}'
+SHA = "0123456789abcdef" * 4
+
+# id -> (models.yaml text, what the one line must contain besides the file name)
+BAD_CONFIGS = {
+    "yaml-syntax": (
+        f"models:\n  m:\n    tokenizer: {QWEN}\n    shapes: [plain, tools\n",
+        ["YAML error", "line"],
+    ),
+    "yaml-tab-indent": ("models:\n\tm: {}\n", ["YAML error", "line 2"]),
+    "empty-file": ("", ["top level", "expected a mapping"]),
+    "unknown-top-key": (f"colour: red\nmodels:\n  m:\n    tokenizer: {QWEN}\n", ["colour", "unknown key"]),
+    "missing-models": ("date: 2026-01-15\n", ["models", "missing required key"]),
+    "no-models": ("models: {}\n", ["models", "at least one model"]),
+    "unknown-model-key": (
+        f"models:\n  m:\n    tokenizer: {QWEN}\n    shape: [plain]\n", ["models.m.shape", "unknown key"],
+    ),
+    "bad-model-name": (f"models:\n  My_Model:\n    tokenizer: {QWEN}\n", ["models.My_Model"]),
+    "missing-tokenizer": ("models:\n  m:\n    shapes: [plain]\n", ["models.m.tokenizer", "missing required key"]),
+    "two-tokenizer-kinds": (
+        'models:\n  m:\n    tokenizer: {pack: "npm:qwen3", dir: ./tok}\n',
+        ["models.m.tokenizer", "exactly one of pack, hf, gguf, dir"],
+    ),
+    "no-tokenizer-kind": ("models:\n  m:\n    tokenizer: {}\n", ["models.m.tokenizer", "exactly one of"]),
+    "unknown-tokenizer-key": (
+        'models:\n  m:\n    tokenizer: {pack: "npm:qwen3", branch: main}\n', ["models.m.tokenizer.branch", "unknown key"],
+    ),
+    "hf-without-revision": (
+        "models:\n  m:\n    tokenizer: {hf: Qwen/Qwen3-0.6B}\n", ["models.m.tokenizer.revision", "revision"],
+    ),
+    "revision-on-pack": (
+        'models:\n  m:\n    tokenizer: {pack: "npm:qwen3", revision: main}\n', ["models.m.tokenizer.revision"],
+    ),
+    "empty-tokenizer-value": ('models:\n  m:\n    tokenizer: {dir: ""}\n', ["models.m.tokenizer.dir"]),
+    "two-template-kinds": (
+        f'models:\n  m:\n    tokenizer: {QWEN}\n    template: {{file: a.jinja, inline: "x"}}\n',
+        ["models.m.template", "at most one of"],
+    ),
+    "unknown-shape": (
+        f"models:\n  m:\n    tokenizer: {QWEN}\n    shapes: [plain, tool]\n",
+        ["models.m.shapes[1]", "unknown shape 'tool'"],
+    ),
+    "unknown-shape-in-all-except": (
+        f"models:\n  m:\n    tokenizer: {QWEN}\n    shapes: {{all_except: [images]}}\n",
+        ["models.m.shapes.all_except[0]", "unknown shape 'images'"],
+    ),
+    "shapes-not-a-list": (f"models:\n  m:\n    tokenizer: {QWEN}\n    shapes: plain\n", ["models.m.shapes"]),
+    "unknown-engine": (
+        f"models:\n  m:\n    tokenizer: {QWEN}\n    engines: [transformers, tgi]\n",
+        ["models.m.engines[1]", "unknown engine 'tgi'"],
+    ),
+    "bad-variant-name": (
+        f"models:\n  m:\n    tokenizer: {QWEN}\n    variants:\n      Thinking_Off: {{enable_thinking: false}}\n",
+        ["models.m.variants.Thinking_Off"],
+    ),
+    "variant-not-a-mapping": (
+        f"models:\n  m:\n    tokenizer: {QWEN}\n    variants:\n      thinking-off: false\n",
+        ["models.m.variants.thinking-off", "expected a mapping"],
+    ),
+    "bad-pin-format": (
+        f"models:\n  m:\n    tokenizer: {QWEN}\n    pins: {{template_sha256: abc123}}\n",
+        ["models.m.pins.template_sha256", "64 lowercase hex"],
+    ),
+    "uppercase-pin": (
+        f"models:\n  m:\n    tokenizer: {QWEN}\n    pins: {{tokenizer_sha256: {SHA.upper()}}}\n",
+        ["models.m.pins.tokenizer_sha256", "64 lowercase hex"],
+    ),
+    "unknown-pin": (
+        f"models:\n  m:\n    tokenizer: {QWEN}\n    pins: {{vocab_sha256: {SHA}}}\n",
+        ["models.m.pins.vocab_sha256", "unknown key"],
+    ),
+    "bad-date": (f"date: soon\nmodels:\n  m:\n    tokenizer: {QWEN}\n", ["date", "expected a date"]),
+    "notes-not-a-string": (f"models:\n  m:\n    tokenizer: {QWEN}\n    notes: [a]\n", ["models.m.notes"]),
+}
+
+
+SUBPROCESS_CASES = {"yaml-syntax", "unknown-model-key", "two-tokenizer-kinds", "unknown-shape", "bad-pin-format"}
+
+
+@pytest.mark.parametrize(
+    "case, in_process",
+    [(case, True) for case in sorted(BAD_CONFIGS)] + [(case, False) for case in sorted(SUBPROCESS_CASES)],
+    ids=[f"{case}-cli" for case in sorted(BAD_CONFIGS)] + [f"{case}-subprocess" for case in sorted(SUBPROCESS_CASES)],
+)
+def test_bad_config_is_one_line_exit_2_and_writes_nothing(case, in_process, tmp_path):
+    text, needles = BAD_CONFIGS[case]
+    config = tmp_path / CONFIG_NAME
+    config.write_text(text, encoding="utf-8")
+    before = snapshot(tmp_path)
+    args = ["regenerate", "--config", str(config), "--out", str(tmp_path / "out")]
+    result = run_in_process(args) if in_process else run(args, cwd=tmp_path)
+    assert_one_line_error(result, CONFIG_NAME, *needles)
+    assert not (tmp_path / "out").exists()
+    assert snapshot(tmp_path) == before  # models.yaml itself untouched, no stray files
+
+
+@pytest.mark.parametrize("case", sorted(BAD_CONFIGS))
+def test_bad_config_fails_the_same_in_load(case, tmp_path):
+    """The importable loader raises the same one-line GoldensError the CLI prints."""
+    text, needles = BAD_CONFIGS[case]
+    config = tmp_path / CONFIG_NAME
+    config.write_text(text, encoding="utf-8")
+    with pytest.raises(GoldensError) as raised:
+        models.load(config)
+    message = str(raised.value)
+    assert "\n" not in message
+    assert CONFIG_NAME in message
+    for needle in needles:
+        assert needle in message
+
+
+@pytest.mark.parametrize("command", ["models", "render"])
+def test_every_command_validates_the_config(command, tmp_path):
+    text, needles = BAD_CONFIGS["unknown-shape"]
+    config = tmp_path / CONFIG_NAME
+    config.write_text(text, encoding="utf-8")
+    request = tmp_path / "request.json"
+    request.write_text('{"messages": [{"role": "user", "content": "hi"}]}', encoding="utf-8")
+    args = [command, "--config", str(config)]
+    if command == "render":
+        args += ["--model", "m", "--request", str(request)]
+    assert_one_line_error(run_in_process(args), CONFIG_NAME, *needles)
+
+
+def test_unknown_model_name_on_the_command_line(tmp_path):
+    config = tmp_path / CONFIG_NAME
+    config.write_text(f"models:\n  qwen3:\n    tokenizer: {QWEN}\n    shapes: [plain]\n", encoding="utf-8")
+    result = run(["regenerate", "--config", str(config), "--out", str(tmp_path / "out"),
+                  "--model", "qwen3", "--model", "qwen4"], cwd=tmp_path)
+    assert_one_line_error(result, CONFIG_NAME, "unknown model 'qwen4'", "qwen3")
+    assert not (tmp_path / "out").exists()
+
+    request = tmp_path / "request.json"
+    request.write_text('{"messages": [{"role": "user", "content": "hi"}]}', encoding="utf-8")
+    result = run_in_process(["render", "--config", str(config), "--model", "qwen4", "--request", str(request)])
+    assert_one_line_error(result, CONFIG_NAME, "unknown model 'qwen4'")
+
+
+def test_missing_config_file(tmp_path):
+    missing = tmp_path / "nowhere" / "models.yaml"
+    result = run(["regenerate", "--config", str(missing), "--out", str(tmp_path / "out")], cwd=tmp_path)
+    assert_one_line_error(result, str(missing), "cannot read")
+    assert not (tmp_path / "out").exists()
+
+
+def test_default_config_is_models_yaml_in_the_working_directory(tmp_path):
+    result = run(["models"], cwd=tmp_path)
+    assert_one_line_error(result, "models.yaml", "cannot read")
+
+
+def test_bad_request_file_names_the_file(tmp_path):
+    config = tmp_path / CONFIG_NAME
+    config.write_text(f"models:\n  qwen3:\n    tokenizer: {QWEN}\n", encoding="utf-8")
+    request = tmp_path / "body.json"
+    request.write_text('{"messages": [{"role": "robot", "content": "hi"}]}', encoding="utf-8")
+    result = run_in_process(["render", "--config", str(config), "--model", "qwen3", "--request", str(request)])
+    assert_one_line_error(result, "body.json", "messages[0]")
+
+
+def test_models_command_lists_the_committed_matrix():
+    result = run_in_process(["models", "--config", str(ROOT / "models.yaml")])
+    assert result.returncode == 0, result.stderr
+    assert "qwen3: 28 cases" in result.stdout
+    assert "gemma3: 16 cases" in result.stdout
+    assert "tokenizer: pack:npm:qwen3" in result.stdout
+    assert "variants:  default, thinking-off" in result.stdout
+
+
+def test_committed_models_yaml_is_valid():
+    config = models.load(ROOT / "models.yaml")
+    assert config.date.isoformat() == "2026-01-15"
+    qwen3 = config.models["qwen3"]
+    assert "image" not in qwen3.shapes and "video" not in qwen3.shapes
+    assert qwen3.variants == {"": {}, "thinking-off": {"enable_thinking": False}}
