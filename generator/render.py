@@ -4,15 +4,17 @@ Rendering is Transformers' own (its sandboxed Jinja environment, its tojson, its
 aliasing); tokenization is what apply_chat_template(tokenize=True) does, the rendered string
 encoded with add_special_tokens=False, because the template already wrote every special token.
 Two things are pinned so a golden never depends on when it was made: `strftime_now` returns the
-matrix's fixed date, and a template that raises becomes a recorded outcome, not a crash.
+matrix's fixed date (see frozen_date), and a template that raises becomes a recorded outcome, not a crash.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import functools
 import logging
 import os
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -51,27 +53,47 @@ def _quiet_transformers() -> None:
     logging.getLogger("transformers").setLevel(logging.ERROR)
 
 
-def fixed_strftime(date: _dt.date):
-    """`strftime_now` for templates that print today's date, frozen at the matrix's date. Passed
-    as a render variable, it shadows Transformers' global of the same name."""
+_CLOCK_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def frozen_date(date: _dt.date):
+    """Transformers' `strftime_now` global reads `datetime.now()` from its chat-template module;
+    for the length of one render that name is a datetime whose now() is the matrix's date (a
+    function passed as a render variable would not do: Transformers turns extra render
+    arguments into plain data). The lock keeps concurrent renders from seeing each other's."""
+    from transformers.utils import chat_template_utils
+
     moment = _dt.datetime.combine(date, _dt.time(12, 0))
-    return lambda fmt: moment.strftime(fmt)
+
+    class _Frozen(_dt.datetime):
+        @classmethod
+        def now(cls, tz=None):
+            return moment if tz is None else moment.replace(tzinfo=tz)
+
+    with _CLOCK_LOCK:
+        original = chat_template_utils.datetime
+        chat_template_utils.datetime = _Frozen
+        try:
+            yield
+        finally:
+            chat_template_utils.datetime = original
 
 
 def render_prompt(tokenizer, template: str, request: dict[str, Any], date: _dt.date) -> str:
     """The prompt string the reference template renders for a request (may raise)."""
     kwargs = dict(request.get("chat_template_kwargs") or {})
-    kwargs.setdefault("strftime_now", fixed_strftime(date))
-    return tokenizer.apply_chat_template(
-        request["messages"],
-        tools=request.get("tools"),
-        documents=request.get("documents"),
-        chat_template=template,
-        add_generation_prompt=request.get("add_generation_prompt", True),
-        continue_final_message=request.get("continue_final_message", False),
-        tokenize=False,
-        **kwargs,
-    )
+    with frozen_date(date):
+        return tokenizer.apply_chat_template(
+            request["messages"],
+            tools=request.get("tools"),
+            documents=request.get("documents"),
+            chat_template=template,
+            add_generation_prompt=request.get("add_generation_prompt", True),
+            continue_final_message=request.get("continue_final_message", False),
+            tokenize=False,
+            **kwargs,
+        )
 
 
 def pieces(tokenizer, ids: list[int]) -> list[str]:

@@ -108,6 +108,10 @@ def _pack_tokenizer(name: str):
         if artifact is None:
             raise GoldensError(f"pack {name!r}: unknown (npm: {', '.join(pack.NPM_TOKENIZERS)})")
         return pack.npm_models_dir(key), artifact.label, None
+    if registry not in ("llama.cpp", "llama-models", "mistral-common"):
+        raise GoldensError(
+            f"pack {name!r}: unknown (use npm:<key>, llama.cpp:<vocab>, llama-models:llama3, mistral-common:tekken)"
+        )
     from generator import vocab
 
     out = pack.cache_dir() / "vocab"
