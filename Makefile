@@ -1,0 +1,34 @@
+# goldens: the two everyday commands are `make regenerate` and `make test`.
+# Everything installs into .venv; downloads, builds and tiny models go to $(GOLDENS_CACHE)
+# (default ~/.cache/goldens), never into the repository.
+
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: setup regenerate test check bench clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e .
+	touch $(STAMP)
+
+regenerate: setup        ## render every case with the reference and rewrite changed goldens
+	$(BIN)/goldens regenerate
+
+test: setup              ## replay the goldens through every engine (builds/starts real servers)
+	$(BIN)/pytest
+
+check: setup             ## the CI gate: replay the matrix, write JUnit and Markdown reports
+	$(BIN)/goldens check --junit out/goldens.xml --report out/goldens.md
+
+bench: setup
+	$(BIN)/python bench/regenerate.py
+	$(BIN)/python bench/replay.py
+
+clean:
+	rm -rf $(VENV) out .pytest_cache
