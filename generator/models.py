@@ -49,6 +49,15 @@ class TemplateSpec:
 
 
 @dataclass(frozen=True)
+class PrefixTail:
+    """A declared, by-design prefix break: the last `tokens` of every request may differ in the
+    next one (e.g. an empty think block the next request does not render), and why."""
+
+    tokens: int
+    reason: str
+
+
+@dataclass(frozen=True)
 class ModelSpec:
     name: str
     tokenizer: TokenizerSpec
@@ -59,6 +68,8 @@ class ModelSpec:
     kwargs: dict[str, Any] = field(default_factory=dict)  # sent with every case (date_string)
     pins: dict[str, str] = field(default_factory=dict)
     notes: str = ""
+    # variant name ("" = default) -> the tokens at the end of each request the next one may rewrite
+    prefix_tails: dict[str, PrefixTail] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -108,7 +119,8 @@ def parse(data: Any, path: Path) -> Config:
     return Config(path=path, date=date, models=models)
 
 
-MODEL_KEYS = {"tokenizer", "template", "shapes", "variants", "engines", "kwargs", "pins", "notes"}
+MODEL_KEYS = {"tokenizer", "template", "shapes", "variants", "engines", "kwargs", "pins", "notes",
+              "prefix_tails"}
 
 
 def _parse_model(name: str, raw: Any, where: _Where, key: str) -> ModelSpec:
@@ -137,10 +149,31 @@ def _parse_model(name: str, raw: Any, where: _Where, key: str) -> ModelSpec:
     notes = raw.get("notes", "")
     if not isinstance(notes, str):
         raise GoldensError(f"{where.file}: {key}.notes: expected a string")
+    tails = _parse_tails(raw.get("prefix_tails") or {}, variants, where, f"{key}.prefix_tails")
     return ModelSpec(
         name=name, tokenizer=tokenizer, template=template, shapes=shapes, variants=variants,
         engines=tuple(engines), kwargs=kwargs, pins=dict(pins), notes=notes.strip(),
+        prefix_tails=tails,
     )
+
+
+def _parse_tails(raw: Any, variants: dict[str, dict], where: _Where, key: str) -> dict[str, PrefixTail]:
+    """`prefix_tails: {<variant> | default: {tokens: N, reason: "..."}}`, keyed by variant."""
+    tails = {}
+    for vname, spec in where.mapping(raw, key, None).items():
+        vkey = f"{key}.{vname}"
+        variant = "" if vname == "default" else vname
+        if vname == "" or variant not in variants:
+            known = ", ".join(v or "default" for v in variants)
+            raise GoldensError(f"{where.file}: {vkey}: unknown variant (known: {known})")
+        spec = where.mapping(spec, vkey, {"tokens", "reason"}, required={"tokens", "reason"})
+        tokens, reason = spec["tokens"], spec["reason"]
+        if type(tokens) is not int or tokens < 1:
+            raise GoldensError(f"{where.file}: {vkey}.tokens: expected a positive integer")
+        if not isinstance(reason, str) or not reason.strip():
+            raise GoldensError(f"{where.file}: {vkey}.reason: expected a non-empty string")
+        tails[variant] = PrefixTail(tokens=tokens, reason=" ".join(reason.split()))
+    return tails
 
 
 def _parse_tokenizer(raw: Any, where: _Where, key: str) -> TokenizerSpec:
