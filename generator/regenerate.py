@@ -51,10 +51,41 @@ def provenance(source: Source, config: Config) -> dict[str, str]:
 def reference_golden(case: Case, source: Source, config: Config, stamp: dict[str, str]) -> golden_format.Golden:
     tokenizer = reference.load_tokenizer(source.tokenizer_dir)
     result = reference.render(tokenizer, source.template, case.request, config.date)
-    return golden_format.Golden(
+    item = golden_format.Golden(
         case=case.id, request=case.request, outcome=result.outcome, ids=result.ids,
         pieces=result.pieces, prompt=result.prompt, error=result.error, provenance=stamp,
     )
+    annotate(case, source, config, item)
+    return item
+
+
+def annotate(case: Case, source: Source, config: Config, item: golden_format.Golden) -> None:
+    """The analyses a golden records beside its ids, all by the reference: `roundtrip` on every
+    golden; `control_tokens` where a user message spells control-token text; `requests` and
+    `prefix_breaks` (+ `prefix_tail` when declared) where the request stands for a multi-turn
+    conversation; `cache_busters` on the multi-turn shape (generator/prefix.py, roundtrip.py)."""
+    if item.outcome != "ok":
+        return
+    from generator import prefix, roundtrip
+    from generator.engines.transformers import TransformersEngine
+
+    tokenizer = reference.load_tokenizer(source.tokenizer_dir)
+    engine = TransformersEngine(source, config.date)
+    item.extra["roundtrip"] = roundtrip.roundtrip_record(tokenizer, item.ids)
+    if roundtrip.spelled_markers(case.request):
+        item.extra["control_tokens"] = {engine.name: roundtrip.control_record(engine, case.request, tokenizer)}
+    tail = config.models[case.model].prefix_tails.get(case.variant)
+    if prefix.is_multi_request(case.request):
+        result = prefix.check(engine, prefix.requests_of(case.request), tail)
+        item.extra["requests"] = result.requests_record()
+        item.extra["prefix_breaks"] = [b.record() for b in result.breaks]
+        if tail is not None:
+            item.extra["prefix_tail"] = {"tokens": tail.tokens, "reason": tail.reason}
+    if case.shape == "multi-turn":
+        kwargs = case.request.get("chat_template_kwargs") or {}
+        item.extra["cache_busters"] = {
+            r.buster.name: prefix.buster_record(r) for r in prefix.cache_busters(engine, kwargs, tail)
+        }
 
 
 def check_pins(model: ModelSpec, source: Source, config: Config, update: bool) -> None:

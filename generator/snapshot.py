@@ -9,6 +9,7 @@ golden by accident; a reviewed divergence is recorded with `goldens ledger`.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -21,8 +22,12 @@ from generator.render import Rendered
 
 
 def golden_extension(root: Path, case_id: str, request: dict, provenance: dict[str, Any],
-                     engine: str | None = None) -> type[SingleFileSnapshotExtension]:
-    """An extension bound to one case (and, for a replay, one engine and its ledger entry)."""
+                     engine: str | None = None,
+                     annotate: Callable[[golden_format.Golden], None] | None = None,
+                     ) -> type[SingleFileSnapshotExtension]:
+    """An extension bound to one case (and, for a replay, one engine and its ledger entry).
+    `annotate` adds the reference's analyses to a reference golden (regenerate.annotate), so
+    --snapshot-update writes the same bytes as `goldens regenerate`."""
     location = golden_format.golden_path(root, case_id)
     ledger = compare.ledger_path(root, case_id, engine) if engine else None
     if ledger is not None and ledger.exists():
@@ -46,15 +51,19 @@ def golden_extension(root: Path, case_id: str, request: dict, provenance: dict[s
             else:  # an engine's Ids
                 ids, pieces, prompt, error = list(data), getattr(data, "pieces", None), getattr(data, "prompt", None), None
                 pieces = pieces if pieces is not None and len(pieces) == len(ids) else [""] * len(ids)
-            return golden_format.dumps(golden_format.Golden(
+            item = golden_format.Golden(
                 case=case_id, request=request, outcome="error" if error else "ok", ids=list(ids),
                 pieces=list(pieces), prompt=prompt, error=error, provenance=provenance,
-            ))
+            )
+            if annotate is not None and isinstance(data, Rendered):
+                annotate(item)
+            return golden_format.dumps(item)
 
         def matches(self, *, serialized_data, snapshot_data) -> bool:
             new = golden_format.loads(serialized_data, "actual")
             old = golden_format.loads(snapshot_data, str(location))
-            return (new.outcome, new.ids, new.error) == (old.outcome, old.ids, old.error)
+            same = (new.outcome, new.ids, new.error) == (old.outcome, old.ids, old.error)
+            return same and (annotate is None or new.extra == old.extra)
 
         def diff_lines(self, serialized_data, snapshot_data):
             new = golden_format.loads(serialized_data, "actual")
@@ -66,6 +75,11 @@ def golden_extension(root: Path, case_id: str, request: dict, provenance: dict[s
             div = compare.diverge(old.ids, old.pieces, old.prompt, new.ids, new.pieces, new.prompt)
             if div is not None:
                 yield from compare.format_divergence(div, "golden", engine or "actual").splitlines()
+            elif annotate is not None:
+                for key in sorted(set(old.extra) | set(new.extra)):
+                    if old.extra.get(key) != new.extra.get(key):
+                        yield f"analysis {key!r} changed: golden {old.extra.get(key)!r}"
+                        yield f"{' ' * len(f'analysis {key!r} changed: ')}actual {new.extra.get(key)!r}"
 
         @classmethod
         def write_snapshot_collection(cls, *, snapshot_collection, name_order=None) -> None:

@@ -6,13 +6,15 @@
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 
 from generator import compare, golden as golden_format, render as reference
 from generator.cases import matrix
 from generator.engines import Refused
 from generator.engines.transformers import TransformersEngine
-from generator.regenerate import provenance
+from generator.regenerate import annotate, provenance
 from generator.snapshot import golden_extension
 
 from conftest import CONFIG, GOLDENS, source_of
@@ -26,7 +28,8 @@ def test_reference_golden(case, snapshot):
     source = source_of(case.model)
     rendered = reference.render(reference.load_tokenizer(source.tokenizer_dir), source.template,
                                 case.request, CONFIG.date)
-    extension = golden_extension(GOLDENS, case.id, case.request, provenance(source, CONFIG))
+    extension = golden_extension(GOLDENS, case.id, case.request, provenance(source, CONFIG),
+                                 annotate=functools.partial(annotate, case, source, CONFIG))
     assert rendered == snapshot.use_extension(extension)
 
 
