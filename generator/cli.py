@@ -213,5 +213,39 @@ def diff_command(rev: str, root: Path, markdown: bool, context: int) -> None:
     click.echo(diff.diff(root, rev, markdown=markdown, context=context), nl=False)
 
 
+@main.command()
+@CONFIG_OPTION
+@click.option("--model", "model_name", required=True, help="A model of the matrix.")
+@click.option("--engine", "engine_name", default="transformers", show_default=True,
+              help="The engine whose ids are checked (a server engine starts a managed server).")
+@click.option("--kwargs", "kwargs_json", metavar="JSON",
+              help="Chat-template kwargs, e.g. '{\"enable_thinking\": false}' (default: every variant).")
+@click.option("--conversation", "conversation_file", type=click.File("r"),
+              help="A chat body holding the whole recorded conversation (or a JSON list of the "
+                   "requests as sent); - for stdin. Default: the multi-turn shapes.")
+@click.option("--url", metavar="URL", help="Use this running server for --engine instead of starting one.")
+@click.option("--cache-busters", "busters", is_flag=True,
+              help="Also show the client behaviours that break the prefix, each with its fix.")
+@friendly
+def prefix(config_path: Path, model_name: str, engine_name: str, kwargs_json: str | None,
+           conversation_file, url: str | None, busters: bool) -> None:
+    """Check that every request of a conversation starts with the one before it; exit 1 on a break
+    outside the tail models.yaml declares for the model and kwargs."""
+    from generator import models
+    from generator import prefix as prefix_check
+
+    config = models.load(config_path)
+    kwargs = prefix_check.parse_kwargs(kwargs_json)
+    conversation, name = None, "conversation"
+    if conversation_file is not None:
+        name = getattr(conversation_file, "name", "conversation")
+        conversation = prefix_check.load_conversation(conversation_file.read(), name)
+    code = prefix_check.run_command(
+        config, model_name, engine_name, kwargs, conversation, name, url, busters,
+        echo=click.echo, note=lambda message: click.echo(message, err=True),
+    )
+    sys.exit(code)
+
+
 if __name__ == "__main__":
     main()
