@@ -105,6 +105,7 @@ def tiny_gguf(
         tmp = Path(tmp_name)
         try:
             _run_writer(spec, tmp, source / "gguf-py", name)
+            os.chmod(tmp, 0o644)
             os.replace(tmp, target)
         finally:
             tmp.unlink(missing_ok=True)
@@ -345,7 +346,8 @@ def _vocab_spm_from_json(tokenizer_dir: Path, tokenizer_json: dict, vocab_size: 
         if piece == unk:
             toktype, score = SentencePieceTokenTypes.UNKNOWN, 0.0
         elif token_id in added:
-            toktype = SentencePieceTokenTypes.CONTROL if added[token_id]["special"] else SentencePieceTokenTypes.USER_DEFINED
+            special = added[token_id]["special"]
+            toktype = SentencePieceTokenTypes.CONTROL if special else SentencePieceTokenTypes.USER_DEFINED
             score = 0.0
         elif re.fullmatch(r"<0x[0-9A-Fa-f]{2}>", piece):
             toktype, score = SentencePieceTokenTypes.BYTE, 0.0
