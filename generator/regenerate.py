@@ -8,10 +8,11 @@ are equal, so a run with nothing changed writes nothing.
 from __future__ import annotations
 
 import importlib.metadata
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+
+import yaml
 
 from generator import golden as golden_format
 from generator import render as reference
@@ -88,43 +89,64 @@ def annotate(case: Case, source: Source, config: Config, item: golden_format.Gol
         }
 
 
-def check_pins(model: ModelSpec, source: Source, config: Config, update: bool) -> None:
-    """A pin that moved is an error naming both hashes, until the user re-pins on purpose."""
+def moved_pins(model: ModelSpec, source: Source, config: Config, update: bool) -> list[tuple[str, str, str]]:
+    """Pins that no longer match: an error naming both hashes unless the user re-pins on purpose;
+    with --update-pins, the (model, key, new hash) to write once every source has resolved."""
     actual = {"template_sha256": source.template_sha256, "tokenizer_sha256": source.tokenizer_sha256}
+    moved = []
     for key, pinned in model.pins.items():
         if pinned == actual[key]:
             continue
         if not update:
             what = source.template_origin if key == "template_sha256" else source.origin
             raise GoldensError(
-                f"{config.path.name}: models.{model.name}.pins.{key}: pinned {pinned[:12]}… but "
-                f"{what} is now {actual[key][:12]}… ({actual[key]}); review it, then re-pin with --update-pins"
+                f"{config.path.name}: models.{model.name}.pins.{key}: pinned {pinned} but {what} "
+                f"is now {actual[key]}; review the change, then re-pin with --update-pins"
             )
-        text = config.path.read_text(encoding="utf-8")
-        config.path.write_text(re.sub(pinned, actual[key], text, count=1), encoding="utf-8")
-        model.pins[key] = actual[key]
+        moved.append((model.name, key, actual[key]))
+    return moved
+
+
+def rewrite_pins(config: Config, moved: list[tuple[str, str, str]]) -> None:
+    """Replace exactly the pinned scalars in models.yaml (comments and layout kept), atomically."""
+    if not moved:
+        return
+    text = config.path.read_text(encoding="utf-8")
+    root = yaml.compose(text)
+    spans = []
+    for model, key, value in moved:
+        node = _child(_child(_child(_child(root, "models"), model), "pins"), key)
+        spans.append((node.start_mark.index, node.end_mark.index, value))
+        config.models[model].pins[key] = value
+    for start, end, value in sorted(spans, reverse=True):
+        text = text[:start] + value + text[end:]
+    golden_format.write_atomic(config.path, text)
+
+
+def _child(node, key: str):
+    for key_node, value_node in node.value:
+        if key_node.value == key:
+            return value_node
+    raise GoldensError(f"models.yaml: cannot find {key!r} to re-pin")
 
 
 Progress = Callable[[str], None]
 
 
 def build(config: Config, models: list[ModelSpec], update_pins: bool = False,
-          advance: Progress | None = None,
-          postprocess: Callable[[Case, Source, golden_format.Golden], None] | None = None,
-          ) -> dict[str, golden_format.Golden]:
-    """Every selected case's golden, keyed by case id; nothing touches the disk but pins."""
-    sources = {}
+          advance: Progress | None = None) -> dict[str, golden_format.Golden]:
+    """Every selected case's golden, keyed by case id; nothing touches the disk but re-pins."""
+    sources, moved = {}, []
     for model in models:
         sources[model.name] = resolve(model, config)
-        check_pins(model, sources[model.name], config, update_pins)
+        moved += moved_pins(model, sources[model.name], config, update_pins)
+    rewrite_pins(config, moved)
     goldens = {}
     for model in models:
         source = sources[model.name]
         stamp = provenance(source, config)
         for case in model_cases(model):
             goldens[case.id] = reference_golden(case, source, config, stamp)
-            if postprocess is not None:
-                postprocess(case, source, goldens[case.id])
             if advance is not None:
                 advance(case.id)
     return goldens
@@ -143,7 +165,8 @@ def write(out: Path, goldens: dict[str, golden_format.Golden], models: list[Mode
             summary.unchanged += 1
     dirs = [out / m.name for m in models]
     if all_models and out.exists():
-        dirs += [d for d in out.iterdir() if d.is_dir() and d.name not in known_models]
+        dirs += [d for d in sorted(out.iterdir())
+                 if d.is_dir() and d.name not in known_models and _only_goldens(d)]
     for directory in dirs:
         if not directory.is_dir():
             continue
@@ -157,6 +180,19 @@ def write(out: Path, goldens: dict[str, golden_format.Golden], models: list[Mode
         if not any(directory.iterdir()):
             directory.rmdir()
     return summary
+
+
+def _only_goldens(directory: Path) -> bool:
+    """A directory of a model no longer in the matrix: every file in it is a golden or ledger
+    entry. Anything else in --out is the user's and is never removed."""
+    for path in directory.iterdir():
+        if not path.is_file() or path.suffix != ".json":
+            return False
+        try:
+            golden_format.read(path)
+        except GoldensError:
+            return False
+    return True
 
 
 def regenerate(config: Config, out: Path, model_names: tuple[str, ...] = (), update_pins: bool = False,

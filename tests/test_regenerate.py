@@ -137,6 +137,16 @@ def test_removing_a_model_removes_its_directory(tmp_path):
     assert not (out / "gemma3").exists()
 
 
+def test_a_directory_that_is_not_goldens_is_never_removed(tmp_path):
+    out = tmp_path / "out"
+    config = write_config(tmp_path / "m.yaml", TWO_MODELS.format(qwen_shapes="plain"))
+    notes = out / "notes" / "keep.json"
+    notes.parent.mkdir(parents=True)
+    notes.write_text('{"mine": true}\n')
+    assert summary(invoke("regenerate", "--config", config, "--out", out)) == (2, 0, 0)
+    assert notes.read_text() == '{"mine": true}\n'
+
+
 def test_model_option_limits_the_work(tmp_path):
     out = tmp_path / "out"
     config = write_config(tmp_path / "m.yaml", TWO_MODELS.format(qwen_shapes="plain, tools"))
