@@ -32,9 +32,11 @@ from generator.replay import Outcome
 STATUSES = ("match", "known", "drift", "error")
 DETAILS_LIMIT = 25  # full reports in the Markdown; a PR comment has a size limit
 CELL_LIMIT = 160
+PAD_LIMIT = 40_000  # characters a padded table may take; a PR comment holds 65,536
 LEDGER_MOVED = "moved from its ledger entry: "
 
-# XML 1.0 allows tab, LF, CR and everything from U+0020 except surrogates and U+FFFE/U+FFFF.
+# XML 1.0 allows tab, LF, CR and everything from U+0020 except surrogates and U+FFFE/U+FFFF;
+# the rest is shown escaped (`\x1b`), in the Markdown too, where it would be invisible.
 _NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
 
 
@@ -160,7 +162,7 @@ def _code(text: str) -> str:
 
 def _text(text: str, limit: int = CELL_LIMIT) -> str:
     """Prose in a table cell: one line, and no character that would start markup or end the cell."""
-    text = _first_line(text, limit)
+    text = _first_line(_xml_safe(text), limit)
     return re.sub(r"([\\`*|<\[\]])", r"\\\1", text)
 
 
@@ -188,7 +190,10 @@ def cell(outcome: Outcome) -> str:
     if outcome.status == "known":
         return f"known divergence: {_text(outcome.reason or outcome.detail)}"
     if outcome.status == "error":
-        return f"**error**: {_text(outcome.detail, 80)}"
+        detail = outcome.detail
+        if detail.startswith(f"{outcome.engine}: "):
+            detail = detail[len(outcome.engine) + 2:]
+        return f"**error**: {_text(detail, 48)}"
     if outcome.divergence is not None:
         moved = " (ledger entry moved)" if outcome.detail.startswith(LEDGER_MOVED) else ""
         return f"**drift at token {outcome.divergence.index}**{moved}: {_code(drift_context(outcome))}"
@@ -196,8 +201,10 @@ def cell(outcome: Outcome) -> str:
 
 
 def markdown_table(header: list[str], rows: list[list[str]]) -> list[str]:
-    widths = [max(len(str(c)) for c in column) for column in zip(header, *rows)]
-    widths = [max(3, w) for w in widths]
+    """A GFM table, its columns padded so the plain text lines up too (unless that makes it huge)."""
+    widths = [max(3, max(len(str(c)) for c in column)) for column in zip(header, *rows)]
+    if sum(widths) * (len(rows) + 2) > PAD_LIMIT:
+        widths = [3] * len(widths)
 
     def line(cells: Iterable[str]) -> str:
         return "| " + " | ".join(c.ljust(w) for c, w in zip(cells, widths)) + " |"
@@ -235,7 +242,7 @@ def markdown(outcomes: Sequence[Outcome], title: str = "goldens check") -> str:
         lines += ["", "### Drift and errors", ""]
         for outcome in bad[:DETAILS_LIMIT]:
             lines += [f"#### {outcome.case} · {outcome.engine}: {headline(outcome)}", ""]
-            lines += _fenced(outcome.detail or "(no detail)")
+            lines += _fenced(_xml_safe(outcome.detail) or "(no detail)")
             lines.append("")
         if len(bad) > DETAILS_LIMIT:
             lines += [f"… and {len(bad) - DETAILS_LIMIT} more; the JUnit report has every one.", ""]

@@ -1,0 +1,191 @@
+"""`goldens diff [REV]`: changed goldens against git, token by token, in a tmp git repository."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from generator import diff
+from generator import golden as golden_format
+from generator.cli import main
+
+from conftest import GOLDENS
+
+GIT = ["git", "-c", "user.name=goldens tests", "-c", "user.email=tests@example.invalid",
+       "-c", "commit.gpgsign=false", "-c", "init.defaultBranch=main"]
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run([*GIT, "-C", str(repo), *args], check=True, capture_output=True, text=True).stdout
+
+
+def invoke(*args):
+    return CliRunner().invoke(main, [str(a) for a in args])
+
+
+def run_diff(repo: Path, *args) -> str:
+    result = invoke("diff", "--goldens", repo / "goldens", *args)
+    assert result.exit_code == 0, (result.exit_code, result.stdout, result.stderr, result.exception)
+    return result.stdout
+
+
+def one_line_error(result) -> str:
+    assert result.exit_code == 2, (result.exit_code, result.stdout, result.stderr, result.exception)
+    assert isinstance(result.exception, SystemExit)
+    (line,) = result.stderr.splitlines()
+    assert line.startswith("goldens: error: ")
+    return line
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    """A git repository whose first commit holds a copy of the committed qwen3 goldens."""
+    shutil.copytree(GOLDENS / "qwen3", tmp_path / "goldens" / "qwen3")
+    git(tmp_path, "init", "-q")
+    git(tmp_path, "add", ".")
+    git(tmp_path, "commit", "-q", "-m", "goldens")
+    return tmp_path
+
+
+def edit(repo: Path, case: str, change) -> golden_format.Golden:
+    path = golden_format.golden_path(repo / "goldens", case)
+    item = golden_format.read(path)
+    change(item)
+    golden_format.write_atomic(path, golden_format.dumps(item))
+    return item
+
+
+def change_token(item):
+    item.ids[5], item.pieces[5] = 12345, " tersely"
+    item.prompt = item.prompt.replace("You are terse.", "You are tersely.")
+
+
+def remove_tokens(item):
+    del item.ids[106:115], item.pieces[106:115]
+    item.prompt = "".join(item.pieces)
+
+
+def rows(text: str, mark: str) -> list[tuple[int, int, str]]:
+    """(position, id, piece repr) of the rows with this mark (`-`, `+` or ` `)."""
+    pattern = re.compile(rf"^  {re.escape(mark)} +(\d+) +(\d+) ('.*'|\".*\")$")
+    return [(int(m[1]), int(m[2]), m[3]) for line in text.splitlines() if (m := pattern.match(line))]
+
+
+def test_nothing_changed(repo):
+    assert run_diff(repo) == "no golden changed against HEAD\n"
+
+
+def test_one_edited_token_is_shown_aligned_with_its_context(repo):
+    old = golden_format.read(golden_format.golden_path(repo / "goldens", "qwen3/plain"))
+    edit(repo, "qwen3/plain", change_token)
+    out = run_diff(repo)
+    assert out.splitlines()[0] == "qwen3/plain: 1 token changed at 5"
+    assert rows(out, "-") == [(5, 50537, "' terse'")]
+    assert rows(out, "+") == [(5, 12345, "' tersely'")]
+    assert [pos for pos, _, _ in rows(out, " ")] == [2, 3, 4, 6, 7, 8]
+    assert [tid for _, tid, _ in rows(out, " ")] == [old.ids[i] for i in (2, 3, 4, 6, 7, 8)]
+    assert "  @@ old 2-8, new 2-8 @@" in out
+    assert "  @@ text at character 32: 2 characters added @@" in out
+    assert "'ly'" in out.split("@@ text")[1]
+    assert out.rstrip().endswith("1 golden changed against HEAD")
+
+
+def test_removed_tokens_new_and_removed_goldens(repo):
+    before = golden_format.read(golden_format.golden_path(repo / "goldens", "qwen3/tools"))
+    edit(repo, "qwen3/tools", remove_tokens)
+    added = golden_format.read(golden_format.golden_path(repo / "goldens", "qwen3/plain"))
+    added.case = "qwen3/brand-new"
+    golden_format.write_atomic(repo / "goldens" / "qwen3" / "brand-new.json", golden_format.dumps(added))
+    (repo / "goldens" / "qwen3" / "whitespace.json").unlink()
+
+    out = run_diff(repo)
+    summaries = [line for line in out.splitlines() if line and not line.startswith(" ")]
+    assert summaries == [
+        "qwen3/brand-new: new golden (25 tokens)",
+        "qwen3/tools: 9 tokens removed at 106-114",
+        f"qwen3/whitespace: golden removed (had {len(golden_format.read(GOLDENS / 'qwen3' / 'whitespace.json').ids)} tokens)",
+        "3 goldens changed against HEAD",
+    ]
+    assert rows(out, "-") == [(i, before.ids[i], repr(before.pieces[i])) for i in range(106, 115)]
+    assert rows(out, "+") == []
+    assert [pos for pos, _, _ in rows(out, " ")] == [103, 104, 105, 115, 116, 117]
+    assert "@@ old 103-117, new 103-108 @@" in out
+    assert "@@ text at character" in out and "characters removed @@" in out
+
+    # staged counts the same as unstaged and untracked; a commit moves the changes behind HEAD
+    git(repo, "add", "-A")
+    assert run_diff(repo) == out
+    git(repo, "commit", "-q", "-m", "bump")
+    assert run_diff(repo) == "no golden changed against HEAD\n"
+    assert run_diff(repo, "HEAD~1") == out.replace("against HEAD", "against HEAD~1")
+
+
+def test_markdown_has_a_summary_table_and_diff_blocks(repo):
+    edit(repo, "qwen3/plain", change_token)
+    edit(repo, "qwen3/tools", remove_tokens)
+    text = run_diff(repo, "--markdown")
+    lines = text.splitlines()
+    assert lines[0] == "**goldens diff against `HEAD`**: 2 goldens changed"
+    assert re.fullmatch(r"\| golden +\| change +\|", lines[2])
+    assert re.fullmatch(r"\| -{3,} \| -{3,} \|", lines[3])
+    assert re.fullmatch(r"\| qwen3/plain +\| 1 token changed at 5 +\|", lines[4])
+    assert re.fullmatch(r"\| qwen3/tools +\| 9 tokens removed at 106-114 +\|", lines[5])
+    blocks = re.findall(r"#### (\S+)\n\n```diff\n(.*?)\n```", text, re.S)
+    assert [name for name, _ in blocks] == ["qwen3/plain", "qwen3/tools"]
+    assert "-  5  50537 ' terse'" in blocks[0][1] and "+  5  12345 ' tersely'" in blocks[0][1]
+
+
+def test_metadata_only_and_outcome_changes_are_summarised(repo):
+    def bump(item):
+        item.provenance["template_sha256"] = "0" * 64
+
+    def refuse(item):
+        item.outcome, item.error, item.ids, item.pieces, item.prompt = "error", "raise_exception: no", [], [], None
+
+    edit(repo, "qwen3/plain", bump)
+    edit(repo, "qwen3/tools", refuse)
+    out = run_diff(repo)
+    assert "qwen3/plain: tokens unchanged; changed: provenance.template_sha256" in out
+    assert "qwen3/tools: now refused by the reference (raise_exception: no); had " in out
+    assert "  + outcome error: raise_exception: no" in out
+
+
+@pytest.mark.parametrize("old, new, expected", [
+    ([1, 2, 3, 4], [1, 2, 3, 4, 5, 6], "2 tokens added at 4-5"),
+    ([1, 2, 3, 4, 5], [1, 9, 9, 9, 5], "3 tokens changed at 1-3"),
+    ([1, 2, 3, 4, 5], [1, 9, 5], "3 tokens replaced by 1 at 1-3"),
+    ([1, 2, 3, 4, 5], [1, 2, 3, 5], "1 token removed at 3"),
+    ([1, 2, 3, 4, 5, 6], [1, 7, 3, 8, 5, 9], "1 token changed at 1; 1 token changed at 3; 1 token changed at 5"),
+    ([1, 2, 3, 4, 5, 6, 7, 8], [0, 2, 0, 4, 0, 6, 0, 8], "4 changes from token 0: 4 old tokens replaced by 4 new"),
+])
+def test_token_change_phrasing(old, new, expected):
+    assert diff.describe_tokens(diff.opcodes(old, new)) == expected
+
+
+def test_bad_input_is_one_line_exit_2(repo, tmp_path_factory):
+    assert "unknown git revision 'nope'" in one_line_error(invoke("diff", "nope", "--goldens", repo / "goldens"))
+    assert "is not a git revision" in one_line_error(invoke("diff", "--goldens", repo / "goldens", "--", "-x"))
+    elsewhere = tmp_path_factory.mktemp("plain")
+    shutil.copytree(GOLDENS / "qwen3", elsewhere / "goldens" / "qwen3")
+    line = one_line_error(invoke("diff", "--goldens", elsewhere / "goldens"))
+    assert "not inside a git repository" in line
+    assert "no such directory" in one_line_error(invoke("diff", "--goldens", repo / "missing"))
+    bad = repo / "goldens" / "qwen3" / "plain.json"
+    bad.write_text(bad.read_text()[:100])
+    line = one_line_error(invoke("diff", "--goldens", repo / "goldens"))
+    assert str(bad) in line and "not valid JSON" in line
+
+
+def test_a_changed_golden_in_the_committed_tree_reads_via_git_show(repo):
+    """The old side is the revision's blob, not the working tree: change, commit, change back."""
+    edit(repo, "qwen3/plain", change_token)
+    git(repo, "commit", "-q", "-am", "edit")
+    git(repo, "checkout", "-q", "HEAD~1", "--", "goldens/qwen3/plain.json")
+    out = run_diff(repo)
+    assert out.splitlines()[0] == "qwen3/plain: 1 token changed at 5"
+    assert rows(out, "-") == [(5, 12345, "' tersely'")] and rows(out, "+") == [(5, 50537, "' terse'")]

@@ -1,0 +1,322 @@
+"""`goldens check --junit/--report`: the CI gate's reports, exit codes and bad input.
+
+Runs go through the transformers engine (no server) on copies of the committed goldens in a
+tmp dir; the committed goldens are never edited.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import socket
+import threading
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from generator import compare, report
+from generator import golden as golden_format
+from generator.cases import matrix
+from generator.cli import main
+from generator.errors import GoldensError
+from generator.replay import Outcome
+
+from conftest import CONFIG, GOLDENS, ROOT
+
+TIMESTAMP = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d$")
+DECIMAL = re.compile(r"^-?\d+(\.\d+)?$")
+
+
+def invoke(*args) -> object:
+    return CliRunner().invoke(main, [str(a) for a in args])
+
+
+def one_line_error(result) -> str:
+    assert result.exit_code == 2, (result.exit_code, result.stdout, result.stderr, result.exception)
+    assert isinstance(result.exception, SystemExit), result.exception
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("goldens: error: ")
+    return lines[0]
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    """A copy of the committed goldens and models.yaml to edit freely."""
+    shutil.copytree(GOLDENS, tmp_path / "goldens")
+    shutil.copy(ROOT / "models.yaml", tmp_path / "models.yaml")
+    return tmp_path
+
+
+def check(where: Path, *args):
+    return invoke("check", "--config", where / "models.yaml", "--goldens", where / "goldens",
+                  "--engine", "transformers", "--jobs", 4, *args)
+
+
+def transformers_cases(models=()) -> list[str]:
+    return [c.id for c in matrix(CONFIG, models) if "transformers" in CONFIG.models[c.model].engines]
+
+
+# --------------------------------------------------------------- the common JUnit schema, checked
+
+def assert_junit_schema(root: ET.Element) -> None:
+    """What both the Ant JUnit.xsd ("windyroad") and Jenkins' junit-10.xsd require of a report."""
+    assert root.tag == "testsuites" and not root.attrib
+    for suite in root:
+        assert suite.tag == "testsuite"
+        for key in ("name", "package", "id", "tests", "failures", "errors", "time", "timestamp", "hostname"):
+            assert suite.get(key), (key, suite.attrib)
+        assert TIMESTAMP.match(suite.get("timestamp")), suite.get("timestamp")
+        assert DECIMAL.match(suite.get("time"))
+        children = [child.tag for child in suite]
+        assert children[0] == "properties" and children[-2:] == ["system-out", "system-err"], children
+        assert set(children[1:-2]) <= {"testcase"}, children
+        for prop in suite.find("properties"):
+            assert prop.tag == "property" and prop.get("name") and prop.get("value") is not None
+        cases = suite.findall("testcase")
+        assert int(suite.get("tests")) == len(cases)
+        assert int(suite.get("failures")) == sum(1 for c in cases if c.find("failure") is not None)
+        assert int(suite.get("errors")) == sum(1 for c in cases if c.find("error") is not None)
+        for case in cases:
+            assert case.get("name") and case.get("classname") and DECIMAL.match(case.get("time"))
+            assert len(case) <= 1 and all(child.tag in ("failure", "error") for child in case)
+            for child in case:
+                assert child.get("type") and child.get("message") is not None
+
+
+def table(markdown: str) -> tuple[str, list[str], list[list[str]]]:
+    """(summary line, header cells, body rows) of a report: the summary comes first, then the table."""
+    lines = markdown.splitlines()
+    assert lines[1] == ""
+    header, separator, *rest = lines[2:]
+    rows = []
+    for line in rest:
+        if not line.startswith("|"):
+            break
+        rows.append([cell.strip() for cell in re.split(r"(?<!\\)\|", line)[1:-1]])
+    cells = [c.strip() for c in header.strip("|").split("|")]
+    assert re.fullmatch(r"\|( -{3,} \|)+", separator), separator
+    assert len(separator.split("|")) == len(header.split("|"))
+    return lines[0], cells, rows
+
+
+# ------------------------------------------------------------------------------- through the CLI
+
+def test_check_on_the_committed_goldens_writes_both_reports(workspace, tmp_path):
+    out_xml, out_md = tmp_path / "out" / "goldens.xml", tmp_path / "out" / "goldens.md"
+    result = check(workspace, "--junit", out_xml, "--report", out_md)
+    assert result.exit_code == 0, (result.stdout, result.stderr)
+
+    root = ET.parse(out_xml).getroot()
+    assert_junit_schema(root)
+    (suite,) = root
+    assert suite.get("name") == "goldens.transformers"
+    listed = [f"{c.get('classname')}/{c.get('name')}" for c in suite.iter("testcase")]
+    assert sorted(listed) == sorted(transformers_cases())
+    assert suite.get("failures") == "0" and suite.get("errors") == "0"
+
+    summary, header, rows = table(out_md.read_text(encoding="utf-8"))
+    assert summary.startswith("**goldens check: passed**")
+    assert f"{len(listed)} checked: {len(listed)} match" in summary
+    assert header == ["model", "shape", "transformers"]
+    assert sorted(f"{m}/{s}" for m, s, _ in rows) == sorted(listed)
+    assert {cell for *_, cell in rows} == {"ok"}
+    assert not list(tmp_path.glob("out/.*"))  # no temp file left beside the reports
+
+
+def test_one_edited_token_is_drift_in_both_reports(workspace, tmp_path):
+    path = golden_format.golden_path(workspace / "goldens", "qwen3/plain")
+    item = golden_format.read(path)
+    item.ids[5], item.pieces[5] = 12345, " tersely"
+    golden_format.write_atomic(path, golden_format.dumps(item))
+    out_xml, out_md = tmp_path / "out.xml", tmp_path / "out.md"
+
+    result = check(workspace, "--model", "qwen3", "--junit", out_xml, "--report", out_md)
+    assert result.exit_code == 1, (result.stdout, result.stderr)
+    assert "DRIFT qwen3/plain [transformers]: drift at token 5" in result.stdout
+
+    root = ET.parse(out_xml).getroot()
+    assert_junit_schema(root)
+    failed = [c for c in root.iter("testcase") if c.find("failure") is not None]
+    assert [(c.get("classname"), c.get("name")) for c in failed] == [("qwen3", "plain")]
+    failure = failed[0].find("failure")
+    assert failure.get("message") == "drift at token 5"
+    assert "»5:12345:' tersely'" in failure.text and "»5:50537:' terse'" in failure.text
+    assert len(list(root.iter("testcase"))) == len(transformers_cases(["qwen3"]))
+
+    text = out_md.read_text(encoding="utf-8")
+    summary, _, rows = table(text)
+    assert summary.startswith("**goldens check: failed (1 drift)**")
+    by_case = {f"{m}/{s}": cell for m, s, cell in rows}
+    assert by_case["qwen3/plain"].startswith("**drift at token 5**")
+    assert "' tersely'" in by_case["qwen3/plain"] and "' terse'" in by_case["qwen3/plain"]
+    assert all(cell == "ok" for case, cell in by_case.items() if case != "qwen3/plain")
+    assert "#### qwen3/plain · transformers: drift at token 5" in text
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.mark.parametrize("args, expected", [
+    (["--engine", "nope"], "unknown engine 'nope'"),
+    (["--model", "nope"], "unknown model 'nope'"),
+    (["--url", "llama-server=not a url"], "'not a url' is not an http(s) URL"),
+    (["--url", "nope=http://127.0.0.1:8080"], "unknown engine 'nope'"),
+    (["--url", "llama-server=http://127.0.0.1:9"], "cannot reach http://127.0.0.1:9"),
+    (["--url", "llama-server=http://127.0.0.1:{port}"], "cannot reach http://127.0.0.1:{port}"),
+])
+def test_bad_input_is_one_line_exit_2_and_no_report(workspace, tmp_path, args, expected):
+    port = free_port()
+    args = [a.format(port=port) for a in args]
+    out_xml, out_md = tmp_path / "out.xml", tmp_path / "out.md"
+    line = one_line_error(check(workspace, *args, "--junit", out_xml, "--report", out_md))
+    assert expected.format(port=port) in line
+    assert not out_xml.exists() and not out_md.exists()
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".out")]
+
+
+@pytest.mark.parametrize("edit, expected", [
+    (lambda text: text[: len(text) // 2], "not valid JSON"),
+    (lambda text: json.dumps({k: v for k, v in json.loads(text).items() if k != "tokens"}), "missing key 'tokens'"),
+])
+def test_a_golden_edited_into_bad_json_is_exit_2_naming_the_file(workspace, tmp_path, edit, expected):
+    path = workspace / "goldens" / "qwen3" / "tools.json"
+    path.write_text(edit(path.read_text(encoding="utf-8")), encoding="utf-8")
+    out_xml, out_md = tmp_path / "out.xml", tmp_path / "out.md"
+    line = one_line_error(check(workspace, "--model", "qwen3", "--junit", out_xml, "--report", out_md))
+    assert str(path) in line and expected in line
+    assert not out_xml.exists() and not out_md.exists()
+
+
+def test_report_destinations_are_checked_before_the_run(workspace, tmp_path):
+    same = tmp_path / "same"
+    assert "name the same file" in one_line_error(check(workspace, "--junit", same, "--report", same))
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    assert "is not a directory" in one_line_error(check(workspace, "--report", blocker / "out.md"))
+    assert not same.exists()
+
+
+# ------------------------------------------------------------------------------ report builders
+
+def drift(case="qwen3/plain", engine="llama-server", index=7, ledger=False) -> Outcome:
+    div = compare.diverge([1, 2, 3, 4, 5, 6, 7, 8], list("abcdefg|"), None,
+                          [1, 2, 3, 4, 5, 6, 7, 9], None, None, decode=lambda ids: list("abcdefg`"))
+    assert div.index == index
+    detail = compare.format_divergence(div, "reference", engine)
+    if ledger:
+        detail = "moved from its ledger entry: " + detail
+    return Outcome(case, engine, "drift", detail, divergence=div)
+
+
+OUTCOMES = [
+    Outcome("qwen3/plain", "transformers", "match"),
+    drift(),
+    Outcome("qwen3/tools", "transformers", "match"),
+    Outcome("qwen3/tools", "llama-server", "known", "drops <think> | by design", reason="drops <think> | by design"),
+    Outcome("gemma3/plain--x", "transformers", "error", "transformers: boom \x00\x1b here"),
+    drift("gemma3/plain--x", "llama-server", ledger=True),
+    Outcome("gemma3/tools", "vllm", "drift", "the reference refused (no) but vllm rendered 3 tokens"),
+]
+
+
+def test_junit_from_outcomes_has_suites_per_engine_failures_and_errors():
+    text = report.junit_xml(OUTCOMES, elapsed=3.5)
+    root = ET.fromstring(text.encode("utf-8"))
+    assert_junit_schema(root)
+    suites = {s.get("name"): s for s in root}
+    assert list(suites) == ["goldens.transformers", "goldens.llama-server", "goldens.vllm"]
+    llama = suites["goldens.llama-server"]
+    assert (llama.get("tests"), llama.get("failures"), llama.get("errors")) == ("3", "2", "0")
+    messages = [f.get("message") for f in llama.iter("failure")]
+    assert messages == ["drift at token 7", "drift at token 7 (ledger entry moved)"]
+    assert "known divergence: drops <think> | by design" in llama.find("system-out").text
+    error = suites["goldens.transformers"].find("testcase[@name='plain--x']/error")
+    assert error.get("type") == "error" and "boom \\x00\\x1b here" in error.text
+    vllm_failure = suites["goldens.vllm"].find("testcase/failure")
+    assert vllm_failure.get("message").startswith("drift: the reference refused")
+
+
+def test_markdown_cells_say_ok_drift_known_error_and_escape_the_table():
+    text = report.markdown(OUTCOMES)
+    summary, header, rows = table(text)
+    assert summary.startswith("**goldens check: failed (1 error, 3 drift)**")
+    assert header == ["model", "shape", "transformers", "llama-server", "vllm"]
+    grid = {(m, s): dict(zip(header[2:], cells)) for m, s, *cells in rows}
+    assert grid["qwen3", "plain"]["transformers"] == "ok"
+    assert grid["qwen3", "plain"]["vllm"] == "—"
+    assert grid["qwen3", "plain"]["llama-server"] == "**drift at token 7**: `` … 'f' 'g' [-'\\|'-] {+'`'+} ``"
+    assert grid["qwen3", "tools"]["llama-server"] == "known divergence: drops \\<think> \\| by design"
+    assert grid["gemma3", "plain--x"]["transformers"] == "**error**: boom \\\\x00\\\\x1b here"  # escaped for Markdown
+    assert "\x00" not in text and "\x1b" not in text
+    assert "(ledger entry moved)" in grid["gemma3", "plain--x"]["llama-server"]
+    assert grid["gemma3", "tools"]["vllm"].startswith("**drift**: the reference refused")
+    # plain text lines up: every table line has the same length
+    table_lines = [line for line in text.splitlines() if line.startswith("|")]
+    assert len({len(line) for line in table_lines}) == 1
+    assert text.count("#### ") == 4 and "```text" in text
+
+
+def test_markdown_details_are_capped_for_a_pr_comment():
+    many = [drift(f"qwen3/s{i}") for i in range(report.DETAILS_LIMIT + 5)]
+    text = report.markdown(many)
+    assert text.count("#### ") == report.DETAILS_LIMIT
+    assert "… and 5 more; the JUnit report has every one." in text
+
+
+def test_write_is_atomic_under_concurrent_writers(tmp_path):
+    """Two runs writing one report: a reader only ever sees one whole report or the other."""
+    path = tmp_path / "report.md"
+    texts = ["A" * 200_000 + "\n", "B" * 300_000 + "\n"]
+    report.write(path, texts[0])
+    stop = threading.Event()
+    seen = set()
+
+    def writer(text):
+        while not stop.is_set():
+            report.write(path, text)
+
+    threads = [threading.Thread(target=writer, args=(t,)) for t in texts]
+    for thread in threads:
+        thread.start()
+    try:
+        for _ in range(300):
+            content = path.read_text()
+            assert content in texts
+            seen.add(content[0])
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join()
+    assert not [p for p in tmp_path.iterdir() if p.name != "report.md"]
+
+
+def test_write_failure_is_one_line_and_leaves_nothing(tmp_path):
+    (tmp_path / "dir").mkdir()
+    with pytest.raises(GoldensError, match="cannot write"):
+        report.write(tmp_path / "dir", "text")
+    with pytest.raises(GoldensError, match="is a directory"):
+        report.check_destination(tmp_path / "dir")
+    assert [p.name for p in tmp_path.iterdir()] == ["dir"] and not list((tmp_path / "dir").iterdir())
+
+
+def test_the_shipped_ci_workflow_runs_the_gate_and_uploads_both_reports():
+    import yaml
+
+    workflow = yaml.safe_load((ROOT / ".github" / "workflows" / "goldens.yml").read_text(encoding="utf-8"))
+    steps = workflow["jobs"]["check"]["steps"]
+    runs = "\n".join(step.get("run", "") for step in steps)
+    assert "pip install -e ." in runs
+    (gate,) = [line for line in runs.splitlines() if line.strip().startswith("goldens check")]
+    junit = re.search(r"--junit (\S+)", gate)[1]
+    markdown = re.search(r"--report (\S+)", gate)[1]
+    (upload,) = [s for s in steps if s.get("uses", "").startswith("actions/upload-artifact")]
+    assert upload["if"] == "always()"
+    assert junit in upload["with"]["path"] and markdown in upload["with"]["path"]
+    assert "goldens diff" in runs
