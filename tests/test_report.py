@@ -203,6 +203,26 @@ def test_report_destinations_are_checked_before_the_run(workspace, tmp_path):
     assert not same.exists()
 
 
+def test_two_runs_writing_the_same_reports_at_once_leave_whole_files(workspace, tmp_path):
+    import subprocess
+    import sys
+
+    out_xml, out_md = tmp_path / "shared.xml", tmp_path / "shared.md"
+    command = [sys.executable, "-m", "generator.cli", "check", "--config", str(workspace / "models.yaml"),
+               "--goldens", str(workspace / "goldens"), "--engine", "transformers", "--model", "gemma3",
+               "--junit", str(out_xml), "--report", str(out_md)]
+    runs = [subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+            for _ in range(2)]
+    for run in runs:
+        stdout, stderr = run.communicate(timeout=600)
+        assert run.returncode == 0, (stdout, stderr)
+    root = ET.parse(out_xml).getroot()
+    assert_junit_schema(root)
+    assert len(list(root.iter("testcase"))) == len(transformers_cases(["gemma3"]))
+    assert table(out_md.read_text(encoding="utf-8"))[0].startswith("**goldens check: passed**")
+    assert not [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+
+
 # ------------------------------------------------------------------------------ report builders
 
 def drift(case="qwen3/plain", engine="llama-server", index=7, ledger=False) -> Outcome:
