@@ -144,7 +144,7 @@ def _probe(url_map: dict[str, str]) -> None:
             raise GoldensError(f"--url {engine}=...: unknown engine {engine!r} (known: {', '.join(ENGINE_NAMES)})")
         url = check_url(engine, url)
         try:
-            httpx.get(url, timeout=5)
+            httpx.get(url, timeout=httpx.Timeout(30, connect=5))
         except httpx.HTTPError as error:
             raise GoldensError(f"{engine}: cannot reach {url} ({type(error).__name__}: {error})") from None
 
