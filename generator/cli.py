@@ -198,6 +198,37 @@ def check(config_path: Path, engines: tuple[str, ...], model_names: tuple[str, .
     sys.exit(checking.exit_code(outcomes))
 
 
+@main.command()
+@CONFIG_OPTION
+@click.option("--engine", "engine_name", required=True, help="The engine whose answer is reviewed.")
+@click.option("--case", "case_ids", multiple=True, required=True, help="A case id, e.g. qwen3/tools (repeatable).")
+@click.option("--reason", required=True, help="Why this divergence is accepted (kept in the entry).")
+@click.option("--url", metavar="URL", help="Use this running server instead of starting one.")
+@click.option("--goldens", "root", default="goldens", show_default=True,
+              type=click.Path(file_okay=False, path_type=Path), help="Directory of golden files.")
+@friendly
+def ledger(config_path: Path, engine_name: str, case_ids: tuple[str, ...], reason: str, url: str | None,
+           root: Path) -> None:
+    """Record a reviewed divergence: the engine's own ids for a case, beside its golden, with a reason."""
+    from generator import models
+    from generator.engines.managed import EnginePool
+    from generator.replay import load_goldens, record
+    from generator.sources import resolve
+
+    config = models.load(config_path)
+    by_model: dict[str, list[str]] = {}
+    for case_id in case_ids:
+        by_model.setdefault(case_id.split("/", 1)[0], []).append(case_id)
+    config.select(list(by_model))
+    with EnginePool(config.date, {engine_name: url} if url else None,
+                    on_start=lambda message: click.echo(message, err=True)) as pool:
+        for model_name, ids in by_model.items():
+            model = config.models[model_name]
+            engine = pool.engine(engine_name, model, resolve(model, config))
+            for item in load_goldens(root, ids):
+                click.echo(f"recorded {record(engine, item, root, reason)}")
+
+
 @main.command(name="diff")
 @click.argument("rev", default="HEAD")
 @click.option("--goldens", "root", default="goldens", show_default=True,

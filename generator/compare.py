@@ -103,7 +103,7 @@ class LedgerEntry:
     pieces: list[str]
     prompt: str | None
     path: Path | None = None
-    extra: dict = field(default_factory=dict)
+    refused: str | None = None  # the engine's refusal, when what was reviewed is that it refuses
 
 
 def ledger_path(root: Path, case_id: str, engine: str) -> Path:
@@ -121,16 +121,19 @@ def read_ledger(root: Path, case_id: str, engine: str) -> LedgerEntry | None:
     if item.extra.get("engine") != engine:
         raise GoldensError(f"{path}: `engine` must be {engine!r}")
     return LedgerEntry(case=item.case, engine=engine, reason=reason, ids=item.ids, pieces=item.pieces,
-                       prompt=item.prompt, path=path)
+                       prompt=item.prompt, path=path, refused=item.error if item.outcome == "error" else None)
 
 
 def write_ledger(root: Path, golden: golden_format.Golden, engine: str, reason: str,
-                 ids: Sequence[int], pieces: Sequence[str], prompt: str | None) -> Path:
-    """Record a reviewed divergence beside its golden (same format, plus engine and reason)."""
-    index = first_divergence(golden.ids, ids)
+                 ids: Sequence[int], pieces: Sequence[str], prompt: str | None,
+                 refused: str | None = None) -> Path:
+    """Record a reviewed divergence beside its golden (same format, plus engine and reason);
+    `refused` records that the engine declines a request the reference renders."""
+    index = None if refused else first_divergence(golden.ids, ids)
     entry = golden_format.Golden(
-        case=golden.case, request=golden.request, outcome="ok", ids=list(ids), pieces=list(pieces),
-        prompt=prompt, error=None, provenance=golden.provenance,
+        case=golden.case, request=golden.request, outcome="error" if refused else "ok",
+        ids=[] if refused else list(ids), pieces=[] if refused else list(pieces),
+        prompt=None if refused else prompt, error=refused, provenance=golden.provenance,
         extra={"engine": engine, "reason": reason, "diverges_at": index},
     )
     path = ledger_path(root, golden.case, engine)

@@ -9,6 +9,7 @@ thread pool is enough to keep a server busy.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
+import re
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,6 +41,8 @@ def judge(engine: Engine, item: golden_format.Golden, root: Path,
     try:
         actual = engine.ids(item.request)
     except Refused as refusal:
+        if ledger is not None and ledger.refused is not None:
+            return Outcome(item.case, engine.name, "known", ledger.reason, reason=ledger.reason)
         if item.outcome == "error" and ledger is None:
             return Outcome(item.case, engine.name, "match", f"refused, as the reference did: {item.error}")
         return Outcome(item.case, engine.name, "drift", f"engine refused: {refusal}")
@@ -50,6 +53,10 @@ def judge(engine: Engine, item: golden_format.Golden, root: Path,
                        f"the reference refused ({item.error}) but {engine.name} rendered {len(actual)} tokens")
     prompt = getattr(actual, "prompt", None)
     pieces = getattr(actual, "pieces", None)
+    if ledger is not None and ledger.refused is not None:
+        return Outcome(item.case, engine.name, "drift",
+                       f"{engine.name} now renders {len(actual)} tokens; the ledger entry "
+                       f"{ledger.path.name} recorded a refusal (was: {ledger.reason})")
     if ledger is not None:
         if list(actual) == ledger.ids:
             return Outcome(item.case, engine.name, "known", ledger.reason, reason=ledger.reason)
@@ -95,3 +102,25 @@ def load_goldens(root: Path, case_ids: Iterable[str]) -> list[golden_format.Gold
             raise GoldensError(f"{path}: no golden for case {case_id}; run `goldens regenerate`")
         out.append(golden_format.read(path))
     return out
+
+
+def record(engine: Engine, item: golden_format.Golden, root: Path, reason: str) -> Path:
+    """Record what `engine` gives for a golden as a reviewed divergence (a ledger entry): its own
+    ids, or its refusal. Nothing is recorded where the engine matches the reference."""
+    if not reason.strip():
+        raise GoldensError("a reviewed divergence needs a --reason that says why it is accepted")
+    if item.outcome != "ok":
+        raise GoldensError(f"{item.case}: the reference refused this case; there are no ids to diverge from")
+    try:
+        actual = engine.ids(item.request)
+    except Refused as refusal:
+        # the URL's port changes per run; the ledger must not
+        message = re.sub(r"https?://[^\s/]+", "<server>", str(refusal).splitlines()[0])
+        return compare.write_ledger(root, item, engine.name, reason.strip(), [], [], None, refused=message)
+    if list(actual) == item.ids:
+        raise GoldensError(f"{item.case}: {engine.name} matches the reference; nothing to record")
+    pieces = getattr(actual, "pieces", None)
+    if pieces is None or len(pieces) != len(actual):
+        pieces = [""] * len(actual)
+    return compare.write_ledger(root, item, engine.name, reason.strip(), list(actual), list(pieces),
+                                getattr(actual, "prompt", None))

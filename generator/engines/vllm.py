@@ -13,7 +13,7 @@ from typing import Any
 
 import httpx
 
-from generator.engines import EngineError, Ids, Request, strict_ids
+from generator.engines import EngineError, Ids, Refused, Request, strict_ids
 
 
 class VllmEngine:
@@ -94,7 +94,10 @@ class VllmEngine:
             raise EngineError(f"{where}: {type(error).__name__}: {error}") from None
         if response.status_code >= 400:
             text = " ".join(response.text.split())[:500]
-            raise EngineError(f"{where}: HTTP {response.status_code}: {text}")
+            # 400 is vLLM answering that it will not render this request (a template that
+            # raises, a message shape its request parser rejects): an outcome, not an outage.
+            error = Refused if response.status_code == 400 else EngineError
+            raise error(f"{where}: HTTP {response.status_code}: {text}")
         try:
             reply = response.json()
         except (json.JSONDecodeError, UnicodeDecodeError):
