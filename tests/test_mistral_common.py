@@ -1,0 +1,158 @@
+"""mistral-common (vLLM's path for Mistral models) against the Jinja reference, on Mistral NeMo.
+
+Until the mistral-nemo goldens exist, the reference is rendered here: the tekken tokenizer
+directory generator.vocab builds from mistral-common's tekken_240718.json, plus llama.cpp's copy
+of the NeMo chat template, through Transformers. Plain and tool requests must agree token for
+token; where the template and Mistral's encoder lay a conversation out differently (tool
+results, prefill, control-token text) the divergence must be found at its first token.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import json
+
+import pytest
+
+from generator import compare, golden as golden_format, pack, render as reference, shapes, vocab
+from generator.engines import Refused
+from generator.engines.mistral_common import MistralCommonEngine
+from generator.replay import judge
+from generator.sources import Source
+
+from conftest import CONFIG
+
+TEMPLATE = "mistralai-Mistral-Nemo-Instruct-2407.jinja"
+IDS = {"call_1": "a1b2c3d4e", "call_2": "f5g6h7i8j"}  # what NeMo accepts: 9 alphanumerics
+
+
+@functools.lru_cache(maxsize=None)
+def nemo() -> Source:
+    path = pack.llama_cpp_source() / "models" / "templates" / TEMPLATE
+    return Source(model="mistral-nemo", tokenizer_dir=vocab.tekken_tokenizer_dir(),
+                  template=path.read_text(encoding="utf-8"), origin="pypi:mistral-common (tekken_240718.json)",
+                  template_origin=f"{pack.LLAMA_CPP.label}:models/templates/{TEMPLATE}", gguf=None)
+
+
+@functools.lru_cache(maxsize=None)
+def engine() -> MistralCommonEngine:
+    return MistralCommonEngine(nemo())
+
+
+def render(request: dict) -> reference.Rendered:
+    source = nemo()
+    return reference.render(reference.load_tokenizer(source.tokenizer_dir), source.template, request, CONFIG.date)
+
+
+def nine_char_ids(request: dict) -> dict:
+    request = copy.deepcopy(request)
+    for message in request["messages"]:
+        for call in message.get("tool_calls") or []:
+            call["id"] = IDS[call["id"]]
+        if "tool_call_id" in message:
+            message["tool_call_id"] = IDS[message["tool_call_id"]]
+    return request
+
+
+def divergence(expected: reference.Rendered, actual):
+    return compare.diverge(expected.ids, expected.pieces, expected.prompt, actual, actual.pieces, actual.prompt)
+
+
+@pytest.mark.parametrize("shape", ["plain", "no-system", "multi-turn", "cjk-emoji", "whitespace"])
+def test_plain_conversations_match_the_template(shape):
+    request = shapes.build(shape, {})
+    expected, actual = render(request), engine().ids(request)
+    assert list(actual) == expected.ids
+    assert actual.prompt == expected.prompt
+
+
+@pytest.mark.parametrize("shape", ["tools-reduced", "tools"])
+def test_tools_match_the_template(shape):
+    """Both write [AVAILABLE_TOOLS] with name/description/parameters only: the template skips the
+    `return` key, the engine keeps what vLLM's request model keeps.
+
+    Finding: mistral-common's Tool carries `strict` (default false) and model_dump() writes it, so
+    a dump of the tools has `"strict": false` after `parameters` inside each function, which the
+    NeMo template never writes. mistral-common 1.13.1's v2/v3 encoder excludes `function.strict`
+    from the [AVAILABLE_TOOLS] JSON, so the tokens are equal with nothing to account for; an
+    encoder that kept it would part from the template right after each tool's parameters."""
+    request = shapes.build(shape, {})
+    expected, actual = render(request), engine().ids(request)
+    assert list(actual) == expected.ids
+    chat = engine().request(request)
+    dumped = json.dumps([tool.model_dump() for tool in chat.tools])
+    assert '"required": ["city"]}, "strict": false}' in dumped
+    assert '"strict"' not in actual.prompt and '"strict"' not in expected.prompt
+
+
+@pytest.mark.parametrize("shape", ["tool-result", "tool-result-json-args", "parallel-tool-calls"])
+def test_the_catalogue_tool_call_ids_are_refused_by_both(shape):
+    """The shapes' ids (call_1) are not 9 alphanumerics: NeMo's template raises, mistral-common's
+    v3 validator rejects; a golden of these shapes is a refusal both agree on."""
+    request = shapes.build(shape, {})
+    assert "Tool call IDs should be alphanumeric strings with length 9!" in render(request).error
+    with pytest.raises(Refused, match="Tool call id was call_1 but must be a-z, A-Z, 0-9, with a length of 9"):
+        engine().ids(request)
+
+
+@pytest.mark.parametrize("shape", ["tool-result", "tool-result-json-args", "parallel-tool-calls"])
+def test_tool_results_diverge_where_the_template_drops_the_system_prompt(shape, tmp_path):
+    """NeMo's template prepends the system prompt only to a user message that is the last message;
+    after a tool result it is dropped, while mistral-common puts it in the last user turn. Replayed
+    as a golden, the drift is found at the first token of that user turn's text."""
+    request = nine_char_ids(shapes.build(shape, {}))
+    expected = render(request)
+    assert expected.error is None
+    item = golden_format.Golden(case=f"mistral-nemo/{shape}", request=request, outcome="ok", ids=expected.ids,
+                                pieces=expected.pieces, prompt=expected.prompt, error=None, provenance={})
+    outcome = judge(engine(), item, tmp_path)
+    assert outcome.status == "drift"
+    div = outcome.divergence
+    assert div.index == 138  # right after <s>[AVAILABLE_TOOLS]...[/AVAILABLE_TOOLS][INST]
+    assert expected.pieces[div.index - 1] == "[INST]"
+    assert dict((p, piece) for p, _, piece in div.actual)[div.index] == "You"
+    assert "[INST]You are terse.\n\n" in div.actual_text and "You are terse." not in expected.prompt
+
+    actual = engine().ids(request)
+    # Further on, the tool result itself: the template pastes the content unquoted, mistral-common
+    # writes it as a JSON string.
+    result = request["messages"][3]["content"]
+    assert f'[TOOL_RESULTS]{{"content": {result}, "call_id"' in expected.prompt
+    assert f'[TOOL_RESULTS]{{"content": "{result}", "call_id"' in actual.prompt
+    if shape == "tool-result-json-args":
+        # ... and arguments sent as a JSON string: the template's tojson quotes the string, the
+        # encoder writes the object.
+        assert '"arguments": "{\\"city\\": \\"Paris\\"}"' in expected.prompt
+        assert '"arguments": {"city": "Paris"}' in actual.prompt
+
+
+def test_prefill_drops_the_system_prompt_in_the_template_only():
+    """continue_final_message becomes a prefix assistant message; the template again keeps the
+    system prompt only when the last message is the user's."""
+    request = shapes.build("prefill", {})
+    expected, actual = render(request), engine().ids(request)
+    div = divergence(expected, actual)
+    assert (div.index, expected.pieces[:2], actual.pieces[2]) == (2, ["<s>", "[INST]"], "You")
+    assert expected.prompt.endswith("[/INST]The answer is") and actual.prompt.endswith("[/INST]The answer is")
+
+
+def test_control_token_text_stays_text_in_mistral_common():
+    """User text spelling "[INST]" or "</s>": the reference tokenizes the rendered string and turns
+    them into control tokens; mistral-common encodes message text as plain text."""
+    request = shapes.build("control-text", {})
+    expected, actual = render(request), engine().ids(request)
+    assert expected.prompt == actual.prompt
+    div = divergence(expected, actual)
+    assert expected.pieces[div.index + 1] == "[INST]" and actual.pieces[div.index] == " ["
+    assert expected.ids.count(3) == 2 and list(actual).count(3) == 1  # [INST] is id 3
+
+
+@pytest.mark.parametrize("shape, reason", [
+    ("documents", "documents cannot be expressed"),
+    ("image", "an image part with no image"),
+    ("video", "a 'video' part cannot be expressed"),
+])
+def test_what_mistral_common_cannot_express_is_refused(shape, reason):
+    with pytest.raises(Refused, match=reason):
+        engine().ids(shapes.build(shape, {}))
