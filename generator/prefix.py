@@ -288,8 +288,8 @@ def _arguments_retyped(busted: bool, kwargs: dict) -> list[Request]:
         return [
             shapes.SYSTEM,
             {"role": "user", "content": "What is the weather in Paris?"},
-            {"role": "assistant", "content": "", "tool_calls": [_tool_call(shapes.WEATHER_CALL, "call_1", arguments)]},
-            {"role": "tool", "tool_call_id": "call_1", "name": "get_weather", "content": "sunny, 21 C"},
+            {"role": "assistant", "content": "", "tool_calls": [_tool_call(shapes.WEATHER_CALL, shapes.CALL_1, arguments)]},
+            {"role": "tool", "tool_call_id": shapes.CALL_1, "name": "get_weather", "content": "sunny, 21 C"},
             {"role": "assistant", "content": "Sunny, 21 C."},
             {"role": "user", "content": "And the time?"},
         ]
@@ -305,17 +305,17 @@ def _arguments_retyped(busted: bool, kwargs: dict) -> list[Request]:
 def _reasoning_dropped(busted: bool, kwargs: dict) -> list[Request]:
     def conversation(keep: bool) -> list[dict]:
         first = {"role": "assistant", "content": "",
-                 "tool_calls": [_tool_call(shapes.WEATHER_CALL, "call_1", dict(shapes.WEATHER_CALL["arguments"]))]}
+                 "tool_calls": [_tool_call(shapes.WEATHER_CALL, shapes.CALL_1, dict(shapes.WEATHER_CALL["arguments"]))]}
         if keep:
             first["reasoning_content"] = "Weather first, then the time."
         return [
             shapes.SYSTEM,
             {"role": "user", "content": "Weather and time in Paris?"},
             first,
-            {"role": "tool", "tool_call_id": "call_1", "name": "get_weather", "content": "sunny"},
+            {"role": "tool", "tool_call_id": shapes.CALL_1, "name": "get_weather", "content": "sunny"},
             {"role": "assistant", "content": "",
-             "tool_calls": [_tool_call(shapes.TIME_CALL, "call_2", dict(shapes.TIME_CALL["arguments"]))]},
-            {"role": "tool", "tool_call_id": "call_2", "name": "get_time", "content": "noon"},
+             "tool_calls": [_tool_call(shapes.TIME_CALL, shapes.CALL_2, dict(shapes.TIME_CALL["arguments"]))]},
+            {"role": "tool", "tool_call_id": shapes.CALL_2, "name": "get_time", "content": "noon"},
         ]
 
     requests = requests_of({"messages": conversation(True), "tools": shapes.TOOLS, "chat_template_kwargs": kwargs})

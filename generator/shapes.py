@@ -64,6 +64,10 @@ def reduce_tool(tool: dict) -> dict:
 
 TOOLS = [reduce_tool(GET_WEATHER), reduce_tool(GET_TIME)]
 
+# Nine alphanumerics: the one id format every template here accepts (Mistral's templates and
+# mistral-common reject anything else, e.g. OpenAI's `call_...`).
+CALL_1, CALL_2 = "a1b2c3d4e", "f5g6h7i8j"
+
 WEATHER_CALL = {"name": "get_weather", "arguments": {"city": "Paris"}}
 TIME_CALL = {"name": "get_time", "arguments": {"city": "Paris"}}
 
@@ -83,8 +87,8 @@ def _tool_turns(as_json: bool) -> list[dict]:
     return [
         SYSTEM,
         {"role": "user", "content": "What is the weather in Paris?"},
-        {"role": "assistant", "content": "", "tool_calls": [_call(WEATHER_CALL, "call_1", as_json)]},
-        {"role": "tool", "tool_call_id": "call_1", "name": "get_weather", "content": "sunny, 21 C"},
+        {"role": "assistant", "content": "", "tool_calls": [_call(WEATHER_CALL, CALL_1, as_json)]},
+        {"role": "tool", "tool_call_id": CALL_1, "name": "get_weather", "content": "sunny, 21 C"},
     ]
 
 
@@ -124,10 +128,10 @@ SHAPES: dict[str, tuple[str, Callable[[], dict]]] = {
                 {
                     "role": "assistant",
                     "content": "",
-                    "tool_calls": [_call(WEATHER_CALL, "call_1", False), _call(TIME_CALL, "call_2", False)],
+                    "tool_calls": [_call(WEATHER_CALL, CALL_1, False), _call(TIME_CALL, CALL_2, False)],
                 },
-                {"role": "tool", "tool_call_id": "call_1", "name": "get_weather", "content": "sunny"},
-                {"role": "tool", "tool_call_id": "call_2", "name": "get_time", "content": "noon"},
+                {"role": "tool", "tool_call_id": CALL_1, "name": "get_weather", "content": "sunny"},
+                {"role": "tool", "tool_call_id": CALL_2, "name": "get_time", "content": "noon"},
             ],
             tools=TOOLS,
         ),

@@ -24,7 +24,7 @@ from generator.sources import Source
 from conftest import CONFIG
 
 TEMPLATE = "mistralai-Mistral-Nemo-Instruct-2407.jinja"
-IDS = {"call_1": "a1b2c3d4e", "call_2": "f5g6h7i8j"}  # what NeMo accepts: 9 alphanumerics
+IDS = {shapes.CALL_1: "call_1", shapes.CALL_2: "call_2"}  # OpenAI-style ids NeMo rejects
 
 
 @functools.lru_cache(maxsize=None)
@@ -45,7 +45,7 @@ def render(request: dict) -> reference.Rendered:
     return reference.render(reference.load_tokenizer(source.tokenizer_dir), source.template, request, CONFIG.date)
 
 
-def nine_char_ids(request: dict) -> dict:
+def openai_ids(request: dict) -> dict:
     request = copy.deepcopy(request)
     for message in request["messages"]:
         for call in message.get("tool_calls") or []:
@@ -87,10 +87,10 @@ def test_tools_match_the_template(shape):
 
 
 @pytest.mark.parametrize("shape", ["tool-result", "tool-result-json-args", "parallel-tool-calls"])
-def test_the_catalogue_tool_call_ids_are_refused_by_both(shape):
-    """The shapes' ids (call_1) are not 9 alphanumerics: NeMo's template raises, mistral-common's
-    v3 validator rejects; a golden of these shapes is a refusal both agree on."""
-    request = shapes.build(shape, {})
+def test_openai_style_tool_call_ids_are_refused_by_both(shape):
+    """OpenAI-style ids (call_1) are not 9 alphanumerics: NeMo's template raises, mistral-common's
+    v3 validator rejects; both refuse the same request."""
+    request = openai_ids(shapes.build(shape, {}))
     assert "Tool call IDs should be alphanumeric strings with length 9!" in render(request).error
     with pytest.raises(Refused, match="Tool call id was call_1 but must be a-z, A-Z, 0-9, with a length of 9"):
         engine().ids(request)
@@ -101,7 +101,7 @@ def test_tool_results_diverge_where_the_template_drops_the_system_prompt(shape, 
     """NeMo's template prepends the system prompt only to a user message that is the last message;
     after a tool result it is dropped, while mistral-common puts it in the last user turn. Replayed
     as a golden, the drift is found at the first token of that user turn's text."""
-    request = nine_char_ids(shapes.build(shape, {}))
+    request = shapes.build(shape, {})
     expected = render(request)
     assert expected.error is None
     item = golden_format.Golden(case=f"mistral-nemo/{shape}", request=request, outcome="ok", ids=expected.ids,
