@@ -23,7 +23,7 @@ from typing import Any
 
 import httpx
 
-from generator.engines import EngineError, Ids, Request, strict_ids
+from generator.engines import EngineError, Ids, Refused, Request, strict_ids
 
 TIMEOUT = httpx.Timeout(60.0, connect=5.0)
 
@@ -50,9 +50,10 @@ def _post(engine: str, client: httpx.Client, url: str, body: dict) -> dict:
         reason = str(error) or type(error).__name__
         raise EngineError(f"{engine}: POST {url} failed: {reason}") from None
     if response.status_code >= 400:
-        raise EngineError(
-            f"{engine}: POST {url} returned HTTP {response.status_code}: {_short(response.text)}"
-        )
+        # 400 is the server answering that it will not render this request (a template that
+        # raises, a content type its parser rejects): an outcome to compare, not an outage.
+        error = Refused if response.status_code == 400 else EngineError
+        raise error(f"{engine}: POST {url} returned HTTP {response.status_code}: {_short(response.text)}")
     try:
         data = response.json()
     except (json.JSONDecodeError, UnicodeDecodeError):
@@ -188,7 +189,7 @@ class ClientCompletionEngine:
         try:
             prompt = self.render(request)
         except Exception as error:  # the client's own renderer: any failure is its answer
-            raise EngineError(f"{self.name}: rendering the prompt failed: {error}") from None
+            raise Refused(f"{self.name}: rendering the prompt failed: {error}") from None
         if not isinstance(prompt, str):
             raise EngineError(f"{self.name}: render returned {type(prompt).__name__}, not a string")
         return _tokenize(self.name, self.client, self.url, prompt)
