@@ -115,7 +115,7 @@ def record(engine: Engine, item: golden_format.Golden, root: Path, reason: str) 
         actual = engine.ids(item.request)
     except Refused as refusal:
         # the URL's port changes per run; the ledger must not
-        message = re.sub(r"https?://[^\s/]+", "<server>", str(refusal).splitlines()[0])
+        message = re.sub(r"https?://[^\s/]+:\d+", "<server>", str(refusal).splitlines()[0])
         return compare.write_ledger(root, item, engine.name, reason.strip(), [], [], None, refused=message)
     if list(actual) == item.ids:
         raise GoldensError(f"{item.case}: {engine.name} matches the reference; nothing to record")
