@@ -348,7 +348,9 @@ class LlamaServer(ManagedServer):
         super().__init__(
             [
                 binary, "-m", gguf, "--host", "{host}", "--port", "{port}",
-                "-c", str(ctx), "-np", str(parallel), "--jinja", "--no-ui", *extra_args,
+                "-c", str(ctx), "-np", str(parallel), "--jinja", "--no-ui",
+                # cpp-httplib holds a worker per keep-alive connection: enough for --jobs 8
+                "--threads-http", "16", *extra_args,
             ],
             name=f"llama-server-{gguf.stem}",
             env={"LLAMA_MEDIA_MARKER": MEDIA_MARKER},
