@@ -114,17 +114,17 @@ def _pack_tokenizer(name: str):
         )
     from generator import vocab
 
-    out = pack.cache_dir() / "vocab"
     if registry == "llama.cpp":
         gguf = pack.llama_cpp_source() / "models" / f"ggml-vocab-{key}.gguf"
         if not gguf.exists():
             raise GoldensError(f"pack {name!r}: llama.cpp has no models/ggml-vocab-{key}.gguf")
-        directory = vocab.tokenizer_dir_from_gguf(gguf, out)
+        matrix_name, overrides = vocab.vocab_overrides(key)
+        directory = vocab.gguf_tokenizer_dir(key, overrides=overrides, name=matrix_name)
         return directory, f"{pack.LLAMA_CPP.label}:models/{gguf.name}", gguf
     if registry == "llama-models" and key == "llama3":
-        return vocab.llama3_tokenizer_dir(out), "pypi:llama-models (Meta's tokenizer.model)", None
+        return vocab.llama3_tokenizer_dir(), "pypi:llama-models==0.3.0 (Meta's Llama 3 tokenizer.model)", None
     if registry == "mistral-common" and key == "tekken":
-        return vocab.tekken_tokenizer_dir(out), "pypi:mistral-common (tekken_240718.json)", None
+        return vocab.tekken_tokenizer_dir(), "pypi:mistral-common==1.13.1 (tekken_240718.json)", None
     raise GoldensError(
         f"pack {name!r}: unknown (use npm:<key>, llama.cpp:<vocab>, llama-models:llama3, mistral-common:tekken)"
     )
@@ -145,24 +145,7 @@ def _hf_snapshot(repo: str, revision: str) -> Path:
 def _gguf_tokenizer(gguf: Path) -> Path:
     from generator import vocab
 
-    return vocab.tokenizer_dir_from_gguf(gguf, pack.cache_dir() / "vocab")
-
-
-def gguf_templates(gguf: Path) -> dict[str, str]:
-    """Chat templates stored in GGUF metadata, the way llama.cpp reads them: `default` from
-    tokenizer.chat_template, named ones from tokenizer.chat_template.<name>."""
-    import gguf as gguf_lib
-
-    try:
-        reader = gguf_lib.GGUFReader(str(gguf))
-    except (OSError, ValueError) as error:
-        raise GoldensError(f"{gguf.name}: not a readable GGUF file ({error})") from None
-    templates = {}
-    for key, field in reader.fields.items():
-        if key == "tokenizer.chat_template" or key.startswith("tokenizer.chat_template."):
-            name = "default" if key == "tokenizer.chat_template" else key.rsplit(".", 1)[1]
-            templates[name] = field.contents()
-    return templates
+    return vocab.gguf_file_tokenizer_dir(gguf)
 
 
 def _template(spec: TemplateSpec, directory: Path, gguf: Path | None, base: Path) -> tuple[str, str]:
@@ -181,7 +164,9 @@ def _template(spec: TemplateSpec, directory: Path, gguf: Path | None, base: Path
         return path.read_text(encoding="utf-8"), f"{pack.LLAMA_CPP.label}:models/templates/{filename}"
     name = spec.name or "default"
     if gguf is not None:
-        templates = gguf_templates(gguf)
+        from generator import vocab
+
+        templates = vocab.gguf_chat_templates(gguf)
         if templates:
             return _pick(templates, name, f"{gguf.name} metadata"), f"gguf metadata ({name})"
     jinja = directory / "chat_template.jinja"

@@ -140,9 +140,23 @@ def gguf_tokenizer_dir(
     vocab: str, *, overrides: Mapping[str, Any] | None = None, name: str | None = None
 ) -> Path:
     """The cached tokenizer directory of llama.cpp's `ggml-vocab-<vocab>.gguf` (plus overrides)."""
-    gguf_path = vocab_gguf(vocab)
-    return _cached(name or f"gguf-{vocab}", _gguf_inputs(gguf_path, overrides),
+    return gguf_file_tokenizer_dir(vocab_gguf(vocab), overrides=overrides, name=name or f"gguf-{vocab}")
+
+
+def gguf_file_tokenizer_dir(gguf_path: Path, *, overrides: Mapping[str, Any] | None = None,
+                            name: str | None = None) -> Path:
+    """The cached tokenizer directory of any GGUF file (a user's model or a llama.cpp vocab)."""
+    gguf_path = Path(gguf_path)
+    return _cached(name or f"gguf-{gguf_path.stem}", _gguf_inputs(gguf_path, overrides),
                    lambda out: tokenizer_dir_from_gguf(gguf_path, out, overrides=overrides))
+
+
+def vocab_overrides(vocab: str) -> tuple[str | None, Mapping[str, Any] | None]:
+    """(matrix name, overrides) for a llama.cpp vocab a matrix model is built from."""
+    for key, model in GGUF_MODELS.items():
+        if model.vocab == vocab:
+            return key, model.overrides
+    return None, None
 
 
 def vocab_gguf(name: str) -> Path:

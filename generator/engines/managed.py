@@ -74,7 +74,7 @@ class EnginePool:
         if name == "mistral-common":
             from generator.engines.mistral_common import MistralCommonEngine
 
-            return MistralCommonEngine(source, self.date)
+            return MistralCommonEngine(source)
         if name in ("llama-server", "client-completion"):
             from generator.engines.llama_server import ClientCompletionEngine, LlamaServerEngine
 
