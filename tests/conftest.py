@@ -29,3 +29,12 @@ def config() -> models.Config:
 @pytest.fixture(scope="session")
 def goldens_root() -> Path:
     return GOLDENS
+
+
+def one_line_error(result) -> str:
+    """A click result that failed the way bad input must: exit 2, one line on stderr, no traceback."""
+    assert result.exit_code == 2, (result.exit_code, result.stdout, result.stderr, result.exception)
+    assert isinstance(result.exception, SystemExit)
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, result.stderr
+    return lines[0]

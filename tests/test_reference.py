@@ -108,17 +108,18 @@ def test_gemma3_plain_is_22_ids_with_one_bos(resolved, config):
 
 def _transformers_ids(tokenizer, template: str, request: dict, date: _dt.date):
     kwargs = dict(request["chat_template_kwargs"])
-    return tokenizer.apply_chat_template(
-        request["messages"],
-        tools=request.get("tools"),
-        documents=request.get("documents"),
-        chat_template=template,
-        add_generation_prompt=request["add_generation_prompt"],
-        continue_final_message=request["continue_final_message"],
-        tokenize=True,
-        return_dict=False,
-        **kwargs,
-    )
+    with reference.frozen_date(date):  # templates that print today's date (gpt-oss, Llama 3.2)
+        return tokenizer.apply_chat_template(
+            request["messages"],
+            tools=request.get("tools"),
+            documents=request.get("documents"),
+            chat_template=template,
+            add_generation_prompt=request["add_generation_prompt"],
+            continue_final_message=request["continue_final_message"],
+            tokenize=True,
+            return_dict=False,
+            **kwargs,
+        )
 
 
 def _all_cases():
@@ -137,7 +138,14 @@ def test_render_equals_apply_chat_template_tokenize_true(case, resolved, config)
         assert reference.describe_error(raised.value) == result.error
         return
     assert _transformers_ids(tokenizer, source.template, case.request, config.date) == result.ids
-    assert tokenizer.decode(result.ids, skip_special_tokens=False) == result.prompt
+    if not _strips_whitespace(tokenizer):
+        assert tokenizer.decode(result.ids, skip_special_tokens=False) == result.prompt
+
+
+def _strips_whitespace(tokenizer) -> bool:
+    """Tokenizers whose added tokens swallow neighbouring whitespace (Phi-3's chat tokens rstrip)
+    cannot decode back to the prompt; the golden's `roundtrip` record covers those."""
+    return any(t.lstrip or t.rstrip for t in tokenizer.added_tokens_decoder.values())
 
 
 def test_several_shapes_reach_the_comparison(config):

@@ -17,6 +17,8 @@ from generator.cases import matrix
 from generator.cli import main
 from generator.errors import GoldensError
 
+from conftest import one_line_error
+
 ROOT = Path(__file__).resolve().parents[1]
 MODELS_YAML = ROOT / "models.yaml"
 COMMITTED = ROOT / "goldens"
@@ -34,14 +36,6 @@ def summary(result) -> tuple[int, int, int]:
     match = SUMMARY.match(last)
     assert match, result.stdout
     return tuple(int(n) for n in match.groups())
-
-
-def one_line_error(result) -> str:
-    assert result.exit_code == 2, (result.exit_code, result.stdout, result.stderr, result.exception)
-    assert isinstance(result.exception, SystemExit)
-    lines = result.stderr.splitlines()
-    assert len(lines) == 1, result.stderr
-    return lines[0]
 
 
 def golden_files(root: Path) -> dict[str, Path]:

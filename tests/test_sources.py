@@ -25,6 +25,8 @@ from generator import render as reference
 from generator.cli import main
 from generator.errors import GoldensError
 
+from conftest import one_line_error
+
 ROOT = Path(__file__).resolve().parents[1]
 QWEN3_PLAIN_HEAD = [151644, 8948, 198, 2610, 525, 50537, 13, 151645, 198]
 JINJA = "JINJA {% for m in messages %}[{{ m.role }}:{{ m.content }}]{% endfor %}"
@@ -68,14 +70,6 @@ def set_config_template(tok_dir: Path, value) -> None:
     data = json.loads(path.read_text(encoding="utf-8"))
     data["chat_template"] = value
     path.write_text(json.dumps(data, ensure_ascii=False, indent=2), encoding="utf-8")
-
-
-def one_line_error(result) -> str:
-    assert result.exit_code == 2, (result.exit_code, result.stdout, result.stderr, result.exception)
-    assert isinstance(result.exception, SystemExit)
-    lines = result.stderr.splitlines()
-    assert len(lines) == 1, result.stderr
-    return lines[0]
 
 
 # --- dir: template priority ----------------------------------------------------------------------
