@@ -184,13 +184,13 @@ def check(config_path: Path, engines: tuple[str, ...], model_names: tuple[str, .
     _probe(url_map)
     total = sum(len(model_cases(config.models[m])) * len(e) for m, e in work)
     started = time.monotonic()
-    with progress_bar(total, "replaying") as advance:
+    with report.claim(junit_path, report_path), progress_bar(total, "replaying") as advance:
         outcomes = checking.run(config, root, engines, model_names, url_map, jobs, advance=advance,
                                 note=lambda message: click.echo(message, err=True))
-    if junit_path is not None:
-        report.write(junit_path, report.junit_xml(outcomes, time.monotonic() - started))
-    if report_path is not None:
-        report.write(report_path, report.markdown(outcomes))
+        if junit_path is not None:
+            report.write(junit_path, report.junit_xml(outcomes, time.monotonic() - started))
+        if report_path is not None:
+            report.write(report_path, report.markdown(outcomes))
     for outcome in outcomes:
         if outcome.status in ("drift", "error"):
             click.echo(f"{outcome.status.upper()} {outcome.case} [{outcome.engine}]: {outcome.detail}")

@@ -17,13 +17,15 @@ drift and error in a code block. Columns are padded so the plain text lines up t
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
+import fcntl
 import os
 import re
 import socket
 import tempfile
 import xml.etree.ElementTree as ET
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
 from generator.errors import GoldensError
@@ -272,6 +274,32 @@ def check_destination(*paths: Path | None) -> None:
             raise GoldensError(f"{path}: {parent} is not a directory")
         if not os.access(parent, os.W_OK | os.X_OK):
             raise GoldensError(f"{path}: {parent} is not writable")
+
+
+@contextlib.contextmanager
+def claim(*paths: Path | None) -> Iterator[None]:
+    """Hold each report path for the length of a run: a second run aiming at the same file is
+    refused at once (exit 2) instead of racing the first one to it."""
+    held = []
+    try:
+        for path in paths:
+            if path is None:
+                continue
+            path = Path(os.path.abspath(path))
+            path.parent.mkdir(parents=True, exist_ok=True)
+            lock = path.parent / f".{path.name}.lock"
+            handle = open(lock, "a")
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                handle.close()
+                raise GoldensError(f"{path}: another goldens check is writing this report") from None
+            held.append((lock, handle))
+        yield
+    finally:
+        for lock, handle in held:
+            lock.unlink(missing_ok=True)
+            handle.close()
 
 
 def write(path: Path, text: str) -> None:

@@ -203,7 +203,7 @@ def test_report_destinations_are_checked_before_the_run(workspace, tmp_path):
     assert not same.exists()
 
 
-def test_two_runs_writing_the_same_reports_at_once_leave_whole_files(workspace, tmp_path):
+def test_two_runs_on_the_same_reports_never_leave_a_partial_file(workspace, tmp_path):
     import subprocess
     import sys
 
@@ -213,9 +213,14 @@ def test_two_runs_writing_the_same_reports_at_once_leave_whole_files(workspace, 
                "--junit", str(out_xml), "--report", str(out_md)]
     runs = [subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
             for _ in range(2)]
+    codes = []
     for run in runs:
         stdout, stderr = run.communicate(timeout=600)
-        assert run.returncode == 0, (stdout, stderr)
+        codes.append(run.returncode)
+        # the one that finds the reports claimed is refused; the other writes them whole
+        assert run.returncode == 0 or (run.returncode == 2 and "another goldens check is writing" in stderr
+                                       and len(stderr.splitlines()) == 1), (stdout, stderr)
+    assert 0 in codes
     root = ET.parse(out_xml).getroot()
     assert_junit_schema(root)
     assert len(list(root.iter("testcase"))) == len(transformers_cases(["gemma3"]))
@@ -288,6 +293,18 @@ def test_markdown_details_are_capped_for_a_pr_comment():
     text = report.markdown(many)
     assert text.count("#### ") == report.DETAILS_LIMIT
     assert "… and 5 more; the JUnit report has every one." in text
+
+
+def test_a_second_run_on_the_same_report_is_refused(workspace, tmp_path):
+    """While one check holds out.md, another aiming at it exits 2 at once and writes nothing."""
+    out_md = tmp_path / "out.md"
+    with report.claim(out_md):
+        message = one_line_error(check(workspace, "--model", "qwen3", "--report", out_md))
+        assert "another goldens check is writing this report" in message
+        assert not out_md.exists()
+    result = check(workspace, "--model", "qwen3", "--report", out_md)
+    assert result.exit_code == 0, result.stdout
+    assert out_md.exists() and not list(tmp_path.glob(".out.md.lock"))
 
 
 def test_write_is_atomic_under_concurrent_writers(tmp_path):
