@@ -10,7 +10,7 @@ moves, or that matches the reference again, is reported, so a fix upstream is no
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from generator import golden as golden_format

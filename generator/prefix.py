@@ -472,7 +472,7 @@ def parse_kwargs(text: str | None) -> dict[str, Any] | None:
     except json.JSONDecodeError as error:
         raise GoldensError(f"--kwargs: not valid JSON ({error.msg} at character {error.pos})") from None
     if not isinstance(value, dict):
-        raise GoldensError(f"--kwargs: expected a JSON object such as '{{\"enable_thinking\": false}}'")
+        raise GoldensError("--kwargs: expected a JSON object such as '{\"enable_thinking\": false}'")
     return value
 
 

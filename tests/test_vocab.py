@@ -15,6 +15,7 @@ import pytest
 
 from generator import pack, vocab
 from generator.errors import GoldensError
+from generator.sources import tokenizer_fingerprint
 
 CONVERSATION = [
     {"role": "system", "content": "You are terse."},
@@ -279,7 +280,7 @@ def test_command_r_templates_render():
 
 
 # ---------------------------------------------------------------------------------------------
-# Determinism, fingerprints, errors
+# Determinism, fingerprints (the provenance hash, generator.sources.tokenizer_fingerprint), errors
 
 
 def test_builds_are_byte_identical_and_fingerprinted(tmp_path):
@@ -290,10 +291,10 @@ def test_builds_are_byte_identical_and_fingerprinted(tmp_path):
         assert (first / name).read_bytes() == (second / name).read_bytes()
     assert sorted(p.name for p in first.iterdir()) == sorted(vocab.TOKENIZER_FILES)
     cached = vocab.gguf_tokenizer_dir("phi-3")
-    assert vocab.fingerprint(first) == vocab.fingerprint(second) == vocab.fingerprint(cached)
+    assert tokenizer_fingerprint(first) == tokenizer_fingerprint(second) == tokenizer_fingerprint(cached)
     # Rebuilding over an existing directory replaces it whole.
     again = vocab.tokenizer_dir_from_gguf(gguf, first)
-    assert vocab.fingerprint(again) == vocab.fingerprint(second)
+    assert tokenizer_fingerprint(again) == tokenizer_fingerprint(second)
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
 
 
@@ -301,21 +302,26 @@ def test_tekken_build_is_deterministic(tmp_path):
     first = vocab.tekken_tokenizer_dir(tmp_path / "a")
     second = vocab.tekken_tokenizer_dir(tmp_path / "b")
     cached = vocab.tekken_tokenizer_dir()
-    assert vocab.fingerprint(first) == vocab.fingerprint(second) == vocab.fingerprint(cached)
+    assert tokenizer_fingerprint(first) == tokenizer_fingerprint(second) == tokenizer_fingerprint(cached)
 
 
 def test_fingerprint_covers_every_byte(tmp_path):
     source = vocab.tokenizer_dir("phi3_5")
     for name in vocab.TOKENIZER_FILES:
         (tmp_path / name).write_bytes((source / name).read_bytes())
-    before = vocab.fingerprint(tmp_path)
-    assert before == vocab.fingerprint(source)
+    before = tokenizer_fingerprint(tmp_path)
+    assert before == tokenizer_fingerprint(source)
     config = tmp_path / "tokenizer_config.json"
     config.write_text(config.read_text().replace('"add_bos_token": false', '"add_bos_token": true'))
-    assert vocab.fingerprint(tmp_path) != before
+    changed = tokenizer_fingerprint(tmp_path)
+    assert changed != before
+    # a chat template inside the config has its own pin and does not move this one
+    data = json.loads(config.read_text())
+    data["chat_template"] = "{{ messages }}"
+    config.write_text(json.dumps(data))
+    assert tokenizer_fingerprint(tmp_path) == changed
     (tmp_path / "tokenizer.json").unlink()
-    with pytest.raises(GoldensError, match="tokenizer.json"):
-        vocab.fingerprint(tmp_path)
+    assert tokenizer_fingerprint(tmp_path) != changed
 
 
 def test_gguf_errors_name_the_file(tmp_path):
