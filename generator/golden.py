@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from generator.errors import GoldensError
+from generator.request import load_json
 
 FORMAT = 1
 _TOKENS_MARK = "\u0000TOKENS\u0000"
@@ -76,10 +77,7 @@ def dumps(golden: Golden) -> str:
 
 
 def loads(text: str, where: str) -> Golden:
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as error:
-        raise GoldensError(f"{where}: not valid JSON (line {error.lineno}: {error.msg})") from None
+    data = load_json(text, where)
     if not isinstance(data, dict):
         raise GoldensError(f"{where}: a golden is a JSON object")
     for key in ("case", "request", "outcome", "tokens", "provenance"):

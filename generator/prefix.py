@@ -401,17 +401,14 @@ def load_conversation(text: str, where: str) -> list[Request]:
     """A conversation file: one chat body holding the whole recorded conversation (requests are
     derived at every request point), or a JSON list of chat bodies, the requests as a client
     sent them, in order (so a client's own changes between requests are checked too)."""
-    from generator.request import parse_request
+    from generator.request import load_json, validate_request
 
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as error:
-        raise GoldensError(f"{where}: not valid JSON (line {error.lineno}: {error.msg})") from None
+    data = load_json(text, where)
     if isinstance(data, list):
         if len(data) < 2:
             raise GoldensError(f"{where}: a list of requests needs at least two")
-        return [parse_request(json.dumps(body), f"{where}[{i}]") for i, body in enumerate(data)]
-    body = parse_request(text, where)
+        return [validate_request(body, f"{where}[{i}]") for i, body in enumerate(data)]
+    body = validate_request(data, where)
     requests = requests_of(body)
     if len(requests) < 2:
         raise GoldensError(

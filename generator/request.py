@@ -12,12 +12,20 @@ KEYS = {"model", "messages", "tools", "chat_template_kwargs", "documents",
         "add_generation_prompt", "continue_final_message"}
 
 
-def parse_request(text: str, where: str) -> dict[str, Any]:
-    """Parse and validate; unknown top-level keys of a chat body (temperature, ...) are dropped."""
+def load_json(text: str, where: str) -> Any:
+    """JSON a user handed us (a request, a conversation, a golden); bad JSON is one line."""
     try:
-        body = json.loads(text)
+        return json.loads(text)
     except json.JSONDecodeError as error:
         raise GoldensError(f"{where}: not valid JSON (line {error.lineno}: {error.msg})") from None
+
+
+def parse_request(text: str, where: str) -> dict[str, Any]:
+    return validate_request(load_json(text, where), where)
+
+
+def validate_request(body: Any, where: str) -> dict[str, Any]:
+    """Check a chat body; unknown top-level keys of a chat body (temperature, ...) are dropped."""
     if not isinstance(body, dict):
         raise GoldensError(f"{where}: expected a JSON object with `messages`")
     messages = body.get("messages")
