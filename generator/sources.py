@@ -10,6 +10,7 @@ else chat_template.json, else tokenizer_config.json's chat_template (a named lis
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -42,11 +43,13 @@ class Source:
     template_origin: str
     gguf: Path | None  # the GGUF the tokenizer was read from, when it was one
 
-    @property
+    # Cached: provenance is stamped on every golden, and hashing a 30 MB tokenizer.json per case
+    # (as the snapshot tests would) repeats the same I/O a hundred times.
+    @functools.cached_property
     def template_sha256(self) -> str:
         return hashlib.sha256(self.template.encode("utf-8")).hexdigest()
 
-    @property
+    @functools.cached_property
     def tokenizer_sha256(self) -> str:
         return tokenizer_fingerprint(self.tokenizer_dir)
 
