@@ -20,12 +20,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # runnable from a checkout without the editable install
 
-from generator import models  # noqa: E402
-from generator import regenerate as regen  # noqa: E402
-from generator import render as reference  # noqa: E402
-from generator.cases import matrix  # noqa: E402
+from generator import reference  # noqa: E402
+from generator.config import models  # noqa: E402
+from generator.config.cases import matrix  # noqa: E402
 from generator.errors import GoldensError  # noqa: E402
-from generator.sources import resolve  # noqa: E402
+from generator.goldens import regenerate as regen  # noqa: E402
+from generator.sources.source import resolve  # noqa: E402
 
 
 def timed(function):

@@ -17,11 +17,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from generator import golden as golden_format, models  # noqa: E402
-from generator.cases import model_cases  # noqa: E402
-from generator.engines.managed import EnginePool  # noqa: E402
-from generator.replay import load_goldens, replay  # noqa: E402
-from generator.sources import resolve  # noqa: E402
+from generator.config import models  # noqa: E402
+from generator.config.cases import model_cases  # noqa: E402
+from generator.engines.pool import EnginePool  # noqa: E402
+from generator.goldens import golden_file  # noqa: E402
+from generator.replay.judge import load_goldens, replay  # noqa: E402
+from generator.sources.source import resolve  # noqa: E402
 
 
 def post(url: str, body: dict) -> dict:
@@ -30,7 +31,7 @@ def post(url: str, body: dict) -> dict:
         return json.loads(response.read())
 
 
-def sequential(url: str, goldens: list[golden_format.Golden]) -> list[list[int]]:
+def sequential(url: str, goldens: list[golden_file.Golden]) -> list[list[int]]:
     out = []
     for item in goldens:
         body = {"messages": item.request["messages"]}

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import click
 
-from generator.cases import model_cases
+from generator.config.cases import model_cases
 from generator.errors import GoldensError
 
 CONFIG_OPTION = click.option(
@@ -55,8 +55,9 @@ def main() -> None:
 @friendly
 def regenerate(config_path: Path, out: Path, model_names: tuple[str, ...], update_pins: bool) -> None:
     """Render every case with the reference and write the goldens that changed."""
-    from generator import models, regenerate as regen
-    from generator.cases import matrix
+    from generator.config import models
+    from generator.config.cases import matrix
+    from generator.goldens import regenerate as regen
     from generator.progress import progress_bar
 
     config = models.load(config_path)
@@ -74,10 +75,10 @@ def regenerate(config_path: Path, out: Path, model_names: tuple[str, ...], updat
 @friendly
 def render(config_path: Path, model_name: str, request_file) -> None:
     """Print the reference's ids, pieces and prompt for one request, as JSON."""
-    from generator import models
-    from generator import render as reference
-    from generator.request import parse_request
-    from generator.sources import resolve
+    from generator import reference
+    from generator.config import models
+    from generator.config.request import parse_request
+    from generator.sources.source import resolve
 
     config = models.load(config_path)
     (model,) = config.select([model_name])
@@ -97,8 +98,8 @@ def render(config_path: Path, model_name: str, request_file) -> None:
 @friendly
 def list_models(config_path: Path, do_resolve: bool) -> None:
     """The matrix: each model's sources, shapes, variants, engines and pins."""
-    from generator import models
-    from generator.sources import resolve
+    from generator.config import models
+    from generator.sources.source import resolve
 
     config = models.load(config_path)
     for model in config.models.values():
@@ -136,8 +137,8 @@ def _probe(url_map: dict[str, str]) -> None:
     """Every --url must name a known engine and answer before the run: one line, not an error per case."""
     import httpx
 
-    from generator.engines.managed import check_url
-    from generator.models import ENGINE_NAMES
+    from generator.config.models import ENGINE_NAMES
+    from generator.engines.pool import check_url
 
     for engine, url in url_map.items():
         if engine not in ENGINE_NAMES:
@@ -168,10 +169,10 @@ def check(config_path: Path, engines: tuple[str, ...], model_names: tuple[str, .
     """Replay goldens through engines; exit 0 all match, 1 drift, 2 bad input or engine unreachable."""
     import time
 
-    from generator import check as checking
-    from generator import models
-    from generator import report
+    from generator.config import models
     from generator.progress import progress_bar
+    from generator.replay import check as checking
+    from generator.replay import report
 
     config = models.load(config_path)
     url_map = _urls(urls)
@@ -210,10 +211,10 @@ def check(config_path: Path, engines: tuple[str, ...], model_names: tuple[str, .
 def ledger(config_path: Path, engine_name: str, case_ids: tuple[str, ...], reason: str, url: str | None,
            root: Path) -> None:
     """Record a reviewed divergence: the engine's own ids for a case, beside its golden, with a reason."""
-    from generator import models
-    from generator.engines.managed import EnginePool
-    from generator.replay import load_goldens, record
-    from generator.sources import resolve
+    from generator.config import models
+    from generator.engines.pool import EnginePool
+    from generator.replay.judge import load_goldens, record
+    from generator.sources.source import resolve
 
     config = models.load(config_path)
     by_model: dict[str, list[str]] = {}
@@ -239,7 +240,7 @@ def ledger(config_path: Path, engine_name: str, case_ids: tuple[str, ...], reaso
 @friendly
 def diff_command(rev: str, root: Path, markdown: bool, context: int) -> None:
     """Token-level view of every golden changed against a git revision (default: HEAD)."""
-    from generator import diff
+    from generator.goldens import diff
 
     click.echo(diff.diff(root, rev, markdown=markdown, context=context), nl=False)
 
@@ -262,8 +263,8 @@ def prefix(config_path: Path, model_name: str, engine_name: str, kwargs_json: st
            conversation_file, url: str | None, busters: bool) -> None:
     """Check that every request of a conversation starts with the one before it; exit 1 on a break
     outside the tail models.yaml declares for the model and kwargs."""
-    from generator import models
-    from generator import prefix as prefix_check
+    from generator.analysis import prefix as prefix_check
+    from generator.config import models
 
     config = models.load(config_path)
     kwargs = prefix_check.parse_kwargs(kwargs_json)

@@ -14,7 +14,13 @@ def progress_bar(total: int, label: str) -> Iterator[Callable[[str], None]]:
     if not sys.stderr.isatty() or os.environ.get("CI") or total == 0:
         yield lambda item: None
         return
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+    )
 
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                TimeElapsedColumn(), TextColumn("{task.fields[item]}"))

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from generator import models
-from generator.sources import Source, resolve
+from generator.config import models
+from generator.sources.source import Source, resolve
 
 ROOT = Path(__file__).resolve().parent.parent
 GOLDENS = ROOT / "goldens"

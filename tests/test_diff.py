@@ -9,12 +9,11 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-
-from generator import diff
-from generator import golden as golden_format
-from generator.cli import main
-
 from conftest import GOLDENS
+
+from generator import files
+from generator.cli import main
+from generator.goldens import diff, golden_file
 
 GIT = ["git", "-c", "user.name=goldens tests", "-c", "user.email=tests@example.invalid",
        "-c", "commit.gpgsign=false", "-c", "init.defaultBranch=main"]
@@ -52,11 +51,11 @@ def repo(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def edit(repo: Path, case: str, change) -> golden_format.Golden:
-    path = golden_format.golden_path(repo / "goldens", case)
-    item = golden_format.read(path)
+def edit(repo: Path, case: str, change) -> golden_file.Golden:
+    path = golden_file.golden_path(repo / "goldens", case)
+    item = golden_file.read(path)
     change(item)
-    golden_format.write_atomic(path, golden_format.dumps(item))
+    files.atomic_write(path, golden_file.dumps(item))
     return item
 
 
@@ -81,7 +80,7 @@ def test_nothing_changed(repo):
 
 
 def test_one_edited_token_is_shown_aligned_with_its_context(repo):
-    old = golden_format.read(golden_format.golden_path(repo / "goldens", "qwen3/plain"))
+    old = golden_file.read(golden_file.golden_path(repo / "goldens", "qwen3/plain"))
     edit(repo, "qwen3/plain", change_token)
     out = run_diff(repo)
     assert out.splitlines()[0] == "qwen3/plain: 1 token changed at 5"
@@ -96,11 +95,11 @@ def test_one_edited_token_is_shown_aligned_with_its_context(repo):
 
 
 def test_removed_tokens_new_and_removed_goldens(repo):
-    before = golden_format.read(golden_format.golden_path(repo / "goldens", "qwen3/tools"))
+    before = golden_file.read(golden_file.golden_path(repo / "goldens", "qwen3/tools"))
     edit(repo, "qwen3/tools", remove_tokens)
-    added = golden_format.read(golden_format.golden_path(repo / "goldens", "qwen3/plain"))
+    added = golden_file.read(golden_file.golden_path(repo / "goldens", "qwen3/plain"))
     added.case = "qwen3/brand-new"
-    golden_format.write_atomic(repo / "goldens" / "qwen3" / "brand-new.json", golden_format.dumps(added))
+    files.atomic_write(repo / "goldens" / "qwen3" / "brand-new.json", golden_file.dumps(added))
     (repo / "goldens" / "qwen3" / "whitespace.json").unlink()
 
     out = run_diff(repo)
@@ -108,7 +107,7 @@ def test_removed_tokens_new_and_removed_goldens(repo):
     assert summaries == [
         "qwen3/brand-new: new golden (25 tokens)",
         "qwen3/tools: 9 tokens removed at 106-114",
-        f"qwen3/whitespace: golden removed (had {len(golden_format.read(GOLDENS / 'qwen3' / 'whitespace.json').ids)} tokens)",
+        f"qwen3/whitespace: golden removed (had {len(golden_file.read(GOLDENS / 'qwen3' / 'whitespace.json').ids)} tokens)",
         "3 goldens changed against HEAD",
     ]
     assert rows(out, "-") == [(i, before.ids[i], repr(before.pieces[i])) for i in range(106, 115)]

@@ -14,12 +14,13 @@ import pytest
 from transformers import AutoTokenizer
 from transformers.utils import get_json_schema
 
-from generator import pack
 from generator.engines import Engine, EngineError
 from generator.engines.llama_server import ClientCompletionEngine, LlamaServerEngine
 from generator.errors import GoldensError
-from generator.servers import LlamaServer, ManagedServer, llama_server_binary, llama_server_version
-from generator.tinygguf import tiny_gguf
+from generator.servers.llama_cpp import LlamaServer, llama_server_binary, llama_server_version
+from generator.servers.process import ManagedServer
+from generator.servers.tiny_gguf import tiny_gguf
+from generator.sources import pack
 
 QUESTION = [
     {"role": "system", "content": "You are terse."},

@@ -3,7 +3,7 @@
 Every committed golden of a model whose models.yaml `engines` list minijinja must replay as a
 match or as its reviewed ledger entry. The llama.cpp templates then show the engine is not
 trivially equal to the reference: on each construct where MiniJinja and Transformers' Jinja
-really differ, compare.diverge names the token and the character where they part.
+really differ, divergence.diverge names the token and the character where they part.
 """
 
 from __future__ import annotations
@@ -13,14 +13,18 @@ import dataclasses
 import functools
 
 import pytest
+from conftest import CONFIG, GOLDENS, source_of
 
-from generator import compare, golden as golden_format, pack, render as reference, shapes
-from generator.cases import matrix
+from generator import reference
+from generator.config import shapes
+from generator.config.cases import matrix
 from generator.engines import EngineError, Refused
 from generator.engines.minijinja import MinijinjaEngine, tgi_template
-from generator.replay import judge
-
-from conftest import CONFIG, GOLDENS, source_of
+from generator.goldens import golden_file
+from generator.replay import ledger
+from generator.replay.divergence import diverge
+from generator.replay.judge import judge
+from generator.sources import pack
 
 MODELS = [name for name, spec in CONFIG.models.items() if "minijinja" in spec.engines]
 CASES = matrix(CONFIG, MODELS)
@@ -38,7 +42,7 @@ def test_the_matrix_replays_qwen3_and_gemma3_through_minijinja():
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
 def test_minijinja_replays_the_golden(case):
     """Each golden matches (or is the refusal the reference also gave), or is a reviewed ledger entry."""
-    item = golden_format.read(golden_format.golden_path(GOLDENS, case.id))
+    item = golden_file.read(golden_file.golden_path(GOLDENS, case.id))
     outcome = judge(engine_for(case.model), item, GOLDENS)
     assert outcome.status in ("match", "known"), outcome.detail
 
@@ -59,7 +63,7 @@ def both(template_text: str, request: dict):
 
 
 def divergence(expected, actual):
-    return compare.diverge(expected.ids, expected.pieces, expected.prompt, actual, actual.pieces, actual.prompt)
+    return diverge(expected.ids, expected.pieces, expected.prompt, actual, actual.pieces, actual.prompt)
 
 
 def with_description(request: dict, description: str) -> dict:
@@ -173,13 +177,13 @@ def test_a_real_difference_recorded_in_the_ledger_replays_as_known(tmp_path):
     source = source_of("qwen3")
     rendered = reference.render(reference.load_tokenizer(source.tokenizer_dir), source.template, request,
                                 CONFIG.date)
-    item = golden_format.Golden(case="qwen3/apostrophe", request=request, outcome="ok", ids=rendered.ids,
+    item = golden_file.Golden(case="qwen3/apostrophe", request=request, outcome="ok", ids=rendered.ids,
                                 pieces=rendered.pieces, prompt=rendered.prompt, error=None, provenance={})
     engine = engine_for("qwen3")
     drift = judge(engine, item, tmp_path)
     assert drift.status == "drift" and "\\u0027" in drift.detail
     actual = engine.ids(request)
-    compare.write_ledger(tmp_path, item, engine.name, "tojson escapes ' as \\u0027", actual, actual.pieces,
+    ledger.write(tmp_path, item, engine.name, "tojson escapes ' as \\u0027", actual, actual.pieces,
                          actual.prompt)
     known = judge(engine, item, tmp_path)
     assert known.status == "known" and known.reason == "tojson escapes ' as \\u0027"

@@ -1,7 +1,7 @@
 """mistral-common (vLLM's path for Mistral models) against the Jinja reference, on Mistral NeMo.
 
 Until the mistral-nemo goldens exist, the reference is rendered here: the tekken tokenizer
-directory generator.vocab builds from mistral-common's tekken_240718.json, plus llama.cpp's copy
+directory generator.sources.vocab builds from mistral-common's tekken_240718.json, plus llama.cpp's copy
 of the NeMo chat template, through Transformers. Plain and tool requests must agree token for
 token; where the template and Mistral's encoder lay a conversation out differently (tool
 results, prefill, control-token text) the divergence must be found at its first token.
@@ -14,14 +14,17 @@ import functools
 import json
 
 import pytest
+from conftest import CONFIG
 
-from generator import compare, golden as golden_format, pack, render as reference, shapes, vocab
+from generator import reference
+from generator.config import shapes
 from generator.engines import Refused
 from generator.engines.mistral_common import MistralCommonEngine
-from generator.replay import judge
-from generator.sources import Source
-
-from conftest import CONFIG
+from generator.goldens import golden_file
+from generator.replay.divergence import diverge
+from generator.replay.judge import judge
+from generator.sources import pack, vocab
+from generator.sources.source import Source
 
 TEMPLATE = "mistralai-Mistral-Nemo-Instruct-2407.jinja"
 IDS = {shapes.CALL_1: "call_1", shapes.CALL_2: "call_2"}  # OpenAI-style ids NeMo rejects
@@ -56,7 +59,7 @@ def openai_ids(request: dict) -> dict:
 
 
 def divergence(expected: reference.Rendered, actual):
-    return compare.diverge(expected.ids, expected.pieces, expected.prompt, actual, actual.pieces, actual.prompt)
+    return diverge(expected.ids, expected.pieces, expected.prompt, actual, actual.pieces, actual.prompt)
 
 
 @pytest.mark.parametrize("shape", ["plain", "no-system", "multi-turn", "cjk-emoji", "whitespace"])
@@ -104,7 +107,7 @@ def test_tool_results_diverge_where_the_template_drops_the_system_prompt(shape, 
     request = shapes.build(shape, {})
     expected = render(request)
     assert expected.error is None
-    item = golden_format.Golden(case=f"mistral-nemo/{shape}", request=request, outcome="ok", ids=expected.ids,
+    item = golden_file.Golden(case=f"mistral-nemo/{shape}", request=request, outcome="ok", ids=expected.ids,
                                 pieces=expected.pieces, prompt=expected.prompt, error=None, provenance={})
     outcome = judge(engine(), item, tmp_path)
     assert outcome.status == "drift"

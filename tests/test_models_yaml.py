@@ -16,11 +16,10 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from click.testing import CliRunner
 
-from generator import models
 from generator.cli import main
+from generator.config import models
 from generator.errors import GoldensError
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -14,17 +14,17 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from conftest import CONFIG, GOLDENS, ROOT, source_of
 
-from generator import golden as golden_format
-from generator import models, prefix, shapes
+from generator.analysis import prefix
 from generator.cli import main
+from generator.config import models, shapes
 from generator.engines.llama_server import LlamaServerEngine
 from generator.engines.transformers import TransformersEngine
 from generator.errors import GoldensError
-from generator.servers import LlamaServer
-from generator.tinygguf import tiny_gguf
-
-from conftest import CONFIG, GOLDENS, ROOT, source_of
+from generator.goldens import golden_file
+from generator.servers.llama_cpp import LlamaServer
+from generator.servers.tiny_gguf import tiny_gguf
 
 QWEN3 = CONFIG.models["qwen3"]
 THINKING_OFF = {"enable_thinking": False}
@@ -183,12 +183,12 @@ def test_diagnose_names_the_client_change():
 
 
 def test_multi_turn_goldens_record_request_lengths_and_breaks():
-    on = golden_format.read(golden_format.golden_path(GOLDENS, "qwen3/multi-turn"))
+    on = golden_file.read(golden_file.golden_path(GOLDENS, "qwen3/multi-turn"))
     assert [(r["messages"], r["tokens"]) for r in on.extra["requests"]] == [(2, 25), (4, 42), (6, 59)]
     assert on.extra["prefix_breaks"] == []
     assert "prefix_tail" not in on.extra
 
-    off = golden_format.read(golden_format.golden_path(GOLDENS, "qwen3/multi-turn--thinking-off"))
+    off = golden_file.read(golden_file.golden_path(GOLDENS, "qwen3/multi-turn--thinking-off"))
     assert [(r["messages"], r["tokens"]) for r in off.extra["requests"]] == [(2, 29), (4, 46), (6, 63)]
     assert off.extra["requests"][-1]["sha256"] == prefix.Sent(6, off.ids).sha256  # the last request is the golden
     assert [(b["at"], b["messages"], b["declared"]) for b in off.extra["prefix_breaks"]] == [
@@ -203,9 +203,9 @@ def test_multi_turn_goldens_record_request_lengths_and_breaks():
 
 def test_only_multi_request_shapes_record_requests():
     for path in sorted((GOLDENS / "qwen3").glob("*.json")):
-        if not golden_format.is_golden_file(path):
+        if not golden_file.is_golden_file(path):
             continue
-        item = golden_format.read(path)
+        item = golden_file.read(path)
         assert ("requests" in item.extra) == prefix.is_multi_request(item.request), path.name
         assert ("cache_busters" in item.extra) == item.case.split("/")[1].startswith("multi-turn"), path.name
 

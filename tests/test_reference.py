@@ -1,7 +1,7 @@
 """The reference render against the measured figures and against Transformers' own tokenize path.
 
-Everything goes through the real pieces: models.yaml -> generator.sources.resolve -> the pinned
-offline pack's tokenizer files -> generator.render. The figures are the ones measured with
+Everything goes through the real pieces: models.yaml -> generator.sources.source.resolve -> the pinned
+offline pack's tokenizer files -> generator.reference. The figures are the ones measured with
 transformers 5.24.0 and the npm Qwen3 / Gemma 3 tokenizers (see the foundation issue).
 """
 
@@ -14,11 +14,12 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from generator import models, shapes, sources
-from generator import render as reference
-from generator.cases import matrix
+from generator import reference
 from generator.cli import main
-from generator.regenerate import build
+from generator.config import models, shapes
+from generator.config.cases import matrix
+from generator.goldens.regenerate import build
+from generator.sources import source as sources
 
 ROOT = Path(__file__).resolve().parents[1]
 MODELS_YAML = ROOT / "models.yaml"

@@ -10,14 +10,15 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-
-from generator import golden as golden_format
-from generator import models, sources
-from generator.cases import matrix
-from generator.cli import main
-from generator.errors import GoldensError
-
 from conftest import one_line_error
+
+from generator import files
+from generator.cli import main
+from generator.config import models
+from generator.config.cases import matrix
+from generator.errors import GoldensError
+from generator.goldens import golden_file
+from generator.sources import source as sources
 
 ROOT = Path(__file__).resolve().parents[1]
 MODELS_YAML = ROOT / "models.yaml"
@@ -39,7 +40,7 @@ def summary(result) -> tuple[int, int, int]:
 
 
 def golden_files(root: Path) -> dict[str, Path]:
-    return {str(p.relative_to(root)): p for p in sorted(root.rglob("*.json")) if golden_format.is_golden_file(p)}
+    return {str(p.relative_to(root)): p for p in sorted(root.rglob("*.json")) if golden_file.is_golden_file(p)}
 
 
 def tree_state(root: Path) -> dict[str, tuple[bytes, int]]:
@@ -179,7 +180,7 @@ def _key_orders(value):
     return value
 
 
-def test_golden_format(full_run):
+def test_golden_file(full_run):
     out, _ = full_run
     cases = {case.id: case for case in matrix(models.load(MODELS_YAML))}
     for name, path in golden_files(out).items():
@@ -195,7 +196,7 @@ def test_golden_format(full_run):
         case = cases[name.removesuffix(".json")]
         assert data["case"] == case.id
         assert _key_orders(data["request"]) == _key_orders(case.request), name
-        assert data["format"] == golden_format.FORMAT
+        assert data["format"] == golden_file.FORMAT
         rows = [line for line in text.splitlines() if TOKEN_ROW.match(line)]
         assert len(rows) == data["token_count"] == len(data["tokens"]), name
         for line, (token_id, piece) in zip(rows, data["tokens"]):
@@ -206,7 +207,7 @@ def test_golden_format(full_run):
         else:
             assert data["outcome"] == "error" and '"tokens": []' in text
         # Round trip: reading and writing a golden reproduces its bytes.
-        assert golden_format.dumps(golden_format.loads(text, name)) == text, name
+        assert golden_file.dumps(golden_file.loads(text, name)) == text, name
 
 
 def test_golden_request_keeps_the_tool_key_order(full_run):
@@ -256,12 +257,12 @@ def test_hand_edited_golden_is_rejected(edit, needle, full_run, tmp_path):
     path.parent.mkdir()
     path.write_text(edited, encoding="utf-8")
     with pytest.raises(GoldensError) as raised:
-        golden_format.read(path)
+        golden_file.read(path)
     message = str(raised.value)
     assert "\n" not in message
     assert str(path) in message and needle in message
     with pytest.raises(GoldensError):
-        golden_format.loads(edited, "qwen3/plain.json")
+        golden_file.loads(edited, "qwen3/plain.json")
 
 
 # --- pins ----------------------------------------------------------------------------------------
@@ -352,15 +353,15 @@ def _dir_listing(directory: Path) -> list[str]:
 
 def test_write_atomic_leaves_no_temp_file_when_the_rename_is_interrupted(tmp_path, monkeypatch):
     path = tmp_path / "qwen3" / "plain.json"
-    assert golden_format.write_atomic(path, "old\n") is True
-    assert golden_format.write_atomic(path, "old\n") is False  # equal bytes: not rewritten
+    assert files.atomic_write(path, "old\n") is True
+    assert files.atomic_write(path, "old\n") is False  # equal bytes: not rewritten
 
     def interrupted(src, dst):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(golden_format.os, "replace", interrupted)
+    monkeypatch.setattr(files.os, "replace", interrupted)
     with pytest.raises(KeyboardInterrupt):
-        golden_format.write_atomic(path, "new\n")
+        files.atomic_write(path, "new\n")
     assert _dir_listing(path.parent) == ["plain.json"]
     assert path.read_text() == "old\n"
 
@@ -383,14 +384,14 @@ def test_write_atomic_leaves_no_temp_file_when_the_write_is_interrupted(tmp_path
             self.handle.write(data[:3])
             raise KeyboardInterrupt
 
-    monkeypatch.setattr(golden_format.os, "fdopen", lambda fd, mode: HalfWrite(real_fdopen(fd, mode)))
+    monkeypatch.setattr(files.os, "fdopen", lambda fd, mode: HalfWrite(real_fdopen(fd, mode)))
     with pytest.raises(KeyboardInterrupt):
-        golden_format.write_atomic(path, "a whole golden\n")
+        files.atomic_write(path, "a whole golden\n")
     assert _dir_listing(tmp_path) == []
 
 
 def test_ctrl_c_during_regenerate_exits_130_with_one_line(tmp_path, monkeypatch):
-    from generator import regenerate as regen
+    from generator.goldens import regenerate as regen
 
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt

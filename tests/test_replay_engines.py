@@ -11,14 +11,14 @@ from __future__ import annotations
 import functools
 
 import pytest
-
-from generator import compare, golden as golden_format
-from generator.cases import matrix
-from generator.engines import Refused
-from generator.engines.managed import EnginePool
-from generator.snapshot import golden_extension
-
 from conftest import CONFIG, GOLDENS, source_of
+
+from generator.config.cases import matrix
+from generator.engines import Refused
+from generator.engines.pool import EnginePool
+from generator.goldens import golden_file
+from generator.replay import ledger
+from generator.replay.snapshot import golden_extension
 
 REPLAYED = [
     (case, engine)
@@ -42,9 +42,9 @@ def _engine(pool, name: str, model: str):
 @pytest.mark.parametrize(("case", "engine_name"), REPLAYED, ids=[f"{c.id}@{e}" for c, e in REPLAYED])
 def test_replay(case, engine_name, pool, snapshot):
     engine = _engine(pool, engine_name, case.model)
-    item = golden_format.read(golden_format.golden_path(GOLDENS, case.id))
-    ledger = compare.read_ledger(GOLDENS, case.id, engine_name)
-    if item.outcome == "error" or (ledger is not None and ledger.refused):
+    item = golden_file.read(golden_file.golden_path(GOLDENS, case.id))
+    entry = ledger.read(GOLDENS, case.id, engine_name)
+    if item.outcome == "error" or (entry is not None and entry.refused):
         with pytest.raises(Refused):
             engine.ids(item.request)
         return
@@ -61,7 +61,7 @@ def test_llama_server_stand_in_matches_its_chat_path(case, pool):
     """/apply-template + /tokenize stands in for the chat path; confirm it on every run:
     /completion evaluates exactly the stand-in's ids, /v1/chat/completions exactly as many.
     (Whether those ids are the golden's is test_replay's question.)"""
-    item = golden_format.read(golden_format.golden_path(GOLDENS, case.id))
+    item = golden_file.read(golden_file.golden_path(GOLDENS, case.id))
     engine = _engine(pool, "llama-server", case.model)
     ids = engine.ids(item.request)
     confirmed = engine.confirm(item.request, ids)

@@ -9,15 +9,16 @@ from __future__ import annotations
 import functools
 
 import pytest
+from conftest import CONFIG, GOLDENS, source_of
 
-from generator import compare, golden as golden_format, render as reference
-from generator.cases import matrix
+from generator import files, reference
+from generator.config.cases import matrix
 from generator.engines import Refused
 from generator.engines.transformers import TransformersEngine
-from generator.regenerate import annotate, provenance
-from generator.snapshot import golden_extension
-
-from conftest import CONFIG, GOLDENS, source_of
+from generator.goldens import golden_file
+from generator.goldens.regenerate import annotate, provenance
+from generator.replay import divergence
+from generator.replay.snapshot import golden_extension
 
 CASES = matrix(CONFIG)
 
@@ -38,7 +39,7 @@ def test_transformers_engine_replay(case, snapshot):
     """The transformers engine, through the same Engine protocol every server implements."""
     source = source_of(case.model)
     engine = TransformersEngine(source, CONFIG.date)
-    item = golden_format.read(golden_format.golden_path(GOLDENS, case.id))
+    item = golden_file.read(golden_file.golden_path(GOLDENS, case.id))
     extension = golden_extension(GOLDENS, case.id, case.request, item.provenance, engine=engine.name)
     if item.outcome == "error":
         with pytest.raises(Refused, match="template refused"):
@@ -49,16 +50,16 @@ def test_transformers_engine_replay(case, snapshot):
 
 def test_an_edited_golden_token_is_reported_with_its_position(tmp_path):
     """Drift detection itself: change one token of a copy of a golden and replay."""
-    from generator.replay import judge
+    from generator.replay.judge import judge
 
     case = next(c for c in CASES if c.id == "qwen3/plain")
-    item = golden_format.read(golden_format.golden_path(GOLDENS, case.id))
+    item = golden_file.read(golden_file.golden_path(GOLDENS, case.id))
     item.ids[7] = 12345
     item.pieces[7] = "edited"
     edited_root = tmp_path / "goldens"
-    golden_format.write_atomic(golden_format.golden_path(edited_root, case.id), golden_format.dumps(item))
+    files.atomic_write(golden_file.golden_path(edited_root, case.id), golden_file.dumps(item))
     engine = TransformersEngine(source_of("qwen3"), CONFIG.date)
-    outcome = judge(engine, golden_format.read(golden_format.golden_path(edited_root, case.id)), edited_root)
+    outcome = judge(engine, golden_file.read(golden_file.golden_path(edited_root, case.id)), edited_root)
     assert outcome.status == "drift"
     assert outcome.divergence.index == 7
     assert "drift at token 7 (25 vs 25 tokens)" in outcome.detail
@@ -66,6 +67,6 @@ def test_an_edited_golden_token_is_reported_with_its_position(tmp_path):
 
 
 def test_first_divergence_counts_a_shorter_sequence():
-    assert compare.first_divergence([1, 2, 3], [1, 2, 3]) is None
-    assert compare.first_divergence([1, 2, 3], [1, 2]) == 2
-    assert compare.first_divergence([1, 2, 3], [1, 9, 3]) == 1
+    assert divergence.first_divergence([1, 2, 3], [1, 2, 3]) is None
+    assert divergence.first_divergence([1, 2, 3], [1, 2]) == 2
+    assert divergence.first_divergence([1, 2, 3], [1, 9, 3]) == 1

@@ -16,15 +16,15 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-
-from generator import compare, report
-from generator import golden as golden_format
-from generator.cases import matrix
-from generator.cli import main
-from generator.errors import GoldensError
-from generator.replay import Outcome
-
 from conftest import CONFIG, GOLDENS, ROOT
+
+from generator import files
+from generator.cli import main
+from generator.config.cases import matrix
+from generator.errors import GoldensError
+from generator.goldens import golden_file
+from generator.replay import divergence, report
+from generator.replay.judge import Outcome
 
 TIMESTAMP = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d$")
 DECIMAL = re.compile(r"^-?\d+(\.\d+)?$")
@@ -128,10 +128,10 @@ def test_check_on_the_committed_goldens_writes_both_reports(workspace, tmp_path)
 
 
 def test_one_edited_token_is_drift_in_both_reports(workspace, tmp_path):
-    path = golden_format.golden_path(workspace / "goldens", "qwen3/plain")
-    item = golden_format.read(path)
+    path = golden_file.golden_path(workspace / "goldens", "qwen3/plain")
+    item = golden_file.read(path)
     item.ids[5], item.pieces[5] = 12345, " tersely"
-    golden_format.write_atomic(path, golden_format.dumps(item))
+    files.atomic_write(path, golden_file.dumps(item))
     out_xml, out_md = tmp_path / "out.xml", tmp_path / "out.md"
 
     result = check(workspace, "--model", "qwen3", "--junit", out_xml, "--report", out_md)
@@ -231,10 +231,10 @@ def test_two_runs_on_the_same_reports_never_leave_a_partial_file(workspace, tmp_
 # ------------------------------------------------------------------------------ report builders
 
 def drift(case="qwen3/plain", engine="llama-server", index=7, ledger=False) -> Outcome:
-    div = compare.diverge([1, 2, 3, 4, 5, 6, 7, 8], list("abcdefg|"), None,
+    div = divergence.diverge([1, 2, 3, 4, 5, 6, 7, 8], list("abcdefg|"), None,
                           [1, 2, 3, 4, 5, 6, 7, 9], None, None, decode=lambda ids: list("abcdefg`"))
     assert div.index == index
-    detail = compare.format_divergence(div, "reference", engine)
+    detail = divergence.format_divergence(div, "reference", engine)
     if ledger:
         detail = "moved from its ledger entry: " + detail
     return Outcome(case, engine, "drift", detail, divergence=div)

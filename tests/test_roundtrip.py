@@ -9,19 +9,19 @@ on a real llama-server.
 from __future__ import annotations
 
 import pytest
+from conftest import CONFIG, GOLDENS, source_of
 
-from generator import compare
-from generator import golden as golden_format
-from generator import render as reference
-from generator import roundtrip, shapes
-from generator.cases import matrix
+from generator import reference
+from generator.analysis import roundtrip
+from generator.config import shapes
+from generator.config.cases import matrix
 from generator.engines import Ids
 from generator.engines.llama_server import LlamaServerEngine
 from generator.engines.transformers import TransformersEngine
-from generator.servers import LlamaServer
-from generator.tinygguf import tiny_gguf
-
-from conftest import CONFIG, GOLDENS, source_of
+from generator.goldens import golden_file
+from generator.replay import divergence
+from generator.servers.llama_cpp import LlamaServer
+from generator.servers.tiny_gguf import tiny_gguf
 
 CASES = matrix(CONFIG)
 
@@ -30,8 +30,8 @@ def tokenizer_of(model: str):
     return reference.load_tokenizer(source_of(model).tokenizer_dir)
 
 
-def golden(case_id: str) -> golden_format.Golden:
-    return golden_format.read(golden_format.golden_path(GOLDENS, case_id))
+def golden(case_id: str) -> golden_file.Golden:
+    return golden_file.read(golden_file.golden_path(GOLDENS, case_id))
 
 
 @pytest.fixture(scope="module")
@@ -154,7 +154,7 @@ def test_llama_server_also_turns_qwen3_end_of_sequence_text_into_a_control_token
     ids = engine.ids(control_request())
     assert ids.pieces.count("<|im_start|>") == 3  # the template's two and the user's one
     item = golden("qwen3/control-text")
-    assert compare.first_divergence(item.ids, ids) == 50
+    assert divergence.first_divergence(item.ids, ids) == 50
     assert (item.pieces[50:53], ids.pieces[50:52]) == ([" </", "s", ">"], [" ", "</s>"])
     assert "control-looking token: 128247 '</s>'" in qwen_server.log_tail(200)
 

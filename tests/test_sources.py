@@ -19,13 +19,13 @@ from pathlib import Path
 import pytest
 import yaml
 from click.testing import CliRunner
-
-from generator import models, shapes, sources
-from generator import render as reference
-from generator.cli import main
-from generator.errors import GoldensError
-
 from conftest import one_line_error
+
+from generator import reference
+from generator.cli import main
+from generator.config import models, shapes
+from generator.errors import GoldensError
+from generator.sources import source as sources
 
 ROOT = Path(__file__).resolve().parents[1]
 QWEN3_PLAIN_HEAD = [151644, 8948, 198, 2610, 525, 50537, 13, 151645, 198]

@@ -16,13 +16,14 @@ import pytest
 from transformers import AutoTokenizer
 from transformers.utils import get_json_schema
 
-from generator import pack
 from generator.engines import EngineError
-from generator.errors import GoldensError
 from generator.engines.vllm import VllmEngine
-from generator.servers import VllmServer, free_port
-from generator.tinymodel import tiny_hf_model
-from generator.vllm_env import vllm_python
+from generator.errors import GoldensError
+from generator.servers.process import free_port
+from generator.servers.vllm import VllmServer
+from generator.servers.tiny_model import tiny_hf_model
+from generator.servers.vllm import vllm_python
+from generator.sources import pack
 
 THINK_OFF_TAIL = [151667, 271, 151668, 271]  # "<think>", "\n\n", "</think>", "\n\n"
 
@@ -218,7 +219,7 @@ def test_tiny_model_is_deterministic_and_carries_the_template(tmp_path, monkeypa
 
 def test_failed_venv_install_leaves_nothing_marked_complete(tmp_path, monkeypatch):
     """A torch version no index has: pip fails fast, and the half venv is removed."""
-    from generator import vllm_env
+    from generator.servers import vllm as vllm_env
 
     monkeypatch.setenv("GOLDENS_CACHE", str(tmp_path))
     monkeypatch.setattr(vllm_env, "TORCH_VERSION", "0.0.0")

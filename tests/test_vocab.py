@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from generator import pack, vocab
 from generator.errors import GoldensError
-from generator.sources import tokenizer_fingerprint
+from generator.sources import pack, vocab
+from generator.sources.source import tokenizer_fingerprint
 
 CONVERSATION = [
     {"role": "system", "content": "You are terse."},
@@ -280,7 +280,7 @@ def test_command_r_templates_render():
 
 
 # ---------------------------------------------------------------------------------------------
-# Determinism, fingerprints (the provenance hash, generator.sources.tokenizer_fingerprint), errors
+# Determinism, fingerprints (the provenance hash, generator.sources.source.tokenizer_fingerprint), errors
 
 
 def test_builds_are_byte_identical_and_fingerprinted(tmp_path):

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from generator.engines import EngineError, Ids, Refused, Request
-from generator.sources import Source
+from generator.sources.source import Source
 
 # TGI rewrites these in every template before compiling it (ChatTemplate::new), each a
 # workaround for a construct its MiniJinja or its flattened messages could not handle.

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from generator.engines import EngineError, Ids, Refused, Request
-from generator.sources import Source
+from generator.sources.source import Source
 
 TEKKEN_NEMO = "tekken_240718.json"  # Mistral NeMo's tokenizer (v3 instruct format)
 
@@ -101,7 +101,10 @@ class MistralCommonEngine:
 
     def _message(self, message: dict[str, Any], index: int, prefix: bool):
         from mistral_common.protocol.instruct.messages import (
-            AssistantMessage, SystemMessage, ToolMessage, UserMessage,
+            AssistantMessage,
+            SystemMessage,
+            ToolMessage,
+            UserMessage,
         )
 
         role = message.get("role")

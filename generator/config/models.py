@@ -15,8 +15,8 @@ from typing import Any
 
 import yaml
 
+from generator.config.shapes import SHAPES
 from generator.errors import GoldensError
-from generator.shapes import SHAPES
 
 ENGINE_NAMES = (
     "transformers",

@@ -4,21 +4,19 @@ Keys are sorted and everything is indented, except `tokens`, which holds one `[i
 per line, so a diff of a golden is a list of the tokens that moved. The `request` keeps its own
 key order: templates render tools with `tojson`, which keeps key order, so a sorted copy of a
 tool would be a different prompt. Bytes are deterministic
-(LF, trailing newline, no floats, no timestamps), writes are atomic (a temp file renamed into
-place), and the reader validates, so a hand-edited file fails with its path and the bad key.
+(LF, trailing newline, no floats, no timestamps), writes go through files.atomic_write, and
+the reader validates, so a hand-edited file fails with its path and the bad key.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from generator.config.request import load_json
 from generator.errors import GoldensError
-from generator.request import load_json
 
 FORMAT = 1
 _TOKENS_MARK = "\u0000TOKENS\u0000"
@@ -108,29 +106,6 @@ def read(path: Path) -> Golden:
     except OSError as error:
         raise GoldensError(f"{path}: cannot read ({error.strerror})") from None
     return loads(text, str(path))
-
-
-def write_atomic(path: Path, text: str) -> bool:
-    """Write only if the bytes differ; True when the file changed. Never leaves a partial file."""
-    data = text.encode("utf-8")
-    try:
-        if path.read_bytes() == data:
-            return False
-    except FileNotFoundError:
-        pass
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
-    return True
 
 
 def golden_path(root: Path, case_id: str) -> Path:

@@ -25,8 +25,8 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from generator import golden as golden_format
 from generator.errors import GoldensError
+from generator.goldens import golden_file
 
 TEXT_CONTEXT = 24  # characters shown either side of the rendered text's changed span
 SPAN_LIMIT = 240  # characters of a changed span shown before it is cut
@@ -38,8 +38,8 @@ SUMMARY_PARTS = 3  # token changes spelled out in a summary line before they are
 class Change:
     name: str  # "qwen3/tools", or "qwen3/tools.vllm" for a ledger entry
     path: str  # relative to the repository top
-    old: golden_format.Golden | None
-    new: golden_format.Golden | None
+    old: golden_file.Golden | None
+    new: golden_file.Golden | None
 
     @property
     def ledger(self) -> bool:
@@ -92,13 +92,13 @@ def changed(root: Path, rev: str = "HEAD") -> list[Change]:
             shown = _git(top, "show", f"{rev}:{path}", check=False)
             if shown.returncode == 0:
                 old_text = shown.stdout.decode("utf-8", "replace")
-                old = golden_format.loads(old_text, f"{rev}:{path}")
+                old = golden_file.loads(old_text, f"{rev}:{path}")
         file = top / path
         if file.exists():
-            new = golden_format.read(file)
+            new = golden_file.read(file)
         if old is None and new is None:
             continue
-        if old is not None and new is not None and golden_format.dumps(old) == golden_format.dumps(new):
+        if old is not None and new is not None and golden_file.dumps(old) == golden_file.dumps(new):
             continue  # only reformatted
         rel = Path(path).relative_to(where) if where != "." else Path(path)
         changes.append(Change(name=rel.with_suffix("").as_posix(), path=path, old=old, new=new))
@@ -142,7 +142,7 @@ def describe_tokens(ops: list[tuple[str, int, int, int, int]]) -> str:
     return f"{len(parts)} changes from token {first}: {removed} old tokens replaced by {added} new"
 
 
-def _field_changes(old: golden_format.Golden, new: golden_format.Golden) -> list[str]:
+def _field_changes(old: golden_file.Golden, new: golden_file.Golden) -> list[str]:
     """Top-level fields that differ besides tokens and prompt; provenance by key."""
     out = []
     if old.request != new.request:
@@ -192,7 +192,7 @@ def summary(change: Change) -> str:
 
 # ----------------------------------------------------------------------------------- the rows
 
-def token_rows(old: golden_format.Golden, new: golden_format.Golden, context: int = 3) -> list[str]:
+def token_rows(old: golden_file.Golden, new: golden_file.Golden, context: int = 3) -> list[str]:
     """Aligned rows around each change: `- 106 1313 'type'` (old), `+ 106 ...` (new), context."""
     groups = list(difflib.SequenceMatcher(None, old.ids, new.ids, autojunk=False)
                   .get_grouped_opcodes(context))
@@ -293,7 +293,7 @@ def _cell(text: str) -> str:
 def render_markdown(changes: list[Change], rev: str, context: int = 3) -> str:
     if not changes:
         return f"**goldens diff against `{rev}`**: no golden changed\n"
-    from generator.report import markdown_table
+    from generator.replay.report import markdown_table
 
     lines = [f"**goldens diff against `{rev}`**: {_n(len(changes), 'golden')} changed", ""]
     rows = [[_cell(part) for part in summary(change).split(": ", 1)] for change in changes]

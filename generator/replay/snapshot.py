@@ -16,22 +16,23 @@ from typing import Any
 from syrupy.data import SnapshotCollections
 from syrupy.extensions.single_file import SingleFileSnapshotExtension, WriteMode
 
-from generator import compare
-from generator import golden as golden_format
-from generator.render import Rendered
+from generator import files
+from generator.goldens import golden_file
+from generator.reference import Rendered
+from generator.replay import divergence, ledger
 
 
 def golden_extension(root: Path, case_id: str, request: dict, provenance: dict[str, Any],
                      engine: str | None = None,
-                     annotate: Callable[[golden_format.Golden], None] | None = None,
+                     annotate: Callable[[golden_file.Golden], None] | None = None,
                      ) -> type[SingleFileSnapshotExtension]:
     """An extension bound to one case (and, for a replay, one engine and its ledger entry).
     `annotate` adds the reference's analyses to a reference golden (regenerate.annotate), so
     --snapshot-update writes the same bytes as `goldens regenerate`."""
-    location = golden_format.golden_path(root, case_id)
-    ledger = compare.ledger_path(root, case_id, engine) if engine else None
-    if ledger is not None and ledger.exists():
-        location = ledger
+    location = golden_file.golden_path(root, case_id)
+    entry = ledger.entry_path(root, case_id, engine) if engine else None
+    if entry is not None and entry.exists():
+        location = entry
 
     class GoldenSnapshot(SingleFileSnapshotExtension):
         _write_mode = WriteMode.TEXT
@@ -51,30 +52,30 @@ def golden_extension(root: Path, case_id: str, request: dict, provenance: dict[s
             else:  # an engine's Ids
                 ids, pieces, prompt, error = list(data), getattr(data, "pieces", None), getattr(data, "prompt", None), None
                 pieces = pieces if pieces is not None and len(pieces) == len(ids) else [""] * len(ids)
-            item = golden_format.Golden(
+            item = golden_file.Golden(
                 case=case_id, request=request, outcome="error" if error else "ok", ids=list(ids),
                 pieces=list(pieces), prompt=prompt, error=error, provenance=provenance,
             )
             if annotate is not None and isinstance(data, Rendered):
                 annotate(item)
-            return golden_format.dumps(item)
+            return golden_file.dumps(item)
 
         def matches(self, *, serialized_data, snapshot_data) -> bool:
-            new = golden_format.loads(serialized_data, "actual")
-            old = golden_format.loads(snapshot_data, str(location))
+            new = golden_file.loads(serialized_data, "actual")
+            old = golden_file.loads(snapshot_data, str(location))
             same = (new.outcome, new.ids, new.error) == (old.outcome, old.ids, old.error)
             return same and (annotate is None or new.extra == old.extra)
 
         def diff_lines(self, serialized_data, snapshot_data):
-            new = golden_format.loads(serialized_data, "actual")
-            old = golden_format.loads(snapshot_data, str(location))
+            new = golden_file.loads(serialized_data, "actual")
+            old = golden_file.loads(snapshot_data, str(location))
             if new.outcome != old.outcome or new.error != old.error:
                 yield f"golden: {old.outcome} {old.error or ''}".rstrip()
                 yield f"actual: {new.outcome} {new.error or ''}".rstrip()
                 return
-            div = compare.diverge(old.ids, old.pieces, old.prompt, new.ids, new.pieces, new.prompt)
+            div = divergence.diverge(old.ids, old.pieces, old.prompt, new.ids, new.pieces, new.prompt)
             if div is not None:
-                yield from compare.format_divergence(div, "golden", engine or "actual").splitlines()
+                yield from divergence.format_divergence(div, "golden", engine or "actual").splitlines()
             elif annotate is not None:
                 for key in sorted(set(old.extra) | set(new.extra)):
                     if old.extra.get(key) != new.extra.get(key):
@@ -89,6 +90,6 @@ def golden_extension(root: Path, case_id: str, request: dict, provenance: dict[s
                     f"{engine} divergence with `goldens ledger`"
                 )
             data = next(iter(snapshot_collection)).data
-            golden_format.write_atomic(Path(snapshot_collection.location), data)
+            files.atomic_write(Path(snapshot_collection.location), data)
 
     return GoldenSnapshot

@@ -12,10 +12,10 @@ import contextlib
 import datetime as _dt
 from collections.abc import Callable
 
+from generator.config.models import ENGINE_NAMES, ModelSpec
 from generator.engines import Engine
 from generator.errors import GoldensError
-from generator.models import ENGINE_NAMES, ModelSpec
-from generator.sources import Source
+from generator.sources.source import Source
 
 SERVER_ENGINES = {"llama-server": "llama-server", "client-completion": "llama-server", "vllm": "vllm"}
 
@@ -76,12 +76,15 @@ class EnginePool:
 
             return MistralCommonEngine(source)
         if name in ("llama-server", "client-completion"):
-            from generator.engines.llama_server import ClientCompletionEngine, LlamaServerEngine
+            from generator.engines.llama_server import (
+                ClientCompletionEngine,
+                LlamaServerEngine,
+            )
 
             url = self.urls.get(name) or self.urls.get("llama-server") or self._llama_server(model, source)
             if name == "llama-server":
                 return LlamaServerEngine(url)
-            from generator import render as reference
+            from generator import reference
 
             tokenizer = reference.load_tokenizer(source.tokenizer_dir)
             return ClientCompletionEngine(
@@ -97,8 +100,8 @@ class EnginePool:
     def _llama_server(self, model: ModelSpec, source: Source) -> str:
         key = ("llama-server", model.name)
         if key not in self._servers:
-            from generator.servers import LlamaServer
-            from generator.tinygguf import tiny_gguf
+            from generator.servers.llama_cpp import LlamaServer
+            from generator.servers.tiny_gguf import tiny_gguf
 
             self.on_start(f"building a tiny GGUF and starting llama-server for {model.name}")
             if source.gguf is not None:
@@ -113,8 +116,8 @@ class EnginePool:
     def _vllm(self, model: ModelSpec, source: Source) -> tuple[str, str]:
         key = ("vllm", model.name)
         if key not in self._servers:
-            from generator.servers import VllmServer
-            from generator.tinymodel import tiny_hf_model
+            from generator.servers.vllm import VllmServer
+            from generator.servers.tiny_model import tiny_hf_model
 
             self.on_start(f"building a tiny model and starting vLLM for {model.name} (about a minute)")
             directory = tiny_hf_model(model.name, source.tokenizer_dir, source.template)

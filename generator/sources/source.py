@@ -17,9 +17,9 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from generator import pack
+from generator.config.models import Config, ModelSpec, TemplateSpec
 from generator.errors import GoldensError
-from generator.models import Config, ModelSpec, TemplateSpec
+from generator.sources import pack
 
 HF_FILES = [
     "tokenizer.json",
@@ -115,7 +115,7 @@ def _pack_tokenizer(name: str):
         raise GoldensError(
             f"pack {name!r}: unknown (use npm:<key>, llama.cpp:<vocab>, llama-models:llama3, mistral-common:tekken)"
         )
-    from generator import vocab
+    from generator.sources import vocab
 
     if registry == "llama.cpp":
         gguf = pack.llama_cpp_source() / "models" / f"ggml-vocab-{key}.gguf"
@@ -146,7 +146,7 @@ def _hf_snapshot(repo: str, revision: str) -> Path:
 
 
 def _gguf_tokenizer(gguf: Path) -> Path:
-    from generator import vocab
+    from generator.sources import vocab
 
     return vocab.gguf_file_tokenizer_dir(gguf)
 
@@ -167,7 +167,7 @@ def _template(spec: TemplateSpec, directory: Path, gguf: Path | None, base: Path
         return path.read_text(encoding="utf-8"), f"{pack.LLAMA_CPP.label}:models/templates/{filename}"
     name = spec.name or "default"
     if gguf is not None:
-        from generator import vocab
+        from generator.sources import vocab
 
         templates = vocab.gguf_chat_templates(gguf)
         if templates:

@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from generator import shapes
-from generator.models import Config, ModelSpec
+from generator.config import shapes
+from generator.config.models import Config, ModelSpec
 
 
 @dataclass(frozen=True)

@@ -1,20 +1,13 @@
-"""Where two token sequences part, told so a person can see it; and the reviewed-divergence ledger.
+"""Where two token sequences part, told so a person can see it.
 
 A drift report names the first divergent token index, both lengths, the decoded tokens around
 it on both sides, and where both rendered strings exist, the first character where they part.
-The ledger holds reviewed, committed per-engine expectations (`goldens/<model>/<stem>.<engine>.json`,
-the golden format plus a `reason`): an engine that still gives exactly those ids passes; one that
-moves, or that matches the reference again, is reported, so a fix upstream is noticed too.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
-
-from generator import golden as golden_format
-from generator.errors import GoldensError
 
 WINDOW = 5
 EXCERPT = 40
@@ -88,54 +81,3 @@ def format_divergence(div: Divergence, left: str = "reference", right: str = "en
         lines.append(f"    {left.ljust(width)} {div.expected_text!r}")
         lines.append(f"    {right.ljust(width)} {div.actual_text!r}")
     return "\n".join(lines)
-
-
-# ---------------------------------------------------------------- the ledger
-
-@dataclass
-class LedgerEntry:
-    """A reviewed divergence: what `engine` gives for a case instead of the golden, and why."""
-
-    case: str
-    engine: str
-    reason: str
-    ids: list[int]
-    pieces: list[str]
-    prompt: str | None
-    path: Path | None = None
-    refused: str | None = None  # the engine's refusal, when what was reviewed is that it refuses
-
-
-def ledger_path(root: Path, case_id: str, engine: str) -> Path:
-    return root / f"{case_id}.{engine}.json"
-
-
-def read_ledger(root: Path, case_id: str, engine: str) -> LedgerEntry | None:
-    path = ledger_path(root, case_id, engine)
-    if not path.exists():
-        return None
-    item = golden_format.read(path)
-    reason = item.extra.get("reason")
-    if not isinstance(reason, str) or not reason.strip():
-        raise GoldensError(f"{path}: a ledger entry needs a non-empty `reason`")
-    if item.extra.get("engine") != engine:
-        raise GoldensError(f"{path}: `engine` must be {engine!r}")
-    return LedgerEntry(case=item.case, engine=engine, reason=reason, ids=item.ids, pieces=item.pieces,
-                       prompt=item.prompt, path=path, refused=item.error if item.outcome == "error" else None)
-
-
-def write_ledger(root: Path, golden: golden_format.Golden, engine: str, reason: str,
-                 ids: Sequence[int], pieces: Sequence[str], prompt: str | None,
-                 refused: str | None = None) -> Path:
-    """Record a reviewed divergence beside its golden (same format, plus engine and reason);
-    `refused` records that the engine declines a request the reference renders."""
-    index = None if refused else first_divergence(golden.ids, ids)
-    entry = golden_format.Golden(
-        case=golden.case, request=golden.request, outcome="error" if refused else "ok",
-        ids=[] if refused else list(ids), pieces=[] if refused else list(pieces),
-        prompt=None if refused else prompt, error=refused, provenance=golden.provenance,
-        extra={"engine": engine, "reason": reason, "diverges_at": index},
-    )
-    path = ledger_path(root, golden.case, engine)
-    golden_format.write_atomic(path, golden_format.dumps(entry))
-    return path

@@ -29,7 +29,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
 from generator.errors import GoldensError
-from generator.replay import Outcome
+from generator.replay.judge import Outcome
 
 STATUSES = ("match", "known", "drift", "error")
 DETAILS_LIMIT = 25  # full reports in the Markdown; a PR comment has a size limit

@@ -10,13 +10,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from generator import render as reference
-from generator.cases import model_cases
-from generator.engines.managed import EnginePool
+from generator import reference
+from generator.config.cases import model_cases
+from generator.config.models import ENGINE_NAMES, Config
+from generator.engines.pool import EnginePool
 from generator.errors import GoldensError
-from generator.models import ENGINE_NAMES, Config
-from generator.replay import Outcome, load_goldens, replay
-from generator.sources import resolve
+from generator.replay.judge import Outcome, load_goldens, replay
+from generator.sources.source import resolve
 
 
 def plan(config: Config, engines: tuple[str, ...], models: tuple[str, ...]) -> list[tuple[str, list[str]]]:

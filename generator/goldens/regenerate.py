@@ -14,12 +14,12 @@ from pathlib import Path
 
 import yaml
 
-from generator import golden as golden_format
-from generator import render as reference
-from generator.cases import Case, model_cases
+from generator import files, reference
+from generator.config.cases import Case, model_cases
+from generator.config.models import Config, ModelSpec
 from generator.errors import GoldensError
-from generator.models import Config, ModelSpec
-from generator.sources import Source, resolve
+from generator.goldens import golden_file
+from generator.sources.source import Source, resolve
 
 REFERENCE_PACKAGES = ("transformers", "tokenizers", "jinja2")
 
@@ -49,10 +49,10 @@ def provenance(source: Source, config: Config) -> dict[str, str]:
     }
 
 
-def reference_golden(case: Case, source: Source, config: Config, stamp: dict[str, str]) -> golden_format.Golden:
+def reference_golden(case: Case, source: Source, config: Config, stamp: dict[str, str]) -> golden_file.Golden:
     tokenizer = reference.load_tokenizer(source.tokenizer_dir)
     result = reference.render(tokenizer, source.template, case.request, config.date)
-    item = golden_format.Golden(
+    item = golden_file.Golden(
         case=case.id, request=case.request, outcome=result.outcome, ids=result.ids,
         pieces=result.pieces, prompt=result.prompt, error=result.error, provenance=stamp,
     )
@@ -60,14 +60,14 @@ def reference_golden(case: Case, source: Source, config: Config, stamp: dict[str
     return item
 
 
-def annotate(case: Case, source: Source, config: Config, item: golden_format.Golden) -> None:
+def annotate(case: Case, source: Source, config: Config, item: golden_file.Golden) -> None:
     """The analyses a golden records beside its ids, all by the reference: `roundtrip` on every
     golden; `control_tokens` where a user message spells control-token text; `requests` and
     `prefix_breaks` (+ `prefix_tail` when declared) where the request stands for a multi-turn
     conversation; `cache_busters` on the multi-turn shape (generator/prefix.py, roundtrip.py)."""
     if item.outcome != "ok":
         return
-    from generator import prefix, roundtrip
+    from generator.analysis import prefix, roundtrip
     from generator.engines.transformers import TransformersEngine
 
     tokenizer = reference.load_tokenizer(source.tokenizer_dir)
@@ -120,7 +120,7 @@ def rewrite_pins(config: Config, moved: list[tuple[str, str, str]]) -> None:
         config.models[model].pins[key] = value
     for start, end, value in sorted(spans, reverse=True):
         text = text[:start] + value + text[end:]
-    golden_format.write_atomic(config.path, text)
+    files.atomic_write(config.path, text)
 
 
 def _child(node, key: str):
@@ -134,7 +134,7 @@ Progress = Callable[[str], None]
 
 
 def build(config: Config, models: list[ModelSpec], update_pins: bool = False,
-          advance: Progress | None = None) -> dict[str, golden_format.Golden]:
+          advance: Progress | None = None) -> dict[str, golden_file.Golden]:
     """Every selected case's golden, keyed by case id; nothing touches the disk but re-pins."""
     sources, moved = {}, []
     for model in models:
@@ -152,13 +152,13 @@ def build(config: Config, models: list[ModelSpec], update_pins: bool = False,
     return goldens
 
 
-def write(out: Path, goldens: dict[str, golden_format.Golden], models: list[ModelSpec],
+def write(out: Path, goldens: dict[str, golden_file.Golden], models: list[ModelSpec],
           all_models: bool, known_models: set[str]) -> Summary:
     """Write what changed; remove goldens (and their ledger entries) of cases no longer in the
     matrix, within the selected models (and, on a full run, directories of removed models)."""
     summary = Summary()
     for case_id, item in goldens.items():
-        changed = golden_format.write_atomic(golden_format.golden_path(out, case_id), golden_format.dumps(item))
+        changed = files.atomic_write(golden_file.golden_path(out, case_id), golden_file.dumps(item))
         if changed:
             summary.written += 1
         else:
@@ -175,7 +175,7 @@ def write(out: Path, goldens: dict[str, golden_format.Golden], models: list[Mode
             if f"{directory.name}/{stem}" in goldens:
                 continue
             path.unlink()
-            if golden_format.is_golden_file(path):
+            if golden_file.is_golden_file(path):
                 summary.removed += 1
         if not any(directory.iterdir()):
             directory.rmdir()
@@ -189,7 +189,7 @@ def _only_goldens(directory: Path) -> bool:
         if not path.is_file() or path.suffix != ".json":
             return False
         try:
-            golden_format.read(path)
+            golden_file.read(path)
         except GoldensError:
             return False
     return True

@@ -25,9 +25,9 @@ import copy
 from collections.abc import Sequence
 from typing import Any
 
-from generator import render as reference
-from generator.compare import first_divergence
+from generator import reference
 from generator.engines import Engine, Request
+from generator.replay.divergence import first_divergence
 
 CONTEXT = 5
 SHARED = 3

@@ -8,16 +8,17 @@ thread pool is enough to keep a server busy.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
 import re
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from generator import compare
-from generator import golden as golden_format
 from generator.engines import Engine, EngineError, Refused
 from generator.errors import GoldensError
+from generator.goldens import golden_file
+from generator.replay import ledger
+from generator.replay.divergence import Divergence, diverge, format_divergence
 
 
 @dataclass
@@ -26,7 +27,7 @@ class Outcome:
     engine: str
     status: str  # "match" | "known" | "drift" | "error"
     detail: str = ""
-    divergence: compare.Divergence | None = None
+    divergence: Divergence | None = None
     reason: str | None = None  # the ledger's, for "known"
 
     @property
@@ -34,16 +35,16 @@ class Outcome:
         return self.status in ("match", "known")
 
 
-def judge(engine: Engine, item: golden_format.Golden, root: Path,
+def judge(engine: Engine, item: golden_file.Golden, root: Path,
           decode: Callable[[Sequence[int]], list[str]] | None = None) -> Outcome:
     """Replay one golden through one engine."""
-    ledger = compare.read_ledger(root, item.case, engine.name)
+    entry = ledger.read(root, item.case, engine.name)
     try:
         actual = engine.ids(item.request)
     except Refused as refusal:
-        if ledger is not None and ledger.refused is not None:
-            return Outcome(item.case, engine.name, "known", ledger.reason, reason=ledger.reason)
-        if item.outcome == "error" and ledger is None:
+        if entry is not None and entry.refused is not None:
+            return Outcome(item.case, engine.name, "known", entry.reason, reason=entry.reason)
+        if item.outcome == "error" and entry is None:
             return Outcome(item.case, engine.name, "match", f"refused, as the reference did: {item.error}")
         return Outcome(item.case, engine.name, "drift", f"engine refused: {refusal}")
     except EngineError as error:
@@ -53,35 +54,35 @@ def judge(engine: Engine, item: golden_format.Golden, root: Path,
                        f"the reference refused ({item.error}) but {engine.name} rendered {len(actual)} tokens")
     prompt = getattr(actual, "prompt", None)
     pieces = getattr(actual, "pieces", None)
-    if ledger is not None and ledger.refused is not None:
+    if entry is not None and entry.refused is not None:
         return Outcome(item.case, engine.name, "drift",
                        f"{engine.name} now renders {len(actual)} tokens; the ledger entry "
-                       f"{ledger.path.name} recorded a refusal (was: {ledger.reason})")
-    if ledger is not None:
-        if list(actual) == ledger.ids:
-            return Outcome(item.case, engine.name, "known", ledger.reason, reason=ledger.reason)
+                       f"{entry.path.name} recorded a refusal (was: {entry.reason})")
+    if entry is not None:
+        if list(actual) == entry.ids:
+            return Outcome(item.case, engine.name, "known", entry.reason, reason=entry.reason)
         if list(actual) == item.ids:
             return Outcome(item.case, engine.name, "drift",
                            f"{engine.name} now matches the reference; the ledger entry "
-                           f"{ledger.path.name} is stale (was: {ledger.reason})")
-        div = compare.diverge(ledger.ids, ledger.pieces, ledger.prompt, actual, pieces, prompt, decode)
+                           f"{entry.path.name} is stale (was: {entry.reason})")
+        div = diverge(entry.ids, entry.pieces, entry.prompt, actual, pieces, prompt, decode)
         return Outcome(item.case, engine.name, "drift",
-                       "moved from its ledger entry: " + compare.format_divergence(div, "ledger", engine.name),
+                       "moved from its ledger entry: " + format_divergence(div, "ledger", engine.name),
                        divergence=div)
-    div = compare.diverge(item.ids, item.pieces, item.prompt, actual, pieces, prompt, decode)
+    div = diverge(item.ids, item.pieces, item.prompt, actual, pieces, prompt, decode)
     if div is None:
         return Outcome(item.case, engine.name, "match")
-    return Outcome(item.case, engine.name, "drift", compare.format_divergence(div, "reference", engine.name),
+    return Outcome(item.case, engine.name, "drift", format_divergence(div, "reference", engine.name),
                    divergence=div)
 
 
-def replay(engine: Engine, goldens: Iterable[golden_format.Golden], root: Path, jobs: int = 8,
+def replay(engine: Engine, goldens: Iterable[golden_file.Golden], root: Path, jobs: int = 8,
            decode: Callable[[Sequence[int]], list[str]] | None = None,
            advance: Callable[[str], None] | None = None) -> list[Outcome]:
     """Judge every golden, `jobs` requests in flight; outcomes in the goldens' order."""
     items = list(goldens)
 
-    def one(item: golden_format.Golden) -> Outcome:
+    def one(item: golden_file.Golden) -> Outcome:
         outcome = judge(engine, item, root, decode)
         if advance is not None:
             advance(item.case)
@@ -93,18 +94,18 @@ def replay(engine: Engine, goldens: Iterable[golden_format.Golden], root: Path, 
         return list(pool.map(one, items))
 
 
-def load_goldens(root: Path, case_ids: Iterable[str]) -> list[golden_format.Golden]:
+def load_goldens(root: Path, case_ids: Iterable[str]) -> list[golden_file.Golden]:
     """The committed goldens of these cases; a missing one is an error that says to regenerate."""
     out = []
     for case_id in case_ids:
-        path = golden_format.golden_path(root, case_id)
+        path = golden_file.golden_path(root, case_id)
         if not path.exists():
             raise GoldensError(f"{path}: no golden for case {case_id}; run `goldens regenerate`")
-        out.append(golden_format.read(path))
+        out.append(golden_file.read(path))
     return out
 
 
-def record(engine: Engine, item: golden_format.Golden, root: Path, reason: str) -> Path:
+def record(engine: Engine, item: golden_file.Golden, root: Path, reason: str) -> Path:
     """Record what `engine` gives for a golden as a reviewed divergence (a ledger entry): its own
     ids, or its refusal. Nothing is recorded where the engine matches the reference."""
     if not reason.strip():
@@ -116,11 +117,11 @@ def record(engine: Engine, item: golden_format.Golden, root: Path, reason: str) 
     except Refused as refusal:
         # the URL's port changes per run; the ledger must not
         message = re.sub(r"https?://[^\s/]+:\d+", "<server>", str(refusal).splitlines()[0])
-        return compare.write_ledger(root, item, engine.name, reason.strip(), [], [], None, refused=message)
+        return ledger.write(root, item, engine.name, reason.strip(), [], [], None, refused=message)
     if list(actual) == item.ids:
         raise GoldensError(f"{item.case}: {engine.name} matches the reference; nothing to record")
     pieces = getattr(actual, "pieces", None)
     if pieces is None or len(pieces) != len(actual):
         pieces = [""] * len(actual)
-    return compare.write_ledger(root, item, engine.name, reason.strip(), list(actual), list(pieces),
+    return ledger.write(root, item, engine.name, reason.strip(), list(actual), list(pieces),
                                 getattr(actual, "prompt", None))

@@ -25,11 +25,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from generator import shapes
-from generator.compare import first_divergence
+from generator.config import shapes
+from generator.config.models import ModelSpec, PrefixTail
 from generator.engines import Engine, Refused, Request
 from generator.errors import GoldensError
-from generator.models import ModelSpec, PrefixTail
+from generator.replay.divergence import first_divergence
 
 CONTEXT = 5  # tokens shown on each side of a break
 SHARED = 3  # shared tokens shown before it
@@ -401,7 +401,7 @@ def load_conversation(text: str, where: str) -> list[Request]:
     """A conversation file: one chat body holding the whole recorded conversation (requests are
     derived at every request point), or a JSON list of chat bodies, the requests as a client
     sent them, in order (so a client's own changes between requests are checked too)."""
-    from generator.request import load_json, validate_request
+    from generator.config.request import load_json, validate_request
 
     data = load_json(text, where)
     if isinstance(data, list):
@@ -490,9 +490,9 @@ def run_command(config, model_name: str, engine_name: str = "transformers", kwar
     """`goldens prefix`: the multi-turn shapes (every variant, or the one --kwargs names) or one
     conversation, through one engine; prints every request's length and every break with the
     tokens around it. Returns 1 when a break lies outside a declared tail, else 0."""
-    from generator import render as reference
-    from generator.engines.managed import EnginePool
-    from generator.sources import resolve
+    from generator import reference
+    from generator.engines.pool import EnginePool
+    from generator.sources.source import resolve
 
     (model,) = config.select([model_name])
     source = resolve(model, config)

@@ -21,7 +21,7 @@ from safetensors.numpy import save_file
 from tokenizers import Tokenizer
 
 from generator.errors import GoldensError
-from generator.pack import cache_dir
+from generator.files import cache_dir
 
 # Bump when the layout below changes, so stale cached models are not reused.
 _FORMAT = 1

@@ -1,0 +1,1 @@
+"""What a golden records beside its ids: prefix stability, cache-busters, round trips, control-token text."""

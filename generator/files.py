@@ -1,0 +1,89 @@
+"""The one way this project touches the filesystem: the cache, atomic writes, and locks.
+
+Every file goldens writes goes through `atomic_write`, so a reader never sees half a file and a
+crash never leaves one; every build or install that two processes could race on takes
+`file_lock`. Both exist once so their guarantees hold everywhere.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import stat
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+from generator.errors import GoldensError
+
+
+def cache_dir() -> Path:
+    """Where downloads, builds and tiny models live: $GOLDENS_CACHE or ~/.cache/goldens."""
+    root = os.environ.get("GOLDENS_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "goldens"
+    )
+    path = Path(root)
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def atomic_write(path: Path, data: str | bytes, *, only_if_changed: bool = True) -> bool:
+    """Replace `path` with `data` in one rename; True when the file changed.
+
+    A symlink is written through (its target is updated, the link kept); an existing file keeps
+    its mode and a new one gets the umask's; anything that is not a regular file (a device, a
+    FIFO, a directory) is refused rather than replaced. The temp file is removed on any error.
+    """
+    blob = data.encode("utf-8") if isinstance(data, str) else data
+    target = Path(os.path.realpath(path))
+    try:
+        info = target.stat()
+    except FileNotFoundError:
+        info = None
+    except OSError as error:
+        raise GoldensError(f"{path}: cannot write ({error.strerror})") from None
+    if info is not None and not stat.S_ISREG(info.st_mode):
+        raise GoldensError(f"{path}: not a regular file; refusing to replace it")
+    if info is not None and only_if_changed:
+        with contextlib.suppress(OSError):
+            if target.read_bytes() == blob:
+                return False
+    mode = stat.S_IMODE(info.st_mode) if info is not None else 0o666 & ~_umask()
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    except OSError as error:
+        raise GoldensError(f"{path}: cannot write ({error.strerror})") from None
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(blob)
+        os.chmod(tmp, mode)
+        os.replace(tmp, target)
+    except BaseException as error:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        if isinstance(error, OSError):
+            raise GoldensError(f"{path}: cannot write ({error.strerror})") from None
+        raise
+    return True
+
+
+@contextlib.contextmanager
+def file_lock(path: Path) -> Iterator[None]:
+    """An exclusive advisory lock held for the block, so two processes never build the same
+    artifact at once. The lock file is never unlinked: unlinking it would let a third process
+    lock a new inode while the second still holds the old one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a+") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)

@@ -1,0 +1,1 @@
+"""Golden files: the format, regenerate (reference render -> files) and the token-level diff."""

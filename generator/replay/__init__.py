@@ -1,0 +1,1 @@
+"""Replay: the one judge, divergences, the ledger, `goldens check` and its reports."""

@@ -1,0 +1,66 @@
+"""The reviewed-divergence ledger: committed per-engine expectations beside the goldens.
+
+An entry is `goldens/<model>/<stem>.<engine>.json`, the golden format plus `engine` and `reason`:
+an engine that still gives exactly those ids (or still refuses) passes; one that moves, or that
+matches the reference again, is reported, so a fix upstream is noticed too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from generator import files
+from generator.errors import GoldensError
+from generator.goldens import golden_file
+from generator.replay.divergence import first_divergence
+
+
+@dataclass
+class Entry:
+    """A reviewed divergence: what `engine` gives for a case instead of the golden, and why."""
+
+    case: str
+    engine: str
+    reason: str
+    ids: list[int]
+    pieces: list[str]
+    prompt: str | None
+    path: Path | None = None
+    refused: str | None = None  # the engine's refusal, when what was reviewed is that it refuses
+
+
+def entry_path(root: Path, case_id: str, engine: str) -> Path:
+    return root / f"{case_id}.{engine}.json"
+
+
+def read(root: Path, case_id: str, engine: str) -> Entry | None:
+    path = entry_path(root, case_id, engine)
+    if not path.exists():
+        return None
+    item = golden_file.read(path)
+    reason = item.extra.get("reason")
+    if not isinstance(reason, str) or not reason.strip():
+        raise GoldensError(f"{path}: a ledger entry needs a non-empty `reason`")
+    if item.extra.get("engine") != engine:
+        raise GoldensError(f"{path}: `engine` must be {engine!r}")
+    return Entry(case=item.case, engine=engine, reason=reason, ids=item.ids, pieces=item.pieces,
+                       prompt=item.prompt, path=path, refused=item.error if item.outcome == "error" else None)
+
+
+def write(root: Path, golden: golden_file.Golden, engine: str, reason: str,
+                 ids: Sequence[int], pieces: Sequence[str], prompt: str | None,
+                 refused: str | None = None) -> Path:
+    """Record a reviewed divergence beside its golden (same format, plus engine and reason);
+    `refused` records that the engine declines a request the reference renders."""
+    index = None if refused else first_divergence(golden.ids, ids)
+    entry = golden_file.Golden(
+        case=golden.case, request=golden.request, outcome="error" if refused else "ok",
+        ids=[] if refused else list(ids), pieces=[] if refused else list(pieces),
+        prompt=None if refused else prompt, error=refused, provenance=golden.provenance,
+        extra={"engine": engine, "reason": reason, "diverges_at": index},
+    )
+    path = entry_path(root, golden.case, engine)
+    files.atomic_write(path, golden_file.dumps(entry))
+    return path

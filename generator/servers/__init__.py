@@ -1,0 +1,1 @@
+"""Real servers: process management, the llama.cpp build, the vLLM venv, tiny models around real tokenizers."""

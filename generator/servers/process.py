@@ -1,0 +1,217 @@
+"""Real inference servers, started, health-checked and stopped in one place for tests and CLI.
+
+`ManagedServer` knows nothing about any engine: an argv, an environment, a health path. It
+picks a free port on 127.0.0.1, runs the process in its own process group with its output in
+a log file under the cache, waits for the health endpoint to answer 200, and stops the
+process by its id. A server that never becomes healthy is a GoldensError carrying the end of
+its log, because that is where the reason is.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import os
+import re
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import httpx
+
+from generator.errors import GoldensError
+from generator.files import cache_dir
+
+HOST = "127.0.0.1"
+
+
+def free_port(host: str = HOST) -> int:
+    """A port nothing listens on right now (the OS picks it; a race is retried at start)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return sock.getsockname()[1]
+
+
+_RUNNING: set[ManagedServer] = set()
+
+
+@atexit.register
+def _stop_all() -> None:
+    """Never leave a server behind when the interpreter exits without stopping it."""
+    for server in list(_RUNNING):
+        server.stop()
+
+
+class ManagedServer:
+    """One server process: free port, own process group, log file, health wait, stop by PID.
+
+    `argv` may contain the placeholders "{host}" and "{port}" (as whole arguments or inside
+    one); they are filled in at start. `env` is added to the current environment.
+    """
+
+    def __init__(
+        self,
+        argv: Sequence[str | os.PathLike],
+        *,
+        name: str = "server",
+        env: Mapping[str, str] | None = None,
+        cwd: str | os.PathLike | None = None,
+        health_path: str = "/health",
+        startup_timeout: float = 120.0,
+        host: str = HOST,
+        port: int | None = None,
+    ):
+        self.argv = [os.fspath(a) for a in argv]
+        self.name = name
+        self.env = dict(env or {})
+        self.cwd = cwd
+        self.health_path = health_path if health_path.startswith("/") else "/" + health_path
+        self.startup_timeout = startup_timeout
+        self.host = host
+        self.requested_port = port
+        self.port: int | None = None
+        self.log_path: Path | None = None
+        self.process: subprocess.Popen | None = None
+        self._log_handle = None
+
+    @property
+    def url(self) -> str:
+        if self.port is None:
+            raise GoldensError(f"{self.name}: not started")
+        return f"http://{self.host}:{self.port}"
+
+    def __repr__(self) -> str:
+        state = f"pid {self.process.pid} at {self.url}" if self.running else "stopped"
+        return f"<{type(self).__name__} {self.name} {state}>"
+
+    @property
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def start(self) -> ManagedServer:
+        """Start and wait until healthy; a port taken between pick and bind is retried."""
+        if self.running:
+            return self
+        attempts = 1 if self.requested_port is not None else 3
+        for attempt in range(attempts):
+            self._spawn(self.requested_port or free_port(self.host))
+            try:
+                self._wait_healthy()
+                return self
+            except _PortTaken:
+                self.stop()
+                if attempt == attempts - 1:
+                    raise GoldensError(
+                        f"{self.name}: could not bind a port after {attempts} tries; log "
+                        f"{self.log_path}: {self._tail_one_line()}"
+                    ) from None
+        raise AssertionError("unreachable")
+
+    def _spawn(self, port: int) -> None:
+        self.port = port
+        logs = cache_dir() / "logs"
+        logs.mkdir(parents=True, exist_ok=True)
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        self.log_path = logs / f"{self.name}-{stamp}-{port}.log"
+        argv = [a.replace("{host}", self.host).replace("{port}", str(port)) for a in self.argv]
+        env = {**os.environ, **self.env}
+        self._log_handle = open(self.log_path, "wb")
+        self._log_handle.write(("$ " + " ".join(argv) + "\n").encode())
+        self._log_handle.flush()
+        try:
+            self.process = subprocess.Popen(
+                argv, env=env, cwd=self.cwd, stdin=subprocess.DEVNULL,
+                stdout=self._log_handle, stderr=subprocess.STDOUT, start_new_session=True,
+            )
+        except OSError as error:
+            self._close_log()
+            raise GoldensError(f"{self.name}: cannot start {argv[0]}: {error}") from None
+        _RUNNING.add(self)
+
+    def _wait_healthy(self) -> None:
+        deadline = time.monotonic() + self.startup_timeout
+        health = self.url + self.health_path
+        last = "no answer yet"
+        with httpx.Client(timeout=2.0) as client:
+            while True:
+                code = self.process.poll()
+                if code is not None:
+                    tail = self.log_tail(30)
+                    if _looks_like_port_conflict(tail):
+                        raise _PortTaken()
+                    self.stop()
+                    raise GoldensError(
+                        f"{self.name}: exited with code {code} before becoming healthy; "
+                        f"log {self.log_path}, last lines:\n{tail}"
+                    )
+                try:
+                    response = client.get(health)
+                    if response.status_code == 200:
+                        return
+                    last = f"HTTP {response.status_code}"
+                except httpx.HTTPError as error:
+                    last = type(error).__name__
+                if time.monotonic() > deadline:
+                    tail = self.log_tail(30)
+                    self.stop()
+                    raise GoldensError(
+                        f"{self.name}: {health} not healthy after {self.startup_timeout:g}s "
+                        f"({last}); log {self.log_path}, last lines:\n{tail}"
+                    )
+                time.sleep(0.1)
+
+    def log_tail(self, n: int = 30) -> str:
+        """The last n lines of the server's log, for failure messages."""
+        if self.log_path is None or not self.log_path.exists():
+            return ""
+        with open(self.log_path, "rb") as handle:
+            handle.seek(0, os.SEEK_END)
+            size = handle.tell()
+            handle.seek(max(0, size - 64 * 1024))
+            text = handle.read().decode("utf-8", errors="replace")
+        return "\n".join(text.splitlines()[-n:])
+
+    def _tail_one_line(self) -> str:
+        return " | ".join(self.log_tail(3).splitlines())
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Terminate the process group we started (SIGTERM, then SIGKILL after `timeout`)."""
+        process = self.process
+        if process is not None and process.poll() is None:
+            for sig, wait in ((signal.SIGTERM, timeout), (signal.SIGKILL, 5.0)):
+                try:
+                    os.killpg(process.pid, sig)  # start_new_session: the group id is our PID
+                except ProcessLookupError:
+                    break
+                try:
+                    process.wait(wait)
+                    break
+                except subprocess.TimeoutExpired:
+                    continue
+        if process is not None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                process.wait(1)
+        _RUNNING.discard(self)
+        self._close_log()
+
+    def _close_log(self) -> None:
+        if self._log_handle is not None:
+            self._log_handle.close()
+            self._log_handle = None
+
+    def __enter__(self) -> ManagedServer:
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+class _PortTaken(Exception):
+    pass
+
+
+def _looks_like_port_conflict(log: str) -> bool:
+    return bool(re.search(r"address already in use|couldn't bind|could not bind|bind failed", log, re.I))
