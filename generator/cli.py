@@ -192,10 +192,8 @@ def check(config_path: Path, engines: tuple[str, ...], model_names: tuple[str, .
             report.write(junit_path, report.junit_xml(outcomes, time.monotonic() - started))
         if report_path is not None:
             report.write(report_path, report.markdown(outcomes))
-    for outcome in outcomes:
-        if outcome.status in ("drift", "error"):
-            click.echo(f"{outcome.status.upper()} {outcome.case} [{outcome.engine}]: {outcome.detail}")
-    click.echo(checking.summary(outcomes))
+    for line in report.terminal(outcomes, colour=report.use_colour(sys.stdout)):
+        click.echo(line)
     sys.exit(checking.exit_code(outcomes))
 
 

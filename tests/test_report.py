@@ -87,20 +87,30 @@ def assert_junit_schema(root: ET.Element) -> None:
                 assert child.get("type") and child.get("message") is not None
 
 
+def tables(markdown: str) -> list[tuple[list[str], list[list[str]]]]:
+    """Every GFM table of a report, as (header cells, body rows)."""
+    found, lines = [], markdown.splitlines()
+    for i, line in enumerate(lines):
+        if line.startswith("|") and (i == 0 or not lines[i - 1].startswith("|")):
+            header, separator = lines[i], lines[i + 1]
+            assert re.fullmatch(r"\|( -{3,} \|)+", separator), separator
+            assert len(separator.split("|")) == len(header.split("|"))
+            rows = []
+            for row in lines[i + 2:]:
+                if not row.startswith("|"):
+                    break
+                rows.append([cell.strip() for cell in re.split(r"(?<!\\)\|", row)[1:-1]])
+            found.append(([c.strip() for c in header.strip("|").split("|")], rows))
+    return found
+
+
 def table(markdown: str) -> tuple[str, list[str], list[list[str]]]:
-    """(summary line, header cells, body rows) of a report: the summary comes first, then the table."""
+    """(verdict line, header cells, body rows) of the case x engine grid, folded at the end."""
     lines = markdown.splitlines()
     assert lines[1] == ""
-    header, separator, *rest = lines[2:]
-    rows = []
-    for line in rest:
-        if not line.startswith("|"):
-            break
-        rows.append([cell.strip() for cell in re.split(r"(?<!\\)\|", line)[1:-1]])
-    cells = [c.strip() for c in header.strip("|").split("|")]
-    assert re.fullmatch(r"\|( -{3,} \|)+", separator), separator
-    assert len(separator.split("|")) == len(header.split("|"))
-    return lines[0], cells, rows
+    grids = [(header, rows) for header, rows in tables(markdown) if header[:2] == ["model", "shape"]]
+    assert len(grids) == 1, grids
+    return lines[0], *grids[0]
 
 
 # ------------------------------------------------------------------------------- through the CLI
@@ -151,10 +161,11 @@ def test_one_edited_token_is_drift_in_both_reports(workspace, tmp_path):
     summary, _, rows = table(text)
     assert summary.startswith("**goldens check: failed (1 drift)**")
     by_case = {f"{m}/{s}": cell for m, s, cell in rows}
-    assert by_case["qwen3/plain"].startswith("**drift at token 5**")
-    assert "' tersely'" in by_case["qwen3/plain"] and "' terse'" in by_case["qwen3/plain"]
+    assert by_case["qwen3/plain"] == "**drift at token 5**"
     assert all(cell == "ok" for case, cell in by_case.items() if case != "qwen3/plain")
-    assert "#### qwen3/plain · transformers: drift at token 5" in text
+    (look,) = [rows for header, rows in tables(text) if header[0] == "needs a look"]
+    assert look == [["drift at token 5", "qwen3", "plain", "transformers", "`… 'You' ' are' [-' tersely'-] {+' terse'+}`"]]
+    assert "<details><summary>qwen3/plain · transformers: drift at token 5 (25 vs 25 tokens)</summary>" in text
 
 
 def free_port() -> int:
@@ -276,23 +287,28 @@ def test_markdown_cells_say_ok_drift_known_error_and_escape_the_table():
     grid = {(m, s): dict(zip(header[2:], cells)) for m, s, *cells in rows}
     assert grid["qwen3", "plain"]["transformers"] == "ok"
     assert grid["qwen3", "plain"]["vllm"] == "—"
-    assert grid["qwen3", "plain"]["llama-server"] == "**drift at token 7**: `` … 'f' 'g' [-'\\|'-] {+'`'+} ``"
+    assert grid["qwen3", "plain"]["llama-server"] == "**drift at token 7**"
     assert grid["qwen3", "tools"]["llama-server"] == "known divergence: drops \\<think> \\| by design"
-    assert grid["gemma3", "plain--x"]["transformers"] == "**error**: boom \\\\x00\\\\x1b here"  # escaped for Markdown
+    assert grid["gemma3", "plain--x"]["transformers"] == "**error**"
+    assert grid["gemma3", "plain--x"]["llama-server"] == "**reviewed divergence moved at token 7**"
+    assert grid["gemma3", "tools"]["vllm"] == "**drift**"
+    (look,) = [rows for header, rows in tables(text) if header[0] == "needs a look"]
+    cells = {(row[1], row[2], row[3]): row[4] for row in look}
+    assert cells["qwen3", "plain", "llama-server"] == "`` … 'f' 'g' [-'\\|'-] {+'`'+} ``"
+    assert cells["gemma3", "plain--x", "transformers"] == "boom \\\\x00\\\\x1b here"  # escaped for Markdown
+    assert cells["gemma3", "tools", "vllm"].startswith("the reference refused")
     assert "\x00" not in text and "\x1b" not in text
-    assert "(ledger entry moved)" in grid["gemma3", "plain--x"]["llama-server"]
-    assert grid["gemma3", "tools"]["vllm"].startswith("**drift**: the reference refused")
-    # plain text lines up: every table line has the same length
-    table_lines = [line for line in text.splitlines() if line.startswith("|")]
-    assert len({len(line) for line in table_lines}) == 1
-    assert text.count("#### ") == 4 and "```text" in text
+    # plain text lines up: every line of a table has the same length
+    for block in re.findall(r"(?:^\|.*\n)+", text, re.M):
+        assert len({len(line) for line in block.splitlines()}) == 1
+    assert text.count("<details><summary>") == 5 and text.count("```text") == 4
 
 
 def test_markdown_details_are_capped_for_a_pr_comment():
     many = [drift(f"qwen3/s{i}") for i in range(report.DETAILS_LIMIT + 5)]
     text = report.markdown(many)
-    assert text.count("#### ") == report.DETAILS_LIMIT
-    assert "… and 5 more; the JUnit report has every one." in text
+    assert text.count("<details><summary>qwen3/s") == report.DETAILS_LIMIT
+    assert "… 5 more full reports are in the JUnit report." in text
 
 
 def test_a_second_run_on_the_same_report_is_refused(workspace, tmp_path):

@@ -25,6 +25,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from generator import markdown as md
 from generator.errors import GoldensError
 from generator.goldens import golden_file
 
@@ -293,11 +294,9 @@ def _cell(text: str) -> str:
 def render_markdown(changes: list[Change], rev: str, context: int = 3) -> str:
     if not changes:
         return f"**goldens diff against `{rev}`**: no golden changed\n"
-    from generator.replay.report import markdown_table
-
     lines = [f"**goldens diff against `{rev}`**: {_n(len(changes), 'golden')} changed", ""]
     rows = [[_cell(part) for part in summary(change).split(": ", 1)] for change in changes]
-    lines += markdown_table(["golden", "change"], rows)
+    lines += md.table(["golden", "change"], rows)
     for change in changes:
         rows = body(change, context)
         if not rows:

@@ -1,6 +1,7 @@
-"""Reports of a `goldens check` run: JUnit XML for CI, Markdown for a pull-request comment.
+"""Reports of a `goldens check` run: JUnit XML for CI, Markdown for a pull request, and the
+terminal's one line per problem.
 
-Both are built from the run's list of Outcome and nothing else, and both are written atomically
+All are built from the run's list of Outcome and nothing else; the files are written atomically
 (a temp file beside the target, then os.replace), so a reader, or a second run writing the same
 path at the same moment, only ever sees a whole report.
 
@@ -10,15 +11,18 @@ carrying the full drift report; an engine that could not answer is an <error>; a
 (known) divergence passes and is listed, with its reason, in the suite's <system-out>. The
 output keeps to what both the Ant/"windyroad" JUnit.xsd and Jenkins' junit-10.xsd accept.
 
-Markdown: a summary line, then a table model x shape x engine (`ok`, `drift at token N` with the
-tokens around it, `known divergence` with its reason, `error`), then the full report of each
-drift and error in a code block. Columns are padded so the plain text lines up too.
+Markdown, for a reviewer who opens a pull request: the verdict first, then one table of what needs
+a look (errors, drifts, reviewed divergences that moved or were fixed upstream), each with its
+first divergence, then each one's full report folded, then every case folded in a `<details>`
+block titled with the passes counted per engine. What an outcome is called, where it sorts and
+whether it passes come from one ordered table, KINDS, so a new status is one row there.
 """
 
 from __future__ import annotations
 
 import contextlib
 import datetime as _dt
+import dataclasses
 import fcntl
 import os
 import re
@@ -28,14 +32,39 @@ import xml.etree.ElementTree as ET
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
+from generator import markdown as md
 from generator.errors import GoldensError
 from generator.replay.judge import Outcome
 
 STATUSES = ("match", "known", "drift", "error")
 DETAILS_LIMIT = 25  # full reports in the Markdown; a PR comment has a size limit
+ROW_LIMIT = 100  # rows of the needs-a-look table
 CELL_LIMIT = 160
-PAD_LIMIT = 40_000  # characters a padded table may take; a PR comment holds 65,536
+LINE_LIMIT = 400  # characters of a problem's one terminal line
 LEDGER_MOVED = "moved from its ledger entry: "
+
+
+@dataclasses.dataclass(frozen=True)
+class Kind:
+    """One row of the ordered status table: what an outcome is called and whether it passes."""
+
+    key: str
+    label: str  # in the Markdown and the terminal line
+    word: str  # the terminal line's first word
+    passing: bool
+    colour: str | None = None  # the terminal word's colour (click.style names)
+
+
+# The order a reviewer reads them in: what stops the gate, what moved, then what passed.
+KINDS = (
+    Kind("error", "error", "ERROR", False, "red"),
+    Kind("drift", "drift", "DRIFT", False, "red"),
+    Kind("ledger-moved", "reviewed divergence moved", "DRIFT", False, "red"),
+    Kind("ledger-fixed", "fixed upstream, ledger entry stale", "DRIFT", False, "yellow"),
+    Kind("known", "known divergence", "known", True),
+    Kind("match", "match", "ok", True),
+)
+_KIND = {kind.key: kind for kind in KINDS}
 
 # XML 1.0 allows tab, LF, CR and everything from U+0020 except surrogates and U+FFFE/U+FFFF;
 # the rest is shown escaped (`\x1b`), in the Markdown too, where it would be invisible.
@@ -51,35 +80,55 @@ def split_case(case: str) -> tuple[str, str]:
 
 
 def counts(outcomes: Sequence[Outcome]) -> dict[str, int]:
-    return {status: sum(1 for o in outcomes if o.status == status) for status in STATUSES}
+    """Outcomes per status: the four of STATUSES always, then any other status in the run."""
+    n = {status: 0 for status in STATUSES}
+    for outcome in outcomes:
+        n[outcome.status] = n.get(outcome.status, 0) + 1
+    return n
 
 
 def verdict(outcomes: Sequence[Outcome]) -> str:
     """'passed', or 'failed' with what failed; errors first, as they decide the exit code."""
     n = counts(outcomes)
-    if not n["drift"] and not n["error"]:
+    failing = {o.status for o in outcomes if not kind(o).passing}
+    if not failing:
         return "passed"
-    parts = [f"{n[s]} {s}" for s in ("error", "drift") if n[s]]
-    return f"failed ({', '.join(parts)})"
+    order = ["error", "drift", *sorted(failing - {"error", "drift"})]
+    return f"failed ({', '.join(f'{n[s]} {s}' for s in order if s in failing)})"
 
 
 def summary_line(outcomes: Sequence[Outcome]) -> str:
     n = counts(outcomes)
+    extra = "".join(f", {count} {status}" for status, count in n.items() if status not in STATUSES)
     return (f"{len(outcomes)} checked: {n['match']} match, {n['known']} known divergence, "
-            f"{n['drift']} drift, {n['error']} error")
+            f"{n['drift']} drift, {n['error']} error{extra}")
+
+
+def kind(outcome: Outcome) -> Kind:
+    """The row of KINDS an outcome belongs to; a status not in the table needs a look unless the
+    outcome says it is ok, and sorts after the ones the table names."""
+    if outcome.status == "drift" and (outcome.detail.startswith(LEDGER_MOVED)
+                                      or "recorded a refusal" in outcome.detail):
+        return _KIND["ledger-moved"]
+    if outcome.status == "drift" and "now matches the reference; the ledger entry" in outcome.detail:
+        return _KIND["ledger-fixed"]
+    if outcome.status in _KIND:
+        return _KIND[outcome.status]
+    return Kind(outcome.status, outcome.status.replace("_", " "), outcome.status.upper(), outcome.ok, "red")
+
+
+def _rank(item: Kind) -> int:
+    return next((i for i, k in enumerate(KINDS) if k.key == item.key), len(KINDS))
 
 
 def headline(outcome: Outcome) -> str:
     """One line for an outcome: 'ok', 'drift at token N', 'known divergence', 'error'."""
     if outcome.status == "match":
         return "ok"
-    if outcome.status == "known":
-        return "known divergence"
-    if outcome.status == "error":
-        return "error"
+    label = kind(outcome).label
     if outcome.divergence is not None:
-        return f"drift at token {outcome.divergence.index}"
-    return "drift"
+        return f"{label} at token {outcome.divergence.index}"
+    return label
 
 
 def _xml_safe(text: str) -> str:
@@ -153,19 +202,9 @@ def _drift_message(outcome: Outcome) -> str:
 
 # ------------------------------------------------------------------------------------ Markdown
 
-def _code(text: str) -> str:
-    """An inline code span that survives a GFM table: pipes escaped, backticks fenced around."""
-    text = text.replace("|", "\\|")
-    run = max((len(m) for m in re.findall(r"`+", text)), default=0)
-    fence = "`" * (run + 1)
-    pad = " " if text.startswith("`") or text.endswith("`") or run else ""
-    return f"{fence}{pad}{text}{pad}{fence}"
-
-
 def _text(text: str, limit: int = CELL_LIMIT) -> str:
     """Prose in a table cell: one line, and no character that would start markup or end the cell."""
-    text = _first_line(_xml_safe(text), limit)
-    return re.sub(r"([\\`*|<\[\]])", r"\\\1", text)
+    return md.escape(_first_line(_xml_safe(text), limit))
 
 
 def _piece(entry: tuple[int, int, str] | None) -> str:
@@ -185,43 +224,82 @@ def drift_context(outcome: Outcome, before: int = 2) -> str:
     return f"{lead} {change}".strip()
 
 
+def _detail(outcome: Outcome) -> str:
+    """An error's message without the engine name the report already shows beside it."""
+    detail = outcome.detail
+    if outcome.status == "error" and detail.startswith(f"{outcome.engine}: "):
+        detail = detail[len(outcome.engine) + 2:]
+    return detail
+
+
+def first_divergence(outcome: Outcome) -> str:
+    """The 'first divergence' cell of a problem: the tokens around it, or what happened instead."""
+    if outcome.divergence is not None:
+        return md.code(drift_context(outcome))
+    return _text(_detail(outcome))
+
+
 def cell(outcome: Outcome) -> str:
-    """One table cell for an outcome (Markdown-safe)."""
+    """One cell of the folded case x engine grid: what passed in words, a problem by its name
+    (its first divergence is in the table above)."""
     if outcome.status == "match":
         return "ok"
     if outcome.status == "known":
         return f"known divergence: {_text(outcome.reason or outcome.detail)}"
-    if outcome.status == "error":
-        detail = outcome.detail
-        if detail.startswith(f"{outcome.engine}: "):
-            detail = detail[len(outcome.engine) + 2:]
-        return f"**error**: {_text(detail, 48)}"
-    if outcome.divergence is not None:
-        moved = " (ledger entry moved)" if outcome.detail.startswith(LEDGER_MOVED) else ""
-        return f"**drift at token {outcome.divergence.index}**{moved}: {_code(drift_context(outcome))}"
-    return f"**drift**: {_text(outcome.detail)}"
+    return f"**{headline(outcome)}**"
 
 
-def markdown_table(header: list[str], rows: list[list[str]]) -> list[str]:
-    """A GFM table, its columns padded so the plain text lines up too (unless that makes it huge)."""
-    widths = [max(3, max(len(str(c)) for c in column)) for column in zip(header, *rows)]
-    if sum(widths) * (len(rows) + 2) > PAD_LIMIT:
-        widths = [3] * len(widths)
-
-    def line(cells: Iterable[str]) -> str:
-        return "| " + " | ".join(c.ljust(w) for c, w in zip(cells, widths)) + " |"
-
-    return [line(header), line("-" * w for w in widths), *(line(r) for r in rows)]
-
-
-def _fenced(text: str, info: str = "text") -> list[str]:
-    run = max((len(m) for m in re.findall(r"`{3,}", text)), default=2)
-    fence = "`" * (run + 1)
-    return [f"{fence}{info}", text, fence]
+def problems(outcomes: Sequence[Outcome]) -> list[list[Outcome]]:
+    """What needs a look, in KINDS order (then run order), one group per row: a drift alone, the
+    errors of one engine with one message together (an engine that went away fails every case)."""
+    groups: dict[tuple, list[Outcome]] = {}
+    for position, outcome in enumerate(outcomes):
+        if kind(outcome).passing:
+            continue
+        key = ((outcome.engine, " ".join(_detail(outcome).split())) if outcome.status == "error"
+               else (position,))
+        groups.setdefault(key, []).append(outcome)
+    return sorted(groups.values(), key=lambda group: _rank(kind(group[0])))
 
 
-def markdown(outcomes: Sequence[Outcome], title: str = "goldens check") -> str:
-    """The PR-comment report: summary line, the model x shape x engine table, the full reports."""
+def _problem_row(group: list[Outcome]) -> list[str]:
+    first = group[0]
+    model, stem = split_case(first.case)
+    if len(group) > 1:
+        models = list(dict.fromkeys(split_case(o.case)[0] for o in group))
+        model = ", ".join(models) if len(models) <= 3 else f"{len(models)} models"
+        stem = f"{len(group)} cases"
+    return [headline(first), _text(model), _text(stem), _text(first.engine), first_divergence(first)]
+
+
+def _full_report(group: list[Outcome]) -> list[str]:
+    first = group[0]
+    if len(group) == 1:
+        div = first.divergence
+        lengths = f" ({div.expected_len} vs {div.actual_len} tokens)" if div is not None else ""
+        title = f"{first.case} · {first.engine}: {headline(first)}{lengths}"
+        return md.fold(title, md.fenced(_xml_safe(first.detail) or "(no detail)"))
+    cases = "\n".join(o.case for o in group)
+    return md.fold(f"{len(group)} cases · {first.engine}: {headline(first)}",
+                   md.fenced(_xml_safe(f"{first.detail}\n\n{cases}")))
+
+
+def _passes_title(outcomes: Sequence[Outcome]) -> str:
+    """'140 of 144 passed · transformers 48/48 · llama-server 44/48 (2 known divergence) · …'."""
+    engines: dict[str, list[Outcome]] = {}
+    for outcome in outcomes:
+        engines.setdefault(outcome.engine, []).append(outcome)
+    parts = []
+    for engine, items in engines.items():
+        passed = sum(1 for o in items if kind(o).passing)
+        known = sum(1 for o in items if o.status == "known")
+        parts.append(f"{engine} {passed}/{len(items)}" + (f" ({known} known divergence)" if known else ""))
+    total = sum(1 for o in outcomes if kind(o).passing)
+    return " · ".join([f"{total} of {len(outcomes)} passed", *parts])
+
+
+def _grid(outcomes: Sequence[Outcome]) -> list[str]:
+    """Every case: a row per (model, shape), a column per engine."""
     engines: list[str] = []
     cases: list[str] = []
     grid: dict[tuple[str, str], Outcome] = {}
@@ -231,26 +309,66 @@ def markdown(outcomes: Sequence[Outcome], title: str = "goldens check") -> str:
         if outcome.case not in cases:
             cases.append(outcome.case)
         grid[outcome.case, outcome.engine] = outcome
-
-    lines = [f"**{title}: {verdict(outcomes)}** · {summary_line(outcomes)}", ""]
     rows = []
     for case in cases:
         model, stem = split_case(case)
         rows.append([model, stem] + [cell(grid[case, e]) if (case, e) in grid else "—" for e in engines])
-    lines += markdown_table(["model", "shape", *engines], rows)
+    return md.table(["model", "shape", *engines], rows)
 
-    bad = [o for o in outcomes if o.status in ("drift", "error")]
-    if bad:
-        lines += ["", "### Drift and errors", ""]
-        for outcome in bad[:DETAILS_LIMIT]:
-            lines += [f"#### {outcome.case} · {outcome.engine}: {headline(outcome)}", ""]
-            lines += _fenced(_xml_safe(outcome.detail) or "(no detail)")
-            lines.append("")
-        if len(bad) > DETAILS_LIMIT:
-            lines += [f"… and {len(bad) - DETAILS_LIMIT} more; the JUnit report has every one.", ""]
-        while lines[-1] == "":
-            lines.pop()
+
+def markdown(outcomes: Sequence[Outcome], title: str = "goldens check") -> str:
+    """The pull-request report: verdict, what needs a look (each with its first divergence and its
+    full report folded), then every case folded under the passes counted per engine."""
+    lines = [f"**{title}: {verdict(outcomes)}** · {summary_line(outcomes)}"]
+    groups = problems(outcomes)
+    if groups:
+        rows = [_problem_row(group) for group in groups[:ROW_LIMIT]]
+        lines += ["", *md.table(["needs a look", "model", "shape", "engine", "first divergence"], rows)]
+        if len(groups) > ROW_LIMIT:
+            lines += ["", f"… and {len(groups) - ROW_LIMIT} more; the JUnit report has every one."]
+        for group in groups[:DETAILS_LIMIT]:
+            lines += ["", *_full_report(group)]
+        if len(groups) > DETAILS_LIMIT:
+            lines += ["", f"… {len(groups) - DETAILS_LIMIT} more full reports are in the JUnit report."]
+    if any(kind(o).passing for o in outcomes):
+        lines += ["", *md.fold(_passes_title(outcomes), _grid(outcomes))]
     return "\n".join(lines) + "\n"
+
+
+# ------------------------------------------------------------------------------------ terminal
+
+def use_colour(stream) -> bool:
+    """Colour only on an interactive terminal, and never with NO_COLOR set (no-color.org)."""
+    return stream.isatty() and not os.environ.get("NO_COLOR")
+
+
+def problem_line(outcome: Outcome) -> str:
+    """A problem in one line: 'drift at token 5 (25 vs 25 tokens): … ' are' [-' terse'-] {+' tersely'+}'."""
+    if outcome.divergence is not None:
+        text = f"{outcome.divergence.summary()}: {drift_context(outcome)}"
+        if kind(outcome).key != "drift":
+            text = f"{kind(outcome).label}: {text}"
+    else:
+        text = _detail(outcome) if outcome.status == "error" else outcome.detail
+    return _first_line(_xml_safe(text), LINE_LIMIT)
+
+
+def terminal(outcomes: Sequence[Outcome], colour: bool = False) -> list[str]:
+    """The terminal report: one line per problem in KINDS order, then the counts."""
+    import click
+
+    def style(text: str, name: str | None, bold: bool = False) -> str:
+        return click.style(text, fg=name, bold=bold) if colour and name else text
+
+    lines = []
+    for group in problems(outcomes):
+        for outcome in group:
+            what = kind(outcome)
+            lines.append(f"{style(what.word, what.colour, bold=True)} {outcome.case} [{outcome.engine}]: "
+                         f"{problem_line(outcome)}")
+    passed = all(kind(o).passing for o in outcomes)
+    lines.append(style(summary_line(outcomes), "green" if passed else "red"))
+    return lines
 
 
 # ------------------------------------------------------------------------------------ writing
