@@ -232,15 +232,25 @@ def ledger(config_path: Path, engine_name: str, case_ids: tuple[str, ...], reaso
 @click.argument("rev", default="HEAD")
 @click.option("--goldens", "root", default="goldens", show_default=True,
               type=click.Path(file_okay=False, path_type=Path), help="Directory of golden files.")
-@click.option("--markdown", is_flag=True, help="A summary table and diff blocks, for a pull-request comment.")
+@click.option("--markdown", is_flag=True, help="Print Markdown for a pull request (long changes folded).")
+@click.option("--report", "report_path", type=click.Path(dir_okay=False, path_type=Path),
+              help="Also write the Markdown view here (for a pull-request comment).")
 @click.option("--context", default=3, show_default=True, type=click.IntRange(0, 50),
               help="Unchanged tokens shown around each change.")
+@click.option("--full", is_flag=True, help="Show every row of a long change instead of cutting it.")
 @friendly
-def diff_command(rev: str, root: Path, markdown: bool, context: int) -> None:
-    """Token-level view of every golden changed against a git revision (default: HEAD)."""
+def diff_command(rev: str, root: Path, markdown: bool, report_path: Path | None, context: int, full: bool) -> None:
+    """Token-level view of every golden changed against a git revision (default: HEAD): goldens
+    whose tokens moved first, then one line per model for provenance- or analysis-only changes."""
     from generator.goldens import diff
+    from generator.replay import report
 
-    click.echo(diff.diff(root, rev, markdown=markdown, context=context), nl=False)
+    report.check_destination(report_path)
+    changes = diff.changed(root, rev)
+    page = diff.render_markdown(changes, rev, context)
+    if report_path is not None:
+        report.write(report_path, page)
+    click.echo(page if markdown else diff.render_text(changes, rev, context, full), nl=False)
 
 
 @main.command()

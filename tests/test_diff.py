@@ -124,19 +124,31 @@ def test_removed_tokens_new_and_removed_goldens(repo):
     assert run_diff(repo, "HEAD~1") == out.replace("against HEAD", "against HEAD~1")
 
 
-def test_markdown_has_a_summary_table_and_diff_blocks(repo):
+def test_markdown_lists_what_moved_with_diff_blocks(repo):
     edit(repo, "qwen3/plain", change_token)
     edit(repo, "qwen3/tools", remove_tokens)
-    text = run_diff(repo, "--markdown")
+    text = run_diff(repo, "--markdown", "--context", 12)
     lines = text.splitlines()
     assert lines[0] == "**goldens diff against `HEAD`**: 2 goldens changed"
-    assert re.fullmatch(r"\| golden +\| change +\|", lines[2])
-    assert re.fullmatch(r"\| -{3,} \| -{3,} \|", lines[3])
-    assert re.fullmatch(r"\| qwen3/plain +\| 1 token changed at 5 +\|", lines[4])
-    assert re.fullmatch(r"\| qwen3/tools +\| 9 tokens removed at 106-114 +\|", lines[5])
-    blocks = re.findall(r"#### (\S+)\n\n```diff\n(.*?)\n```", text, re.S)
+    assert lines[2] == "#### Tokens moved (2)"
+    assert lines[4] == "- **qwen3/plain**: 1 token changed at 5"
+    blocks = re.findall(r"^- \*\*(\S+)\*\*: .*?\n\n  ```diff\n(.*?)\n  ```", text, re.S | re.M)
     assert [name for name, _ in blocks] == ["qwen3/plain", "qwen3/tools"]
-    assert "-  5  50537 ' terse'" in blocks[0][1] and "+  5  12345 ' tersely'" in blocks[0][1]
+    assert "  -  5  50537 ' terse'" in blocks[0][1] and "  +  5  12345 ' tersely'" in blocks[0][1]
+    # qwen3/plain: 20 token rows and 3 of text, shown; qwen3/tools: 9 removed + 24 of context +
+    # the text is past FOLD_ROWS, so it sits in a closed <details> block
+    assert diff.FOLD_ROWS == 30
+    assert "<details>" not in text.split("- **qwen3/tools**")[0]
+    assert "  <details><summary>37 rows</summary>" in text.split("- **qwen3/tools**")[1]
+    assert text.count("<details>") == 1 and text.count("</details>") == 1
+
+    # the terminal cuts the long one at FOLD_ROWS rows unless --full
+    out = run_diff(repo, "--context", 12)
+    assert "  … 7 more rows (--full shows them)" in out
+    tools = out.split("qwen3/tools: ")[1].splitlines()[1:]
+    assert len(tools[:tools.index("")]) == diff.FOLD_ROWS + 1
+    full = run_diff(repo, "--context", 12, "--full")
+    assert "more rows" not in full and len(full.splitlines()) == len(out.splitlines()) + 6
 
 
 def test_metadata_only_and_outcome_changes_are_summarised(repo):
@@ -146,12 +158,26 @@ def test_metadata_only_and_outcome_changes_are_summarised(repo):
     def refuse(item):
         item.outcome, item.error, item.ids, item.pieces, item.prompt = "error", "raise_exception: no", [], [], None
 
+    def retext(item):
+        item.prompt += " "
+
     edit(repo, "qwen3/plain", bump)
+    edit(repo, "qwen3/cjk-emoji", retext)
+    edit(repo, "qwen3/whitespace", bump)
     edit(repo, "qwen3/tools", refuse)
     out = run_diff(repo)
-    assert "qwen3/plain: tokens unchanged; changed: provenance.template_sha256" in out
-    assert "qwen3/tools: now refused by the reference (raise_exception: no); had " in out
-    assert "  + outcome error: raise_exception: no" in out
+    heads = [line for line in out.splitlines() if line and not line.startswith(" ")]
+    assert heads[0].startswith("qwen3/tools: now refused by the reference (raise_exception: no); had ")
+    assert out.splitlines()[1:3] == ["  - outcome ok", "  + outcome error: raise_exception: no"]
+    # same ids, other text: after what moved, before the model's line, with its rows
+    assert heads[1] == "qwen3/cjk-emoji: same tokens, rendered text changed"
+    assert "@@ text at character 80: 1 character added @@" in out.split(heads[1])[1].split(heads[2])[0]
+    # the two metadata-only goldens are one line for the model, after what moved
+    sha = golden_file.read(GOLDENS / "qwen3" / "plain.json").provenance["template_sha256"]
+    assert out.splitlines()[-3] == (f"qwen3: 2 goldens with tokens unchanged · provenance.template_sha256 "
+                                    f"{sha[:12]}… → 000000000000… in 2")
+    assert "qwen3/plain" not in out and "qwen3/whitespace" not in out
+    assert out.splitlines()[-1] == "4 goldens changed against HEAD: 1 with tokens moved, 2 with tokens unchanged"
 
 
 @pytest.mark.parametrize("old, new, expected", [
@@ -188,3 +214,55 @@ def test_a_changed_golden_in_the_committed_tree_reads_via_git_show(repo):
     out = run_diff(repo)
     assert out.splitlines()[0] == "qwen3/plain: 1 token changed at 5"
     assert rows(out, "-") == [(5, 12345, "' tersely'")] and rows(out, "+") == [(5, 50537, "' terse'")]
+
+
+SENTENCE = "You may call one or more functions to assist with the user query."
+
+
+def test_a_one_sentence_template_edit_reads_what_moved_first(tmp_path):
+    """The reviewer's case: one sentence of Qwen3's template edited, `goldens regenerate`, then
+    `goldens diff`. 28 goldens change; the 10 whose tokens moved (the tool shapes) come first with
+    their token-level change, shown once and named for the other nine; the 18 where only the
+    template's provenance moved are one line for the model."""
+    from conftest import ROOT, source_of
+
+    shutil.copytree(GOLDENS / "qwen3", tmp_path / "goldens" / "qwen3")
+    config = (ROOT / "models.yaml").read_text(encoding="utf-8")
+    pinned = '    tokenizer: {pack: "npm:qwen3"}'
+    assert config.count(pinned) == 1
+    (tmp_path / "models.yaml").write_text(
+        config.replace(pinned, pinned + "\n    template: {file: qwen3.jinja}", 1), encoding="utf-8")
+    template = source_of("qwen3").template
+    assert template.count(SENTENCE) == 1
+    git(tmp_path, "init", "-q")
+    git(tmp_path, "add", ".")
+    git(tmp_path, "commit", "-q", "-m", "goldens")
+    (tmp_path / "qwen3.jinja").write_text(template.replace(SENTENCE, SENTENCE.replace("assist", "help")),
+                                          encoding="utf-8")
+    result = invoke("regenerate", "--config", tmp_path / "models.yaml", "--out", tmp_path / "goldens",
+                    "--model", "qwen3")
+    assert result.exit_code == 0, (result.stdout, result.stderr)
+    assert result.stdout.strip() == "28 written, 0 unchanged, 0 removed"
+
+    out = run_diff(tmp_path, "--report", tmp_path / "out" / "diff.md")
+    lines = out.splitlines()
+    heads = [line for line in lines if line and not line.startswith(" ")]
+    tools = ["parallel-tool-calls", "tool-result", "tool-result-json-args", "tools", "tools-reduced"]
+    moved = sorted(f"qwen3/{shape}{variant}" for shape in tools for variant in ("", "--thinking-off"))
+    assert sorted(h.split(":")[0] for h in heads[:10]) == moved
+    assert all(": 1 token changed at 18" in h for h in heads[:10])
+    assert sum("the same change as" in h for h in heads[:10]) == 9  # the rows are shown once
+    assert rows(out, "-") == [(18, 7789, "' assist'")] and rows(out, "+") == [(18, 1492, "' help'")]
+    assert not any("provenance" in h for h in heads[:10])  # that is the model line's to say
+    sha = golden_file.read(GOLDENS / "qwen3" / "plain.json").provenance["template_sha256"]
+    assert heads[10].startswith("qwen3: 18 goldens with tokens unchanged · provenance.template "
+                                "'tokenizer_config.json (default)' → 'file:qwen3.jinja' in 28 · "
+                                f"provenance.template_sha256 {sha[:12]}… → ")
+    assert heads[11:] == ["28 goldens changed against HEAD: 10 with tokens moved, 18 with tokens unchanged"]
+    assert len(lines) < 30
+
+    text = (tmp_path / "out" / "diff.md").read_text(encoding="utf-8")
+    assert text == run_diff(tmp_path, "--markdown")
+    assert text.index("#### Tokens moved (10)") < text.index("#### Tokens unchanged: provenance or analyses")
+    assert text.count("```diff") == 1
+    assert "- **qwen3**: 18 goldens with tokens unchanged" in text
