@@ -172,7 +172,7 @@ def check(config_path: Path, engines: tuple[str, ...], model_names: tuple[str, .
     from generator.config import models
     from generator.progress import progress_bar
     from generator.replay import check as checking
-    from generator.replay import report
+    from generator.replay import github, report
 
     config = models.load(config_path)
     url_map = _urls(urls)
@@ -194,6 +194,8 @@ def check(config_path: Path, engines: tuple[str, ...], model_names: tuple[str, .
             report.write(report_path, report.markdown(outcomes))
     for line in report.terminal(outcomes, colour=report.use_colour(sys.stdout)):
         click.echo(line)
+    github.publish(report.markdown(outcomes), github.check_annotations(outcomes, root),
+                   lambda line: click.echo(line, err=True))
     sys.exit(checking.exit_code(outcomes))
 
 
@@ -243,7 +245,7 @@ def diff_command(rev: str, root: Path, markdown: bool, report_path: Path | None,
     """Token-level view of every golden changed against a git revision (default: HEAD): goldens
     whose tokens moved first, then one line per model for provenance- or analysis-only changes."""
     from generator.goldens import diff
-    from generator.replay import report
+    from generator.replay import github, report
 
     report.check_destination(report_path)
     changes = diff.changed(root, rev)
@@ -251,6 +253,7 @@ def diff_command(rev: str, root: Path, markdown: bool, report_path: Path | None,
     if report_path is not None:
         report.write(report_path, page)
     click.echo(page if markdown else diff.render_text(changes, rev, context, full), nl=False)
+    github.publish(page, github.diff_annotations(changes), lambda line: click.echo(line, err=True))
 
 
 @main.command()
