@@ -133,7 +133,8 @@ def test_terminal_is_one_line_per_problem_and_colour_only_on_a_terminal():
     lines = report.terminal(outcomes)
     assert len(lines) == 6 + 4 + 1 + 1
     assert lines[0] == "ERROR qwen3/s30 [transformers]: template raised: boom"
-    assert lines[7] == "DRIFT qwen3/s03 [llama-server]: drift at token 11 (20 vs 20 tokens): … 't109' 't110' [-'t111'-] {+'t7'+}"
+    assert lines[7] == ("DRIFT qwen3/s03 [llama-server]: drift at token 11 (20 vs 20 tokens): "
+                        "… 't109' 't110' [-'t111'-] {+'t7'+}")
     assert lines[8] == ("DRIFT qwen3/s07 [vllm]: reviewed divergence moved: drift at token 9 (20 vs 20 tokens): "
                         "… 't107' 't108' [-'t109'-] {+'t7'+}")
     assert lines[10] == "COUNT-MISMATCH qwen3/s31 [llama-server]: prompt_tokens 41, golden 40"
@@ -269,3 +270,22 @@ def test_diff_in_github_actions_annotates_the_goldens_whose_tokens_moved(workspa
 
     quiet = run(workspace, ["diff"], {"GITHUB_STEP_SUMMARY": str(summary)})
     assert quiet.returncode == 0 and quiet.stdout == result.stdout and "::" not in quiet.stderr
+
+
+def test_the_workflow_leaves_the_summary_to_goldens_and_keeps_both_reports():
+    """The commands write the job summary themselves; a step that appended the reports too would
+    show each one twice. The diff runs once, its Markdown kept for the comment and the artifact."""
+    import yaml
+
+    workflow = yaml.safe_load((ROOT / ".github" / "workflows" / "goldens.yml").read_text(encoding="utf-8"))
+    steps = workflow["jobs"]["check"]["steps"]
+    runs = "\n".join(step.get("run", "") for step in steps)
+    assert "GITHUB_STEP_SUMMARY" not in runs
+    (diff_step,) = [s for s in steps if "goldens diff" in s.get("run", "")]
+    assert diff_step["if"] == "always() && github.event_name == 'pull_request'"
+    (command,) = [line.strip() for line in diff_step["run"].splitlines() if line.strip().startswith("goldens diff")]
+    report_path = re.search(r"--report (\S+)", command)[1]
+    (upload,) = [s for s in steps if s.get("uses", "").startswith("actions/upload-artifact")]
+    assert report_path in upload["with"]["path"]
+    (comment,) = [s for s in steps if "gh pr comment" in s.get("run", "")]
+    assert report_path in comment["run"] and "out/goldens.md" in comment["run"]

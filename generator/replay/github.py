@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from generator.goldens import golden_file
-from generator.goldens.diff import Change, first_moved_token, moved
+from generator.goldens.diff import Change, first_moved_token, moved, summary
 from generator.replay import ledger, report
 from generator.replay.judge import Outcome
 
@@ -111,8 +111,6 @@ def check_annotations(outcomes: Sequence[Outcome], root: Path,
 
 def diff_annotations(changes: Sequence[Change], env: Mapping[str, str] | None = None) -> list[str]:
     """A notice annotation per golden whose tokens moved, at the line of its first moved token."""
-    from generator.goldens.diff import summary
-
     out = []
     for change in changes:
         if not moved(change):
@@ -122,8 +120,8 @@ def diff_annotations(changes: Sequence[Change], env: Mapping[str, str] | None = 
             continue
         index = first_moved_token(change)
         line = token_line(change.file, index) if index is not None else None
-        out.append(command("notice", summary(change), workspace_path(change.file, env), line,
-                           f"goldens diff: tokens moved in {change.name}"))
+        out.append(command("notice", summary(change, provenance=False), workspace_path(change.file, env),
+                           line, f"goldens diff: tokens moved in {change.name}"))
     return _capped(out, "notice", "goldens with tokens moved", "the job summary lists every one")
 
 
