@@ -164,6 +164,8 @@ def test_metadata_only_and_outcome_changes_are_summarised(repo):
     edit(repo, "qwen3/plain", bump)
     edit(repo, "qwen3/cjk-emoji", retext)
     edit(repo, "qwen3/whitespace", bump)
+    edit(repo, "qwen3/tools.vllm", bump)  # ledger entries are counted as such
+    edit(repo, "qwen3/tools.llama-server", bump)
     edit(repo, "qwen3/tools", refuse)
     out = run_diff(repo)
     heads = [line for line in out.splitlines() if line and not line.startswith(" ")]
@@ -172,12 +174,12 @@ def test_metadata_only_and_outcome_changes_are_summarised(repo):
     # same ids, other text: after what moved, before the model's line, with its rows
     assert heads[1] == "qwen3/cjk-emoji: same tokens, rendered text changed"
     assert "@@ text at character 80: 1 character added @@" in out.split(heads[1])[1].split(heads[2])[0]
-    # the two metadata-only goldens are one line for the model, after what moved
+    # the four metadata-only files are one line for the model, after what moved
     sha = golden_file.read(GOLDENS / "qwen3" / "plain.json").provenance["template_sha256"]
-    assert out.splitlines()[-3] == (f"qwen3: 2 goldens with tokens unchanged · provenance.template_sha256 "
-                                    f"{sha[:12]}… → 000000000000… in 2")
-    assert "qwen3/plain" not in out and "qwen3/whitespace" not in out
-    assert out.splitlines()[-1] == "4 goldens changed against HEAD: 1 with tokens moved, 2 with tokens unchanged"
+    assert out.splitlines()[-3] == ("qwen3: 2 goldens and 2 ledger entries with tokens unchanged · "
+                                    f"provenance.template_sha256 {sha[:12]}… → 000000000000… in 4")
+    assert "qwen3/plain" not in out and "qwen3/whitespace" not in out and "tools.vllm" not in out
+    assert out.splitlines()[-1] == "6 goldens changed against HEAD: 1 with tokens moved, 4 with tokens unchanged"
 
 
 @pytest.mark.parametrize("old, new, expected", [

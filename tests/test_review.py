@@ -128,7 +128,7 @@ def test_a_run_that_passed_is_the_verdict_and_one_fold():
     assert "needs a look" not in text and text.count("<details>") == 1
 
 
-def test_terminal_is_one_line_per_problem_and_colour_only_on_a_terminal():
+def test_terminal_is_one_line_per_problem_and_colour_only_on_a_terminal(monkeypatch):
     outcomes = big_run()
     lines = report.terminal(outcomes)
     assert len(lines) == 6 + 4 + 1 + 1
@@ -146,15 +146,10 @@ def test_terminal_is_one_line_per_problem_and_colour_only_on_a_terminal():
     leader, follower = os.openpty()  # a real terminal
     try:
         with open(follower, "w", closefd=False) as tty, open(os.devnull, "w") as pipe:
-            saved = os.environ.pop("NO_COLOR", None)
-            try:
-                assert report.use_colour(tty) and not report.use_colour(pipe)
-                os.environ["NO_COLOR"] = "1"
-                assert not report.use_colour(tty)
-            finally:
-                os.environ.pop("NO_COLOR", None)
-                if saved is not None:
-                    os.environ["NO_COLOR"] = saved
+            monkeypatch.delenv("NO_COLOR", raising=False)
+            assert report.use_colour(tty) and not report.use_colour(pipe)
+            monkeypatch.setenv("NO_COLOR", "1")
+            assert not report.use_colour(tty)
     finally:
         os.close(leader)
         os.close(follower)

@@ -129,8 +129,8 @@ def _span(a: int, b: int) -> str:
     return f"{a}" if b - a == 1 else f"{a}-{b - 1}"
 
 
-def _n(count: int, word: str = "token") -> str:
-    return f"{count} {word}{'' if count == 1 else 's'}"
+def _n(count: int, word: str = "token", plural: str | None = None) -> str:
+    return f"{count} {word if count == 1 else plural or word + 's'}"
 
 
 def describe_tokens(ops: list[tuple[str, int, int, int, int]]) -> str:
@@ -352,8 +352,8 @@ def model_line(model: str, changes: list[Change]) -> str:
         goldens = sum(1 for c in quiet if not c.ledger)
         entries = len(quiet) - goldens
         counted = " and ".join(x for x in (_n(goldens, "golden") if goldens else "",
-                                           _n(entries, "ledger entry").replace("entrys", "entries")
-                                           if entries else "") if x)
+                                           _n(entries, "ledger entry", "ledger entries") if entries else "")
+                               if x)
         parts.append(f"{counted} with tokens unchanged")
     for field, pairs in seen.items():
         text = field
