@@ -29,7 +29,7 @@ import re
 import socket
 import tempfile
 import xml.etree.ElementTree as ET
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from generator import markdown as md
