@@ -31,7 +31,8 @@ from pathlib import Path
 from generator.errors import GoldensError
 from generator.replay.judge import Outcome
 
-STATUSES = ("match", "known", "drift", "error")
+STATUSES = ("match", "known", "drift", "error", "count")
+COUNT_ONLY = " (count only)"  # marks every verdict judged from a prompt token count alone
 DETAILS_LIMIT = 25  # full reports in the Markdown; a PR comment has a size limit
 CELL_LIMIT = 160
 PAD_LIMIT = 40_000  # characters a padded table may take; a PR comment holds 65,536
@@ -65,21 +66,25 @@ def verdict(outcomes: Sequence[Outcome]) -> str:
 
 def summary_line(outcomes: Sequence[Outcome]) -> str:
     n = counts(outcomes)
-    return (f"{len(outcomes)} checked: {n['match']} match, {n['known']} known divergence, "
+    line = (f"{len(outcomes)} checked: {n['match']} match, {n['known']} known divergence, "
             f"{n['drift']} drift, {n['error']} error")
+    return line + (f", {n['count']} length only (count only, ids not seen)" if n["count"] else "")
 
 
 def headline(outcome: Outcome) -> str:
     """One line for an outcome: 'ok', 'drift at token N', 'known divergence', 'error'."""
     if outcome.status == "match":
         return "ok"
+    if outcome.status == "count":
+        return "length matches" + COUNT_ONLY
+    marker = COUNT_ONLY if outcome.level == "count" else ""
     if outcome.status == "known":
-        return "known divergence"
+        return "known divergence" + marker
     if outcome.status == "error":
         return "error"
     if outcome.divergence is not None:
         return f"drift at token {outcome.divergence.index}"
-    return "drift"
+    return "drift" + marker
 
 
 def _xml_safe(text: str) -> str:
@@ -120,6 +125,9 @@ def junit_xml(outcomes: Sequence[Outcome], elapsed: float = 0.0,
         })
         properties = ET.SubElement(suite, "properties")
         ET.SubElement(properties, "property", {"name": "engine", "value": _xml_safe(engine)})
+        count_only = sum(1 for o in items if o.level == "count")
+        if count_only:  # judged from prompt token counts: these verdicts never saw the ids
+            ET.SubElement(properties, "property", {"name": "count_only", "value": str(count_only)})
         known = []
         for outcome in items:
             model, stem = split_case(outcome.case)
@@ -137,7 +145,9 @@ def junit_xml(outcomes: Sequence[Outcome], elapsed: float = 0.0,
                 })
                 error.text = _xml_safe(f"{outcome.case} [{engine}]\n{outcome.detail}")
             elif outcome.status == "known":
-                known.append(f"{outcome.case} [{engine}]: known divergence: {outcome.reason or outcome.detail}")
+                known.append(f"{outcome.case} [{engine}]: {headline(outcome)}: {outcome.reason or outcome.detail}")
+            elif outcome.status == "count":
+                known.append(f"{outcome.case} [{engine}]: {headline(outcome)}: {outcome.detail}")
         ET.SubElement(suite, "system-out").text = _xml_safe("\n".join(known)) if known else None
         ET.SubElement(suite, "system-err")
     ET.indent(root, space="  ")
@@ -189,8 +199,10 @@ def cell(outcome: Outcome) -> str:
     """One table cell for an outcome (Markdown-safe)."""
     if outcome.status == "match":
         return "ok"
+    if outcome.status == "count":
+        return headline(outcome)
     if outcome.status == "known":
-        return f"known divergence: {_text(outcome.reason or outcome.detail)}"
+        return f"{headline(outcome)}: {_text(outcome.reason or outcome.detail)}"
     if outcome.status == "error":
         detail = outcome.detail
         if detail.startswith(f"{outcome.engine}: "):
