@@ -5,9 +5,11 @@ returns no token ids, so the evidence is `prompt_eval_count`: the prompt's lengt
 included (cache_n + prompt_n of the runner), compared with the golden's. The OpenAI-style
 request is translated the way Ollama's own clients send it: content parts joined into one
 string, images as base64 `images`, tool-call arguments as objects, a tool result's `name` as
-`tool_name`, `reasoning_content` as `thinking`, and `enable_thinking` as `think`. Template kwargs
-Ollama has no field for are an error rather than silently dropped; `truncate: false` makes a
-prompt longer than the context an error instead of a quietly shortened one.
+`tool_name`, `reasoning_content` as `thinking`, and `enable_thinking` as `think`. What Ollama has
+no field for (other template kwargs, documents, other content parts) is refused, as
+mistral-common refuses what it cannot express, never silently dropped: a reviewable outcome that
+a ledger entry can accept. `truncate: false` makes a prompt longer than the context an error
+instead of a quietly shortened one.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from generator.engines import EngineError, PromptCount, Request
+from generator.engines import EngineError, PromptCount, Refused, Request
 from generator.engines.remote import Connection, Remote, integer
 
 PATH = "/api/chat"
@@ -50,16 +52,18 @@ class OllamaEngine:
         }
         if request.get("tools"):
             body["tools"] = request["tools"]
+        if request.get("documents"):
+            raise Refused(f"{where}: Ollama's /api/chat has no field for documents")
         kwargs = dict(request.get("chat_template_kwargs") or {})
         if "enable_thinking" in kwargs:
             body["think"] = bool(kwargs.pop("enable_thinking"))
         if kwargs:
-            raise EngineError(f"{where}: Ollama's /api/chat has no field for chat_template_kwargs "
+            raise Refused(f"{where}: Ollama's /api/chat has no field for chat_template_kwargs "
                               f"{', '.join(sorted(kwargs))} (only enable_thinking, sent as think)")
         last = request["messages"][-1] if request["messages"] else {}
         continues = isinstance(last, dict) and last.get("role") == "assistant"
         if not request.get("add_generation_prompt", True) and not continues:
-            raise EngineError(f"{where}: Ollama always adds the generation prompt unless the last "
+            raise Refused(f"{where}: Ollama always adds the generation prompt unless the last "
                               f"message is the assistant's, which it continues")
         return body
 
@@ -100,7 +104,7 @@ def _message(where: str, index: int, message: Any) -> dict[str, Any]:
             elif kind == "image_url" and _data_url(part.get("image_url")):
                 images.append(_data_url(part.get("image_url")))
             else:
-                raise EngineError(f"{where}: messages[{index}] has a {kind!r} content part Ollama's "
+                raise Refused(f"{where}: messages[{index}] has a {kind!r} content part Ollama's "
                                   f"/api/chat cannot carry (text, and images as data: URLs, only)")
         out["content"] = "".join(texts)
         if images:
@@ -128,10 +132,10 @@ def _tool_call(where: str, index: int, call: Any) -> dict[str, Any]:
         try:
             arguments = json.loads(arguments)
         except json.JSONDecodeError:
-            raise EngineError(f"{where}: messages[{index}] tool call arguments are not JSON; "
+            raise Refused(f"{where}: messages[{index}] tool call arguments are not JSON; "
                               f"Ollama takes them as an object") from None
     if not isinstance(arguments, dict):
-        raise EngineError(f"{where}: messages[{index}] tool call arguments are not an object")
+        raise Refused(f"{where}: messages[{index}] tool call arguments are not an object; Ollama takes an object")
     out: dict[str, Any] = {"function": {"name": function["name"], "arguments": arguments}}
     if isinstance(call.get("id"), str):
         out["id"] = call["id"]

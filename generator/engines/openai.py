@@ -12,7 +12,11 @@ the strongest evidence in the reply is read back:
 
 The extension flags go out with every request; servers that do not know them ignore them. A
 server that rejects unknown fields instead (OpenAI's own API answers 400 naming the field) gets
-them dropped from then on, and the request is sent again.
+them dropped from then on, and the request is sent again. Likewise tool_choice: left to the
+server's default ("auto"), which renders the tools everywhere, except that vLLM refuses "auto"
+unless started with --enable-auto-tool-choice; on that refusal "none" is sent from then on
+(vLLM still renders the tools with "none"; SGLang would drop them, which is why it is not the
+first choice).
 """
 
 from __future__ import annotations
@@ -43,6 +47,7 @@ class OpenAIEngine:
         self.served_model = served_model
         self.remote = Remote(self.name, url, connection or Connection())
         self.flags = dict(ID_FLAGS)  # emptied once a server rejects them
+        self.tool_choice: str | None = None  # "none" once a server refuses its default "auto"
 
     def __repr__(self) -> str:
         return f"<OpenAIEngine {self.url} {self.served_model}>"
@@ -52,14 +57,16 @@ class OpenAIEngine:
 
     def body(self, request: Request) -> dict[str, Any]:
         """The golden's request as a chat completion of one token. Fields a default would cover
-        are left out, so a server that knows no template kwargs still takes a plain request;
-        tool_choice is left to the server's default, which renders the tools everywhere
-        ("none" makes SGLang drop them from the prompt)."""
+        are left out, so a server that knows no template kwargs still takes a plain request."""
         if not isinstance(request.get("messages"), list):
             raise EngineError(f"{self.remote.where(self.path)}: the request has no messages list")
         body: dict[str, Any] = {"model": self.served_model, "messages": request["messages"]}
         if request.get("tools"):
             body["tools"] = request["tools"]
+            if self.tool_choice:
+                body["tool_choice"] = self.tool_choice
+        if request.get("documents"):  # vLLM passes them to the template; most servers ignore them
+            body["documents"] = request["documents"]
         if request.get("chat_template_kwargs"):
             body["chat_template_kwargs"] = request["chat_template_kwargs"]
         if not request.get("add_generation_prompt", True):
@@ -70,16 +77,18 @@ class OpenAIEngine:
         return body
 
     def ids(self, request: Request) -> Ids | PromptCount:
-        body = self.body(request)
-        try:
-            reply = self.remote.post(self.path, {**body, **self.flags})
-        except Refused as refusal:
-            rejected = [flag for flag in self.flags if flag in str(refusal)]
-            if not rejected:
-                raise
-            self.flags = {}  # this server validates fields strictly: plain requests from now on
-            reply = self.remote.post(self.path, body)
-        return self.read(reply)
+        for _ in range(3):  # at most: drop the flags, then set tool_choice
+            body = self.body(request)
+            try:
+                return self.read(self.remote.post(self.path, {**body, **self.flags}))
+            except Refused as refusal:
+                if self.flags and any(flag in str(refusal) for flag in self.flags):
+                    self.flags = {}  # this server validates fields strictly: plain requests from now on
+                elif "tools" in body and not self.tool_choice and "--enable-auto-tool-choice" in str(refusal):
+                    self.tool_choice = "none"
+                else:
+                    raise
+        raise EngineError(f"{self.remote.where(self.path)}: the server refused every form of this request")
 
     def read(self, reply: dict[str, Any]) -> Ids | PromptCount:
         where = self.remote.where(self.path)
