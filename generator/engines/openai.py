@@ -78,13 +78,14 @@ class OpenAIEngine:
 
     def ids(self, request: Request) -> Ids | PromptCount:
         for _ in range(3):  # at most: drop the flags, then set tool_choice
-            body = self.body(request)
+            body, flags = self.body(request), self.flags
             try:
-                return self.read(self.remote.post(self.path, {**body, **self.flags}))
+                return self.read(self.remote.post(self.path, {**body, **flags}))
             except Refused as refusal:
-                if self.flags and any(flag in str(refusal) for flag in self.flags):
+                # decided on what was sent: another thread may have learnt the same meanwhile
+                if flags and any(flag in str(refusal) for flag in flags):
                     self.flags = {}  # this server validates fields strictly: plain requests from now on
-                elif "tools" in body and not self.tool_choice and "--enable-auto-tool-choice" in str(refusal):
+                elif "tools" in body and "tool_choice" not in body and "--enable-auto-tool-choice" in str(refusal):
                     self.tool_choice = "none"
                 else:
                     raise
