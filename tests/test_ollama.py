@@ -335,6 +335,8 @@ def test_the_api_key_is_sent_and_never_shown(ollama, tmp_path):
     (["--served-model", "nope=x"], {}, "models.yaml: unknown model 'nope' (known: qwen3, gemma3, llama3, "
                                        "mistral-nemo, phi3.5, deepseek-v3, gpt-oss, gemma4, command-r)"),
     (["--served-model", "x"], {}, "--served-model x: without MODEL= it needs exactly one --model"),
+    ([], {}, "nothing to check: no selected model lists the selected engine(s) in models.yaml "
+             "(ollama serves any model: name it with --model)"),
 ])
 def test_bad_connection_options_are_one_line(ollama, tmp_path, args, env, message):
     result = check(ollama.url, tmp_path, *args, env=env)

@@ -34,7 +34,8 @@ def plan(config: Config, engines: tuple[str, ...], models: tuple[str, ...]) -> l
         if chosen:
             out.append((model.name, chosen))
     if not out:
-        raise GoldensError("nothing to check: no selected model lists the selected engine(s) in models.yaml")
+        hint = f" ({', '.join(anywhere)} serves any model: name it with --model)" if anywhere else ""
+        raise GoldensError(f"nothing to check: no selected model lists the selected engine(s) in models.yaml{hint}")
     return out
 
 
