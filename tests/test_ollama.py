@@ -128,10 +128,10 @@ class StandIn:
                 self.end_headers()
                 self.wfile.write(data)
 
-            def do_POST(self):  # noqa: N802
+            def do_POST(self):
                 self._serve("POST")
 
-            def do_GET(self):  # noqa: N802
+            def do_GET(self):
                 self._serve("GET")
 
             def log_message(self, *args):
@@ -332,11 +332,11 @@ def test_the_api_key_is_sent_and_never_shown(ollama, tmp_path):
     (["--api-key-env", "GOLDENS_TEST_KEY", "--header", "Authorization: Basic x"], {"GOLDENS_TEST_KEY": KEY},
      "give the API key with --api-key-env or an Authorization --header, not both"),
     (["--header", "no colon here"], {}, '--header #1 (name \'no colon here\'): expected "Name: value"'),
-    (["--served-model", "nope=x"], {}, "models.yaml: unknown model 'nope' (known: qwen3, gemma3, llama3, "
-                                       "mistral-nemo, phi3.5, deepseek-v3, gpt-oss, gemma4, command-r)"),
+    (["--served-model", "nope=x"], {}, ("models.yaml: unknown model 'nope' (known: qwen3, gemma3, llama3, "
+                                       "mistral-nemo, phi3.5, deepseek-v3, gpt-oss, gemma4, command-r)")),
     (["--served-model", "x"], {}, "--served-model x: without MODEL= it needs exactly one --model"),
-    ([], {}, "nothing to check: no selected model lists the selected engine(s) in models.yaml "
-             "(ollama serves any model: name it with --model)"),
+    ([], {}, ("nothing to check: no selected model lists the selected engine(s) in models.yaml "
+             "(ollama serves any model: name it with --model)")),
 ])
 def test_bad_connection_options_are_one_line(ollama, tmp_path, args, env, message):
     result = check(ollama.url, tmp_path, *args, env=env)

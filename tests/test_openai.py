@@ -82,11 +82,11 @@ def test_llama_server_through_check_is_count_level_everywhere(llama, tmp_path):
     drifts = sorted(line for line in result.stdout.splitlines() if line.startswith("DRIFT"))
     assert drifts == [
         "DRIFT qwen3/control-text [openai]: count only: usage.prompt_tokens 58, 1 token shorter than the golden's 59",
-        "DRIFT qwen3/control-text--thinking-off [openai]: count only: usage.prompt_tokens 62, "
-        "1 token shorter than the golden's 63",
+        ("DRIFT qwen3/control-text--thinking-off [openai]: count only: usage.prompt_tokens 62, "
+        "1 token shorter than the golden's 63"),
         "DRIFT qwen3/tools [openai]: count only: usage.prompt_tokens 168, 9 tokens shorter than the golden's 177",
-        "DRIFT qwen3/tools--thinking-off [openai]: count only: usage.prompt_tokens 172, "
-        "9 tokens shorter than the golden's 181",
+        ("DRIFT qwen3/tools--thinking-off [openai]: count only: usage.prompt_tokens 172, "
+        "9 tokens shorter than the golden's 181"),
     ]
     assert result.stdout.splitlines()[-1] == (
         "28 checked: 0 match, 0 known divergence, 4 drift, 0 error, 24 length only (count only, ids not seen)")
@@ -109,8 +109,8 @@ def test_llama_server_through_check_is_count_level_everywhere(llama, tmp_path):
 def test_llama_server_without_the_key_is_one_line_exit_2(llama, tmp_path):
     result = check(llama.url, tmp_path, "--model", "qwen3")
     assert result.exit_code == 2, (result.stdout, result.stderr)
-    assert result.stderr.splitlines() == [f"goldens: error: openai at {llama.url}/v1/models: HTTP 401: "
-                                          '{"error":{"message":"Invalid API Key","type":"authentication_error","code":401}}']
+    assert result.stderr.splitlines() == [(f"goldens: error: openai at {llama.url}/v1/models: HTTP 401: "
+                                          '{"error":{"message":"Invalid API Key","type":"authentication_error","code":401}}')]
     assert not (tmp_path / "out.md").exists()
 
 

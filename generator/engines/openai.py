@@ -23,7 +23,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from generator.engines import EngineError, Ids, PromptCount, Refused, Request, strict_ids
+from generator.engines import (
+    EngineError,
+    Ids,
+    PromptCount,
+    Refused,
+    Request,
+    strict_ids,
+)
 from generator.engines.remote import Connection, Remote, integer
 
 # Which extension asks which server for what (README lists the servers):

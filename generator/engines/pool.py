@@ -15,7 +15,7 @@ from collections.abc import Callable
 from generator.config import engine_registry
 from generator.config.models import ModelSpec
 from generator.engines import Engine, EngineContext
-from generator.engines.remote import Connection
+from generator.engines.remote import Connection, only_model
 from generator.errors import GoldensError
 from generator.sources.source import Source
 
@@ -109,16 +109,14 @@ class EnginePool:
         if name not in self.urls:
             raise GoldensError(f"{name}: give the server with --url {name}=URL (goldens does not start one)")
         if name == "openai":
-            from generator.engines.openai import OpenAIEngine as Remote
+            from generator.engines.openai import OpenAIEngine as engine_class
         else:
-            from generator.engines.ollama import OllamaEngine as Remote
+            from generator.engines.ollama import OllamaEngine as engine_class
 
         served = self.connection.served.get(model.name)
-        engine = Remote(self.urls[name], served or "", self.connection)
+        engine = engine_class(self.urls[name], served or "", self.connection)
         self._stack.callback(engine.close)
         if not served:
-            from generator.engines.remote import only_model
-
             engine.served_model = only_model(f"{name} at {self.urls[name]}", engine.models(), model.name)
         return engine
 
@@ -127,8 +125,9 @@ class EnginePool:
         where = f"engine {info.name!r} ({info.summary} from {info.origin})"
         try:
             factory = info.entry_point.load()
-        except Exception as error:  # the plugin's import failed: its problem, told in one line
-            raise GoldensError(f"{where}: cannot load: {type(error).__name__}: {error}") from None
+        except Exception as error:  # noqa: BLE001 - a plugin's import may raise anything: one line
+            raise GoldensError(f"{where}: cannot load: {type(error).__name__}: "
+                               f"{self.connection.redact(str(error))}") from None
         context = EngineContext(
             name=info.name, model=model.name, source=source, date=self.date,
             url=self.urls.get(info.name), served_model=self.connection.served.get(model.name),
@@ -138,8 +137,9 @@ class EnginePool:
             engine = factory(context)
         except GoldensError:
             raise
-        except Exception as error:
-            raise GoldensError(f"{where}: failed to start: {type(error).__name__}: {error}") from None
+        except Exception as error:  # noqa: BLE001 - so may its constructor
+            raise GoldensError(f"{where}: failed to start: {type(error).__name__}: "
+                               f"{self.connection.redact(str(error))}") from None
         if not isinstance(engine, Engine) or engine.name != info.name:
             raise GoldensError(f"{where}: returned {type(engine).__name__} named "
                                f"{getattr(engine, 'name', None)!r}, not an Engine named {info.name!r}")

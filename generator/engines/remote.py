@@ -44,6 +44,13 @@ class Connection:
         values = [self.api_key or "", *self.headers.values()]
         return sorted({v for v in values if len(v) >= 4}, key=len, reverse=True)
 
+    def redact(self, text: str) -> str:
+        """`text` with the key and every header value replaced, for any message built from
+        what a server or a plugin said."""
+        for secret in self.secrets:
+            text = text.replace(secret, REDACTED)
+        return text
+
     def all_headers(self) -> dict[str, str]:
         headers = dict(self.headers)
         if self.api_key:
@@ -80,9 +87,7 @@ class Remote:
         return f"{self.engine} at {self.url}{path}"
 
     def redact(self, text: str) -> str:
-        for secret in self.connection.secrets:
-            text = text.replace(secret, REDACTED)
-        return text
+        return self.connection.redact(text)
 
     def get(self, path: str) -> Any:
         """GET a JSON document (a model listing); any failure is an EngineError."""
