@@ -327,6 +327,15 @@ def test_the_api_key_is_sent_and_never_shown(ollama, tmp_path):
     assert len(written) == 2
 
 
+def test_a_key_echoed_at_the_cut_leaves_no_piece_of_it(ollama):
+    """Secrets are removed before a reply is shortened for a message, never after."""
+    ollama.reply = (500, b"x" * 488 + KEY.encode(), {})  # the 500-character cut falls inside the key
+    engine = OllamaEngine(ollama.url, SERVED, Connection(api_key=KEY))
+    with pytest.raises(EngineError) as error:
+        engine.ids(golden("qwen3/plain").request)
+    assert "HTTP 500: " in str(error.value) and KEY[:8] not in str(error.value)
+
+
 @pytest.mark.parametrize("args, env, message", [
     (["--api-key-env", "GOLDENS_NO_SUCH_VAR"], {}, "--api-key-env GOLDENS_NO_SUCH_VAR: that environment variable is not set or empty"),
     (["--api-key-env", "GOLDENS_TEST_KEY", "--header", "Authorization: Basic x"], {"GOLDENS_TEST_KEY": KEY},

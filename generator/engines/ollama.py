@@ -71,9 +71,9 @@ class OllamaEngine:
         where = self.remote.where(PATH)
         reply = self.remote.post(PATH, self.body(request))
         if "error" in reply:
-            raise EngineError(f"{where}: {self.remote.redact(str(reply['error'])[:300])}")
+            raise EngineError(f"{where}: {self.remote.quote(reply['error'], 300)}")
         if "prompt_eval_count" not in reply:
-            raise EngineError(f"{where}: reply has no prompt_eval_count: {self.remote.redact(str(reply)[:300])}")
+            raise EngineError(f"{where}: reply has no prompt_eval_count: {self.remote.quote(reply, 300)}")
         return PromptCount(integer(where, "prompt_eval_count", reply["prompt_eval_count"]), where,
                            "prompt_eval_count")
 
@@ -82,7 +82,7 @@ class OllamaEngine:
         reply = self.remote.get("/api/tags")
         models = reply.get("models") if isinstance(reply, dict) else None
         if not isinstance(models, list) or not all(isinstance(m, dict) and isinstance(m.get("name"), str) for m in models):
-            raise EngineError(f"{self.remote.where('/api/tags')}: not a model list: {self.remote.redact(str(reply)[:200])}")
+            raise EngineError(f"{self.remote.where('/api/tags')}: not a model list: {self.remote.quote(reply, 200)}")
         return [m["name"] for m in models]
 
 

@@ -111,7 +111,7 @@ class OpenAIEngine:
         usage = reply.get("usage")
         if not isinstance(usage, dict) or "prompt_tokens" not in usage:
             raise EngineError(f"{where}: reply has neither prompt_token_ids nor usage.prompt_tokens: "
-                              f"{self.remote.redact(str(reply)[:300])}")
+                              f"{self.remote.quote(reply, 300)}")
         return PromptCount(integer(where, "usage.prompt_tokens", usage["prompt_tokens"]), where,
                            "usage.prompt_tokens")
 
@@ -121,5 +121,5 @@ class OpenAIEngine:
         reply = self.remote.get(path)
         data = reply.get("data") if isinstance(reply, dict) else None
         if not isinstance(data, list) or not all(isinstance(m, dict) and isinstance(m.get("id"), str) for m in data):
-            raise EngineError(f"{self.remote.where(path)}: not a model list: {self.remote.redact(str(reply)[:200])}")
+            raise EngineError(f"{self.remote.where(path)}: not a model list: {self.remote.quote(reply, 200)}")
         return [m["id"] for m in data]

@@ -86,8 +86,10 @@ class Remote:
     def where(self, path: str) -> str:
         return f"{self.engine} at {self.url}{path}"
 
-    def redact(self, text: str) -> str:
-        return self.connection.redact(text)
+    def quote(self, value: Any, limit: int = 500) -> str:
+        """What a server said, for an error message: secrets removed first, then shortened to
+        one line (shortening first could cut a key in half and leave a piece of it)."""
+        return _short(self.connection.redact(str(value)), limit)
 
     def get(self, path: str) -> Any:
         """GET a JSON document (a model listing); any failure is an EngineError."""
@@ -111,7 +113,7 @@ class Remote:
             except httpx.TimeoutException:
                 raise EngineError(f"{where}: timed out") from None
             except httpx.HTTPError as error:
-                reason = self.redact(str(error) or type(error).__name__)
+                reason = self.quote(str(error) or type(error).__name__)
                 raise EngineError(f"{where}: {type(error).__name__}: {reason}") from None
             if response.status_code != 429 or attempt == RETRIES_429:
                 break
@@ -120,13 +122,13 @@ class Remote:
                 break
             time.sleep(wait)
         if response.status_code >= 400:
-            text = self.redact(_short(response.text))
+            text = self.quote(response.text)
             error = Refused if response.status_code in (400, 422) else EngineError
             raise error(f"{where}: HTTP {response.status_code}: {text}")
         try:
             return response.json()
         except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
-            raise EngineError(f"{where}: reply is not JSON: {self.redact(_short(response.text, 200))}") from None
+            raise EngineError(f"{where}: reply is not JSON: {self.quote(response.text, 200)}") from None
 
 
 def _retry_after(response: httpx.Response, attempt: int) -> float:
