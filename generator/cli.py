@@ -137,12 +137,11 @@ def _probe(url_map: dict[str, str]) -> None:
     """Every --url must name a known engine and answer before the run: one line, not an error per case."""
     import httpx
 
-    from generator.config.models import ENGINE_NAMES
+    from generator.config import engine_registry
     from generator.engines.pool import check_url
 
     for engine, url in url_map.items():
-        if engine not in ENGINE_NAMES:
-            raise GoldensError(f"--url {engine}=...: unknown engine {engine!r} (known: {', '.join(ENGINE_NAMES)})")
+        engine_registry.lookup(engine, f"--url {engine}=...")
         url = check_url(engine, url)
         try:
             httpx.get(url, timeout=httpx.Timeout(30, connect=5))
@@ -163,9 +162,16 @@ def _probe(url_map: dict[str, str]) -> None:
               help="Write a JUnit XML report here (one testcase per model, shape and engine).")
 @click.option("--report", "report_path", type=click.Path(dir_okay=False, path_type=Path),
               help="Write a Markdown report here (for a pull-request comment).")
+@click.option("--served-model", "served", multiple=True, metavar="[MODEL=]NAME",
+              help="The name a --url server serves a golden model under (repeatable; implies --model MODEL).")
+@click.option("--header", "headers", multiple=True, metavar="'NAME: VALUE'",
+              help="An HTTP header for --url servers, e.g. other auth (repeatable; never printed).")
+@click.option("--api-key-env", "api_key_env", metavar="VAR",
+              help="Send the API key in environment variable VAR as a Bearer token (never printed).")
 @friendly
 def check(config_path: Path, engines: tuple[str, ...], model_names: tuple[str, ...], urls: tuple[str, ...],
-          root: Path, jobs: int, junit_path: Path | None, report_path: Path | None) -> None:
+          root: Path, jobs: int, junit_path: Path | None, report_path: Path | None,
+          served: tuple[str, ...], headers: tuple[str, ...], api_key_env: str | None) -> None:
     """Replay goldens through engines; exit 0 all match, 1 drift, 2 bad input or engine unreachable."""
     import time
 
@@ -180,6 +186,8 @@ def check(config_path: Path, engines: tuple[str, ...], model_names: tuple[str, .
         if len(engines) != 1:
             raise GoldensError("--url without ENGINE= needs exactly one --engine")
         url_map[engines[0]] = url_map.pop("")
+    connection = _connection(config, model_names, served, headers, api_key_env, jobs)
+    model_names = model_names or tuple(connection.served)
     work = checking.plan(config, engines, model_names)
     report.check_destination(junit_path, report_path)
     _probe(url_map)
@@ -187,7 +195,7 @@ def check(config_path: Path, engines: tuple[str, ...], model_names: tuple[str, .
     started = time.monotonic()
     with report.claim(junit_path, report_path), progress_bar(total, "replaying") as advance:
         outcomes = checking.run(config, root, engines, model_names, url_map, jobs, advance=advance,
-                                note=lambda message: click.echo(message, err=True))
+                                note=lambda message: click.echo(message, err=True), connection=connection)
         if junit_path is not None:
             report.write(junit_path, report.junit_xml(outcomes, time.monotonic() - started))
         if report_path is not None:
@@ -197,6 +205,51 @@ def check(config_path: Path, engines: tuple[str, ...], model_names: tuple[str, .
     github.publish(report.markdown(outcomes), github.check_annotations(outcomes, root),
                    lambda line: click.echo(line, err=True))
     sys.exit(checking.exit_code(outcomes))
+
+
+def _connection(config, model_names: tuple[str, ...], served: tuple[str, ...], headers: tuple[str, ...],
+                api_key_env: str | None, jobs: int):
+    """--served-model, --header and --api-key-env as one Connection. Header values and the key
+    are secrets: no error here or later ever prints them."""
+    import os
+
+    from generator.engines.remote import Connection, parse_header
+
+    served_map = {}
+    for value in served:
+        model, sep, name = value.partition("=")
+        if sep:
+            config.select([model])
+        elif len(model_names) == 1:
+            model, name = model_names[0], value
+        else:
+            raise GoldensError(f"--served-model {value}: without MODEL= it needs exactly one --model")
+        if not name.strip():
+            raise GoldensError(f"--served-model {value}: the served name is empty")
+        served_map[model] = name.strip()
+    header_map = dict(parse_header(value, i) for i, value in enumerate(headers))
+    api_key = None
+    if api_key_env is not None:
+        api_key = os.environ.get(api_key_env, "").strip()
+        if not api_key:
+            raise GoldensError(f"--api-key-env {api_key_env}: that environment variable is not set or empty")
+        if any(name.lower() == "authorization" for name in header_map):
+            raise GoldensError("give the API key with --api-key-env or an Authorization --header, not both")
+    return Connection(served=served_map, headers=header_map, api_key=api_key, jobs=jobs)
+
+
+@main.command(name="engines")
+@friendly
+def list_engines() -> None:
+    """The engines goldens can replay through: built-in, and those installed packages register
+    in the `goldens.engines` entry-point group, each with where it came from."""
+    from generator.config import engine_registry
+
+    rows = [(info.name, info.origin, info.summary + (f" [not usable: {info.problem}]" if info.problem else ""))
+            for info in engine_registry.registered()]
+    widths = [max(len(row[i]) for row in rows) for i in (0, 1)]
+    for name, origin, summary in rows:
+        click.echo(f"{name.ljust(widths[0])}  {origin.ljust(widths[1])}  {summary}")
 
 
 @main.command()

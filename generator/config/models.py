@@ -15,17 +15,10 @@ from typing import Any
 
 import yaml
 
+from generator.config import engine_registry
 from generator.config.shapes import SHAPES
 from generator.errors import GoldensError
 
-ENGINE_NAMES = (
-    "transformers",
-    "llama-server",
-    "client-completion",
-    "vllm",
-    "minijinja",
-    "mistral-common",
-)
 VARIANT_NAME = re.compile(r"^[a-z0-9][a-z0-9-]*$")
 SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
@@ -136,11 +129,7 @@ def _parse_model(name: str, raw: Any, where: _Where, key: str) -> ModelSpec:
         variants[vname] = dict(where.mapping(kwargs, vkey, None))
     engines = where.string_list(raw.get("engines", ["transformers"]), f"{key}.engines")
     for i, engine in enumerate(engines):
-        if engine not in ENGINE_NAMES:
-            raise GoldensError(
-                f"{where.file}: {key}.engines[{i}]: unknown engine {engine!r} "
-                f"(known: {', '.join(ENGINE_NAMES)})"
-            )
+        engine_registry.lookup(engine, f"{where.file}: {key}.engines[{i}]")
     kwargs = dict(where.mapping(raw.get("kwargs") or {}, f"{key}.kwargs", None))
     pins = where.mapping(raw.get("pins") or {}, f"{key}.pins", {"tokenizer_sha256", "template_sha256"})
     for pin_key, value in pins.items():

@@ -2,7 +2,8 @@
 
 One protocol, as small as the question it answers: a `name`, and `ids(request)` returning the
 token ids. Each engine lives in its own module; replay, prefix checks and reports never know
-which one they are talking to.
+which one they are talking to. An engine that cannot see the ids (a server reporting only
+usage.prompt_tokens) returns a PromptCount instead, which replay judges as a count and says so.
 
 A request is an OpenAI-style chat body, the same dict every engine receives:
     {"messages": [...], "tools": [...],                 # tools optional
@@ -12,9 +13,14 @@ A request is an OpenAI-style chat body, the same dict every engine receives:
 
 from __future__ import annotations
 
-from typing import Any, Protocol, runtime_checkable
+import datetime as _dt
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from generator.errors import GoldensError
+
+if TYPE_CHECKING:
+    from generator.sources.source import Source
 
 Request = dict[str, Any]
 
@@ -35,7 +41,48 @@ class Engine(Protocol):
 
     name: str
 
-    def ids(self, request: Request) -> Ids: ...
+    def ids(self, request: Request) -> Ids | PromptCount: ...
+
+
+@dataclass(frozen=True)
+class EngineContext:
+    """What an engine from another package is built with: its entry point (registered in the
+    `goldens.engines` group) is called with one EngineContext and returns an Engine.
+
+    `source` is the golden model's resolved tokenizer directory and chat template (what the
+    goldens were rendered from); `url` is the `--url NAME=URL` given for this engine, if any;
+    `served_model` the `--served-model` name for this golden model; `headers` the `--header`
+    values plus the API key's Authorization header (secrets: never print them)."""
+
+    name: str  # the engine name it is registered under; the engine's `name` must equal it
+    model: str  # the golden model, e.g. "qwen3"
+    source: Source
+    date: _dt.date  # what strftime_now returns in the goldens' templates
+    url: str | None = None
+    served_model: str | None = None
+    headers: dict[str, str] = field(default_factory=dict, repr=False)
+    jobs: int = 8  # requests goldens keeps in flight
+
+
+class PromptCount:
+    """Count-level evidence: how many prompt tokens the engine evaluated, not which ones.
+
+    Some servers report only a number (OpenAI-style usage.prompt_tokens, Ollama's
+    prompt_eval_count). Replay compares it with the golden's length and marks the verdict as
+    count-only. It is deliberately not a list: anything that needs the ids themselves (a ledger
+    entry, a prefix check) gets an EngineError saying so when it tries to read them."""
+
+    def __init__(self, tokens: int, where: str, field: str):
+        self.tokens = tokens
+        self.where = where  # "<engine> at <url><path>", for messages
+        self.field = field  # where the number came from: "usage.prompt_tokens"
+
+    def __iter__(self):
+        raise EngineError(f"{self.where} returns only a prompt token count ({self.field} "
+                          f"{self.tokens}), not token ids; this needs an engine that returns ids")
+
+    def __repr__(self) -> str:
+        return f"PromptCount({self.tokens}, {self.field})"
 
 
 class EngineError(GoldensError):

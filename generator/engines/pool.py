@@ -12,8 +12,10 @@ import contextlib
 import datetime as _dt
 from collections.abc import Callable
 
-from generator.config.models import ENGINE_NAMES, ModelSpec
-from generator.engines import Engine
+from generator.config import engine_registry
+from generator.config.models import ModelSpec
+from generator.engines import Engine, EngineContext
+from generator.engines.remote import Connection, only_model
 from generator.errors import GoldensError
 from generator.sources.source import Source
 
@@ -37,10 +39,11 @@ class EnginePool:
     """Opens engines on demand and owns the servers it started (a context manager)."""
 
     def __init__(self, date: _dt.date, urls: dict[str, str] | None = None,
-                 on_start: Callable[[str], None] | None = None):
+                 on_start: Callable[[str], None] | None = None, connection: Connection | None = None):
         self.date = date
         self.urls = {name: check_url(name, url) for name, url in (urls or {}).items()}
         self.on_start = on_start or (lambda message: None)
+        self.connection = connection or Connection()
         self._servers: dict[tuple[str, str], object] = {}
         self._stack = contextlib.ExitStack()
 
@@ -61,8 +64,11 @@ class EnginePool:
             server.stop()
 
     def engine(self, name: str, model: ModelSpec, source: Source) -> Engine:
-        if name not in ENGINE_NAMES:
-            raise GoldensError(f"unknown engine {name!r} (known: {', '.join(ENGINE_NAMES)})")
+        info = engine_registry.lookup(name)
+        if name in ("openai", "ollama"):
+            return self._remote(name, model)
+        if info.entry_point is not None:
+            return self._plugin(info, model, source)
         if name == "transformers":
             from generator.engines.transformers import TransformersEngine
 
@@ -96,6 +102,51 @@ class EnginePool:
             return VllmEngine(self.urls["vllm"], self._served_model(self.urls["vllm"]))
         url, served = self._vllm(model, source)
         return VllmEngine(url, served)
+
+    def _remote(self, name: str, model: ModelSpec) -> Engine:
+        """A server the user runs (openai, ollama): --url is required, the served model name is
+        --served-model's or, failing that, the one model the server lists."""
+        if name not in self.urls:
+            raise GoldensError(f"{name}: give the server with --url {name}=URL (goldens does not start one)")
+        if name == "openai":
+            from generator.engines.openai import OpenAIEngine as engine_class
+        else:
+            from generator.engines.ollama import OllamaEngine as engine_class
+
+        served = self.connection.served.get(model.name)
+        engine = engine_class(self.urls[name], served or "", self.connection)
+        self._stack.callback(engine.close)
+        if not served:
+            engine.served_model = only_model(f"{name} at {self.urls[name]}", engine.models(), model.name)
+        return engine
+
+    def _plugin(self, info: engine_registry.EngineInfo, model: ModelSpec, source: Source) -> Engine:
+        """An engine another package registers: its entry point is called with an EngineContext."""
+        where = f"engine {info.name!r} ({info.summary} from {info.origin})"
+        try:
+            factory = info.entry_point.load()
+        except Exception as error:  # noqa: BLE001 - a plugin's import may raise anything: one line
+            raise GoldensError(f"{where}: cannot load: {type(error).__name__}: "
+                               f"{self.connection.redact(str(error))}") from None
+        context = EngineContext(
+            name=info.name, model=model.name, source=source, date=self.date,
+            url=self.urls.get(info.name), served_model=self.connection.served.get(model.name),
+            headers=self.connection.all_headers(), jobs=self.connection.jobs,
+        )
+        try:
+            engine = factory(context)
+        except GoldensError:
+            raise
+        except Exception as error:  # noqa: BLE001 - so may its constructor
+            raise GoldensError(f"{where}: failed to start: {type(error).__name__}: "
+                               f"{self.connection.redact(str(error))}") from None
+        if not isinstance(engine, Engine) or engine.name != info.name:
+            raise GoldensError(f"{where}: returned {type(engine).__name__} named "
+                               f"{getattr(engine, 'name', None)!r}, not an Engine named {info.name!r}")
+        close = getattr(engine, "close", None)
+        if callable(close):
+            self._stack.callback(close)
+        return engine
 
     def _llama_server(self, model: ModelSpec, source: Source) -> str:
         key = ("llama-server", model.name)

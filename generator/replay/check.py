@@ -11,36 +11,42 @@ from collections.abc import Callable
 from pathlib import Path
 
 from generator import reference
+from generator.config import engine_registry
 from generator.config.cases import model_cases
-from generator.config.models import ENGINE_NAMES, Config
+from generator.config.models import Config
 from generator.engines.pool import EnginePool
+from generator.engines.remote import Connection
 from generator.errors import GoldensError
+from generator.replay import report
 from generator.replay.judge import Outcome, load_goldens, replay
 from generator.sources.source import resolve
 
 
 def plan(config: Config, engines: tuple[str, ...], models: tuple[str, ...]) -> list[tuple[str, list[str]]]:
-    """(model, engines to replay it through) for the selection; unknown names are errors."""
-    for name in engines:
-        if name not in ENGINE_NAMES:
-            raise GoldensError(f"unknown engine {name!r} (known: {', '.join(ENGINE_NAMES)})")
+    """(model, engines to replay it through) for the selection; unknown names are errors. An
+    engine that serves any model (openai, ollama, a plugin) also applies to each model named
+    explicitly, whether or not models.yaml lists it there."""
+    anywhere = [name for name in engines if engine_registry.lookup(name).any_model]
     out = []
     for model in config.select(models):
         chosen = [e for e in model.engines if not engines or e in engines]
+        chosen += [e for e in anywhere if models and e not in chosen]
         if chosen:
             out.append((model.name, chosen))
     if not out:
-        raise GoldensError("nothing to check: no selected model lists the selected engine(s) in models.yaml")
+        hint = f" ({', '.join(anywhere)} serves any model: name it with --model)" if anywhere else ""
+        raise GoldensError(f"nothing to check: no selected model lists the selected engine(s) in models.yaml{hint}")
     return out
 
 
 def run(config: Config, root: Path, engines: tuple[str, ...] = (), models: tuple[str, ...] = (),
         urls: dict[str, str] | None = None, jobs: int = 8,
         advance: Callable[[str], None] | None = None,
-        note: Callable[[str], None] | None = None) -> list[Outcome]:
+        note: Callable[[str], None] | None = None,
+        connection: Connection | None = None) -> list[Outcome]:
     work = plan(config, engines, models)
     outcomes: list[Outcome] = []
-    with EnginePool(config.date, urls, on_start=note) as pool:
+    with EnginePool(config.date, urls, on_start=note, connection=connection) as pool:
         for model_name, engine_names in work:
             model = config.models[model_name]
             source = resolve(model, config)
@@ -63,6 +69,4 @@ def exit_code(outcomes: list[Outcome]) -> int:
 
 
 def summary(outcomes: list[Outcome]) -> str:
-    counts = {s: sum(1 for o in outcomes if o.status == s) for s in ("match", "known", "drift", "error")}
-    return (f"{len(outcomes)} checked: {counts['match']} match, {counts['known']} known divergence, "
-            f"{counts['drift']} drift, {counts['error']} error")
+    return report.summary_line(outcomes)

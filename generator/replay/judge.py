@@ -2,7 +2,9 @@
 
 An Outcome is one of: `match` (the golden's ids, or the golden's refusal), `known` (exactly the
 reviewed ledger entry), `drift` (anything else, with the report), or `error` (the engine could
-not answer). Requests go out concurrently: the engines share keep-alive HTTP clients, so a
+not answer); and for an engine that reports only how many prompt tokens it evaluated, `count`
+(the golden's length; the ids themselves were never seen). Every outcome judged from a count
+has level "count", so reports can mark it: equal lengths are not called a match. Requests go out concurrently: the engines share keep-alive HTTP clients, so a
 thread pool is enough to keep a server busy.
 """
 
@@ -14,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from generator.engines import Engine, EngineError, Refused
+from generator.engines import Engine, EngineError, PromptCount, Refused
 from generator.errors import GoldensError
 from generator.goldens import golden_file
 from generator.replay import ledger
@@ -25,14 +27,15 @@ from generator.replay.divergence import Divergence, diverge, format_divergence
 class Outcome:
     case: str
     engine: str
-    status: str  # "match" | "known" | "drift" | "error"
+    status: str  # "match" | "known" | "drift" | "error" | "count" (lengths equal, ids unseen)
     detail: str = ""
     divergence: Divergence | None = None
     reason: str | None = None  # the ledger's, for "known"
+    level: str = "ids"  # "ids", or "count" when judged from a prompt token count alone
 
     @property
     def ok(self) -> bool:
-        return self.status in ("match", "known")
+        return self.status in ("match", "known", "count")
 
 
 def judge(engine: Engine, item: golden_file.Golden, root: Path,
@@ -49,6 +52,8 @@ def judge(engine: Engine, item: golden_file.Golden, root: Path,
         return Outcome(item.case, engine.name, "drift", f"engine refused: {refusal}")
     except EngineError as error:
         return Outcome(item.case, engine.name, "error", str(error))
+    if isinstance(actual, PromptCount):
+        return judge_count(engine.name, item, entry, actual)
     if item.outcome == "error":
         return Outcome(item.case, engine.name, "drift",
                        f"the reference refused ({item.error}) but {engine.name} rendered {len(actual)} tokens")
@@ -74,6 +79,41 @@ def judge(engine: Engine, item: golden_file.Golden, root: Path,
         return Outcome(item.case, engine.name, "match")
     return Outcome(item.case, engine.name, "drift", format_divergence(div, "reference", engine.name),
                    divergence=div)
+
+
+def judge_count(engine: str, item: golden_file.Golden, entry: ledger.Entry | None,
+                count: PromptCount) -> Outcome:
+    """Judge a prompt token count against the golden's length (or the ledger entry's): the
+    only verdicts are "count" (equal), "known" and "drift", each with level "count"."""
+    n = count.tokens
+
+    def outcome(status: str, detail: str, reason: str | None = None) -> Outcome:
+        return Outcome(item.case, engine, status, detail, reason=reason, level="count")
+
+    if item.outcome == "error":
+        return outcome("drift", f"count only: the reference refused ({item.error}) but {engine} "
+                                f"evaluated {n} prompt tokens")
+    if entry is not None and entry.refused is not None:
+        return outcome("drift", f"count only: {engine} now evaluates {n} prompt tokens; the ledger "
+                                f"entry {entry.path.name} recorded a refusal (was: {entry.reason})")
+    if entry is not None:
+        if n == len(entry.ids):
+            return outcome("known", entry.reason, reason=entry.reason)
+        if n == len(item.ids):
+            return outcome("drift", f"count only: {engine} now has the golden's length ({n} tokens); "
+                                    f"the ledger entry {entry.path.name} may be stale (was: {entry.reason})")
+        return outcome("drift", f"count only: {count.field} {n}, {_longer(n, len(entry.ids))} than the "
+                                f"ledger entry's {len(entry.ids)} (the golden has {len(item.ids)})")
+    if n == len(item.ids):
+        return outcome("count", f"count only: {count.field} {n}, the golden's length (the ids were not returned)")
+    return outcome("drift", f"count only: {count.field} {n}, {_longer(n, len(item.ids))} than the "
+                            f"golden's {len(item.ids)}")
+
+
+def _longer(n: int, expected: int) -> str:
+    """'9 tokens shorter', '1 token longer'."""
+    difference = abs(n - expected)
+    return f"{difference} token{'s' if difference != 1 else ''} {'longer' if n > expected else 'shorter'}"
 
 
 def replay(engine: Engine, goldens: Iterable[golden_file.Golden], root: Path, jobs: int = 8,

@@ -36,7 +36,8 @@ from generator import markdown as md
 from generator.errors import GoldensError
 from generator.replay.judge import Outcome
 
-STATUSES = ("match", "known", "drift", "error")
+STATUSES = ("match", "known", "drift", "error", "count")
+COUNT_ONLY = " (count only)"  # marks every verdict judged from a prompt token count alone
 DETAILS_LIMIT = 25  # full reports in the Markdown; a PR comment has a size limit
 ROW_LIMIT = 100  # rows of the needs-a-look table
 CELL_LIMIT = 160
@@ -62,6 +63,7 @@ KINDS = (
     Kind("ledger-moved", "reviewed divergence moved", "DRIFT", False, "red"),
     Kind("ledger-fixed", "fixed upstream, ledger entry stale", "DRIFT", False, "yellow"),
     Kind("known", "known divergence", "known", True),
+    Kind("count", "length matches" + COUNT_ONLY, "count", True),
     Kind("match", "match", "ok", True),
 )
 _KIND = {kind.key: kind for kind in KINDS}
@@ -99,9 +101,10 @@ def verdict(outcomes: Sequence[Outcome]) -> str:
 
 def summary_line(outcomes: Sequence[Outcome]) -> str:
     n = counts(outcomes)
-    extra = "".join(f", {count} {status}" for status, count in n.items() if status not in STATUSES)
-    return (f"{len(outcomes)} checked: {n['match']} match, {n['known']} known divergence, "
-            f"{n['drift']} drift, {n['error']} error{extra}")
+    line = (f"{len(outcomes)} checked: {n['match']} match, {n['known']} known divergence, "
+            f"{n['drift']} drift, {n['error']} error")
+    line += f", {n['count']} length only (count only, ids not seen)" if n["count"] else ""
+    return line + "".join(f", {count} {status}" for status, count in n.items() if status not in STATUSES)
 
 
 def kind(outcome: Outcome) -> Kind:
@@ -128,7 +131,7 @@ def headline(outcome: Outcome) -> str:
     label = kind(outcome).label
     if outcome.divergence is not None:
         return f"{label} at token {outcome.divergence.index}"
-    return label
+    return label + (COUNT_ONLY if outcome.level == "count" and outcome.status != "count" else "")
 
 
 def _xml_safe(text: str) -> str:
@@ -169,6 +172,9 @@ def junit_xml(outcomes: Sequence[Outcome], elapsed: float = 0.0,
         })
         properties = ET.SubElement(suite, "properties")
         ET.SubElement(properties, "property", {"name": "engine", "value": _xml_safe(engine)})
+        count_only = sum(1 for o in items if o.level == "count")
+        if count_only:  # judged from prompt token counts: these verdicts never saw the ids
+            ET.SubElement(properties, "property", {"name": "count_only", "value": str(count_only)})
         known = []
         for outcome in items:
             model, stem = split_case(outcome.case)
@@ -186,7 +192,9 @@ def junit_xml(outcomes: Sequence[Outcome], elapsed: float = 0.0,
                 })
                 error.text = _xml_safe(f"{outcome.case} [{engine}]\n{outcome.detail}")
             elif outcome.status == "known":
-                known.append(f"{outcome.case} [{engine}]: known divergence: {outcome.reason or outcome.detail}")
+                known.append(f"{outcome.case} [{engine}]: {headline(outcome)}: {outcome.reason or outcome.detail}")
+            elif outcome.status == "count":
+                known.append(f"{outcome.case} [{engine}]: {headline(outcome)}: {outcome.detail}")
         ET.SubElement(suite, "system-out").text = _xml_safe("\n".join(known)) if known else None
         ET.SubElement(suite, "system-err")
     ET.indent(root, space="  ")
@@ -244,8 +252,13 @@ def cell(outcome: Outcome) -> str:
     (its first divergence is in the table above)."""
     if outcome.status == "match":
         return "ok"
+    if outcome.status == "count":
+        return headline(outcome)
     if outcome.status == "known":
-        return f"known divergence: {_text(outcome.reason or outcome.detail)}"
+        marker = COUNT_ONLY if outcome.level == "count" else ""
+        return f"known divergence{marker}: {_text(outcome.reason or outcome.detail)}"
+    if outcome.status == "count":
+        return headline(outcome)
     return f"**{headline(outcome)}**"
 
 

@@ -1,0 +1,169 @@
+"""Engines from other packages: README's example engine, pip-installed into a fresh venv, is
+listed by `goldens engines` with its package and replayed by `goldens check`; broken and
+clashing registrations are reported in one line, never picked silently.
+
+The venv reaches goldens' dependencies through a .pth file naming this interpreter's
+site-packages, and this worktree's `generator` through PYTHONPATH. The package is a wheel built
+here from README's pyproject.toml (its name, version and entry points) and module, because a
+build backend would have to be downloaded (setuptools 65 needs `wheel` for bdist_wheel); pip
+installs it with no index, so nothing is downloaded.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import os
+import re
+import subprocess
+import sys
+import sysconfig
+import tomllib
+import zipfile
+from pathlib import Path
+
+import pytest
+from conftest import GOLDENS, ROOT
+
+from generator.config import engine_registry
+
+EXTRA = '''
+from generator.engines import Ids
+
+
+class Misnamed:
+    name = "something-else"
+
+    def __init__(self, context):
+        pass
+
+    def ids(self, request):
+        return Ids([])
+
+
+def failing(context):
+    raise RuntimeError("no licence server at " + str(context.url))
+'''
+
+
+def readme_example(name: str) -> str:
+    """The code block README shows right after `<!-- example engine: NAME -->`."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    match = re.search(rf"<!-- example engine: {re.escape(name)} -->\n```\w+\n(.*?)\n```", text, re.DOTALL)
+    assert match, f"README has no example block for {name}"
+    return match.group(1) + "\n"
+
+
+def build_wheel(directory: Path, pyproject: dict, modules: dict[str, str]) -> Path:
+    """A pure-Python wheel (PEP 427) of `modules` with the pyproject's name, version and entry points."""
+    project = pyproject["project"]
+    name, version = project["name"], project["version"]
+    stem = f"{name.replace('-', '_')}-{version}"
+    info = f"{stem}.dist-info"
+    groups = project.get("entry-points", {})
+    files = {**modules,
+             f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
+             f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: goldens-tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+             f"{info}/entry_points.txt": "".join(
+                 f"[{group}]\n" + "".join(f"{key} = {value}\n" for key, value in entries.items())
+                 for group, entries in groups.items())}
+    record = []
+    for path, text in files.items():
+        digest = base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b"=").decode()
+        record.append(f"{path},sha256={digest},{len(text.encode())}")
+    files[f"{info}/RECORD"] = "\n".join(record + [f"{info}/RECORD,,"]) + "\n"
+    wheel = directory / f"{stem}-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as archive:
+        for path, text in files.items():
+            archive.writestr(path, text)
+    return wheel
+
+
+@pytest.fixture(scope="module")
+def venv(tmp_path_factory) -> Path:
+    """A fresh venv with README's example package (plus test-only broken entries) installed."""
+    root = tmp_path_factory.mktemp("plugin")
+    pyproject = tomllib.loads(readme_example("pyproject.toml"))
+    pyproject["project"]["entry-points"]["goldens.engines"].update({
+        "broken": "my_engines.missing:Nope",
+        "vllm": "my_engines.engine:InHouseRenderer",
+        "misnamed": "my_engines.extra:Misnamed",
+        "failing": "my_engines.extra:failing",
+        "Bad_Name": "my_engines.extra:Misnamed",
+    })
+    wheel = build_wheel(root, pyproject, {
+        "my_engines/__init__.py": "",
+        "my_engines/engine.py": readme_example("my_engines/engine.py"),
+        "my_engines/extra.py": EXTRA,
+    })
+    env = root / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(env)], check=True, capture_output=True)
+    python = env / "bin" / "python"
+    purelib = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                             check=True, capture_output=True, text=True).stdout.strip()
+    (Path(purelib) / "goldens-deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    install = subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--no-index", "--no-deps", str(wheel)],
+                             capture_output=True, text=True, check=False)
+    assert install.returncode == 0, install.stderr
+    return python
+
+
+def goldens(python: Path, *args, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "CI": "1"}
+    return subprocess.run([str(python), "-m", "generator.cli", *map(str, args)], capture_output=True,
+                          text=True, env=env, cwd=cwd, timeout=300, check=False)
+
+
+def test_engines_lists_the_plugin_with_its_package(venv):
+    result = goldens(venv, "engines")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert [line.split()[0] for line in lines[:8]] == [info.name for info in engine_registry.BUILT_IN]
+    by_name = {line.split()[0]: line for line in lines[8:]}
+    assert re.fullmatch(r"in-house +my-engines 0\.1\.0 +my_engines\.engine:InHouseRenderer", by_name["in-house"])
+    assert by_name["vllm"].endswith("my_engines.engine:InHouseRenderer [not usable: the name is a built-in engine's]")
+    assert by_name["Bad_Name"].endswith("[not usable: an engine name is lowercase letters, digits, '.', '_' and '-']")
+    assert "not usable" not in by_name["broken"]  # its import fails only when it is used
+
+
+def test_the_plugin_is_replayed_like_any_engine(venv, tmp_path):
+    result = goldens(venv, "check", "--config", ROOT / "models.yaml", "--goldens", GOLDENS,
+                     "--engine", "in-house", "--model", "qwen3", "--junit", tmp_path / "out.xml",
+                     "--report", tmp_path / "out.md")
+    assert result.returncode == 0, (result.stdout, result.stderr)
+    assert result.stdout.splitlines()[-1] == "28 checked: 28 match, 0 known divergence, 0 drift, 0 error"
+    assert 'name="goldens.in-house"' in (tmp_path / "out.xml").read_text()
+
+
+def test_models_yaml_may_list_a_plugin_engine(venv, tmp_path):
+    (tmp_path / "models.yaml").write_text(
+        "models:\n  qwen3:\n    tokenizer: {pack: \"npm:qwen3\"}\n"
+        "    shapes: [plain, tools, prefill]\n    engines: [in-house]\n")
+    result = goldens(venv, "check", "--config", tmp_path / "models.yaml", "--goldens", GOLDENS)
+    assert result.returncode == 0, (result.stdout, result.stderr)
+    assert result.stdout.splitlines()[-1] == "3 checked: 3 match, 0 known divergence, 0 drift, 0 error"
+    # the same file where the plugin is not installed: one line naming the engine
+    here = subprocess.run([sys.executable, "-m", "generator.cli", "check", "--config", str(tmp_path / "models.yaml")],
+                          capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, check=False)
+    assert here.returncode == 2
+    assert here.stderr.splitlines() == [
+        ("goldens: error: models.yaml: models.qwen3.engines[0]: unknown engine 'in-house' (known: transformers, "
+        "llama-server, client-completion, vllm, minijinja, mistral-common, openai, ollama)")]
+
+
+@pytest.mark.parametrize("engine, message", [
+    ("broken", ("goldens: error: engine 'broken' (my_engines.missing:Nope from my-engines 0.1.0): cannot load: "
+               "ModuleNotFoundError: No module named 'my_engines.missing'")),
+    ("misnamed", ("goldens: error: engine 'misnamed' (my_engines.extra:Misnamed from my-engines 0.1.0): returned "
+                 "Misnamed named 'something-else', not an Engine named 'misnamed'")),
+    ("failing", ("goldens: error: engine 'failing' (my_engines.extra:failing from my-engines 0.1.0): failed to "
+                "start: RuntimeError: no licence server at None")),
+    ("Bad_Name", ("goldens: error: engine 'Bad_Name' from my-engines 0.1.0 cannot be used: an engine name is "
+                 "lowercase letters, digits, '.', '_' and '-'")),
+])
+def test_a_broken_plugin_is_one_line_exit_2(venv, tmp_path, engine, message):
+    result = goldens(venv, "check", "--config", ROOT / "models.yaml", "--goldens", GOLDENS,
+                     "--engine", engine, "--model", "qwen3", "--report", tmp_path / "out.md")
+    assert result.returncode == 2, (result.stdout, result.stderr)
+    assert result.stderr.splitlines() == [message]
+    assert not (tmp_path / "out.md").exists()
