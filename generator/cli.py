@@ -113,6 +113,8 @@ def list_models(config_path: Path, do_resolve: bool) -> None:
         click.echo(f"  shapes:    {', '.join(model.shapes)}")
         click.echo(f"  variants:  {variants}")
         click.echo(f"  engines:   {', '.join(model.engines)}")
+        if model.processor is not None:
+            click.echo(f"  processor: {model.processor.origin}")
         for key, value in sorted(model.pins.items()):
             click.echo(f"  pin {key}: {value}")
         if do_resolve:

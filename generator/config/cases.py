@@ -11,6 +11,11 @@ from typing import Any
 
 from generator.config import shapes
 from generator.config.models import Config, ModelSpec
+from generator.config.request import carries_media
+
+# What a golden's ids are: the chat template's tokens (media as the one placeholder the template
+# writes), or the processor's expanded ids the model's forward pass gets (media parts carry data).
+TEMPLATE_VIEW, EXPANDED_VIEW = "template", "expanded"
 
 
 @dataclass(frozen=True)
@@ -23,6 +28,10 @@ class Case:
     @property
     def id(self) -> str:
         return f"{self.model}/{self.stem}"
+
+    @property
+    def view(self) -> str:
+        return EXPANDED_VIEW if carries_media(self.request) else TEMPLATE_VIEW
 
     @property
     def stem(self) -> str:
