@@ -14,7 +14,7 @@ from pathlib import Path
 
 import click
 
-from generator.config.cases import model_cases
+from generator.config.cases import model_cases, replays
 from generator.errors import GoldensError
 
 CONFIG_OPTION = click.option(
@@ -185,7 +185,7 @@ def check(config_path: Path, engines: tuple[str, ...], model_names: tuple[str, .
     work = checking.plan(config, engines, model_names)
     report.check_destination(junit_path, report_path)
     _probe(url_map)
-    total = sum(len(model_cases(config.models[m])) * len(e) for m, e in work)
+    total = sum(1 for m, names in work for c in model_cases(config.models[m]) for e in names if replays(c, e))
     started = time.monotonic()
     with report.claim(junit_path, report_path), progress_bar(total, "replaying") as advance:
         outcomes = checking.run(config, root, engines, model_names, url_map, jobs, advance=advance,

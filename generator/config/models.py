@@ -27,6 +27,9 @@ ENGINE_NAMES = (
     "minijinja",
     "mistral-common",
 )
+# Engines that take media data with a request; the others (a template renderer, a client that
+# posts a string) only ever see the template view, so expanded-view cases skip them.
+MEDIA_ENGINES = ("transformers", "llama-server", "vllm")
 VARIANT_NAME = re.compile(r"^[a-z0-9][a-z0-9-]*$")
 SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
