@@ -159,3 +159,98 @@ def test_a_changed_image_seq_length_is_drift_at_the_first_image_token(tmp_path):
         assert "drift at token 5 (271 vs 79 tokens)" in report[:200], report[:400]
         assert "'<image_soft_token>' repeated 256 times in reference, 64 in transformers" in report[:300]
     assert "16 match, 0 known divergence, 2 drift, 0 error" in output, output
+
+
+# ------------------------------------------------------------------ llama-server with a projector
+
+def _processor(image_seq_length: int):
+    """gemma3's processor settings from models.yaml, image_seq_length changed."""
+    from generator.config.models import ProcessorSpec
+
+    spec = CONFIG.models["gemma3"].processor
+    return ProcessorSpec(
+        origin=spec.origin,
+        processor_config={**spec.processor_config, "image_seq_length": image_seq_length},
+        preprocessor_config={**spec.preprocessor_config, "image_seq_length": image_seq_length},
+    )
+
+
+@pytest.fixture(scope="module")
+def gemma3_text_gguf():
+    from generator.servers.tiny_gguf import tiny_gguf
+    from generator.servers.tiny_mmproj import vocab_with_added
+
+    source = source_of("gemma3")
+    return tiny_gguf("gemma3", source.tokenizer_dir, source.template,
+                     vocab_size=vocab_with_added(source.tokenizer_dir))
+
+
+@pytest.fixture(scope="module")
+def fewer_tokens_server(gemma3_text_gguf):
+    """llama-server on the managed gemma3 text GGUF with a projector built for 64 tokens."""
+    from generator.servers.llama_cpp import LlamaServer
+    from generator.servers.tiny_gguf import N_EMBD
+    from generator.servers.tiny_mmproj import tiny_mmproj
+
+    mmproj = tiny_mmproj("gemma3", _processor(64), N_EMBD)
+    with LlamaServer(gemma3_text_gguf, extra_args=["--mmproj", str(mmproj)]) as server:
+        yield server
+
+
+def test_the_mmproj_carries_the_converters_keys():
+    import gguf
+
+    from generator.servers.tiny_gguf import N_EMBD
+    from generator.servers.tiny_mmproj import tiny_mmproj
+
+    def fields(path):
+        reader = gguf.GGUFReader(str(path))
+        return {key: field.contents() for key, field in reader.fields.items() if key.startswith("clip.")}, \
+            {tensor.name for tensor in reader.tensors}
+
+    committed, tensors = fields(tiny_mmproj("gemma3", CONFIG.models["gemma3"].processor, N_EMBD))
+    assert committed["clip.projector_type"] == "gemma3"
+    assert (committed["clip.vision.image_size"], committed["clip.vision.patch_size"]) == (896, 14)
+    assert committed["clip.vision.projection_dim"] == N_EMBD
+    assert "clip.vision.projector.scale_factor" not in committed  # 896/14/4 = 16 per side: the default
+    assert {"mm.input_projection.weight", "mm.soft_emb_norm.weight", "v.patch_embd.weight"} <= tensors
+    fewer, _ = fields(tiny_mmproj("gemma3", _processor(64), N_EMBD))
+    assert fewer["clip.vision.projector.scale_factor"] == 8  # 896/14/8 = 8 per side: 64 tokens
+
+
+def test_an_image_seq_length_that_does_not_tile_the_image_is_an_error():
+    from generator.errors import GoldensError
+    from generator.servers.tiny_mmproj import tiny_mmproj
+
+    with pytest.raises(GoldensError, match="image_seq_length 200 does not fit a 896px image"):
+        tiny_mmproj("gemma3", _processor(200), 64)
+
+
+def test_llama_server_with_a_changed_projector_drifts_at_the_first_image_token(fewer_tokens_server):
+    """The same server build and text model, a projector made for 64 tokens: the replay moves
+    from its reviewed ledger entry at token 4 + 1, the first image position."""
+    from generator.engines.llama_server import MTMD_FRAMING, LlamaServerEngine
+    from generator.replay.judge import judge
+
+    engine = LlamaServerEngine(fewer_tokens_server.url, media=MTMD_FRAMING["gemma3"])
+    item = golden_file.read(golden_file.golden_path(GOLDENS, "gemma3/image-expanded"))
+    outcome = judge(engine, item, GOLDENS)
+    assert outcome.status == "drift", outcome.detail
+    assert outcome.divergence.index == 5
+    assert outcome.detail.startswith("moved from its ledger entry: drift at token 5 (270 vs 78 tokens)")
+    assert "'<image_soft_token>' repeated 256 times in ledger, 64 in llama-server" in outcome.detail
+
+
+def test_a_framing_the_server_does_not_use_is_an_error_not_a_guess(fewer_tokens_server):
+    from generator.engines import EngineError
+    from generator.engines.llama_server import LlamaServerEngine
+
+    wrong = LlamaServerEngine(fewer_tokens_server.url,
+                              media=("<start_of_turn>", "<end_of_image>", "<image_soft_token>"))
+    with pytest.raises(EngineError, match=r"evaluated 78 positions with text .*needs review"):
+        wrong.ids(shapes.build("image-expanded", {}))
+    with pytest.raises(EngineError, match="no image framing known"):
+        LlamaServerEngine(fewer_tokens_server.url).ids(shapes.build("image-expanded", {}))
+    with pytest.raises(EngineError, match="is not one token"):
+        LlamaServerEngine(fewer_tokens_server.url, media=("<start_of_image>", "<end_of_image>", "two words")
+                          ).ids(shapes.build("image-expanded", {}))
