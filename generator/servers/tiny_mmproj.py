@@ -16,15 +16,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import tempfile
 from pathlib import Path
 
 import numpy as np
 
 from generator.config.models import ProcessorSpec
 from generator.errors import GoldensError
-from generator.files import cache_dir, file_lock
+from generator.files import build_once, cache_dir
 
 WRITER_VERSION = 1
 PROJECTORS = {"Gemma3Processor": "gemma3"}
@@ -73,21 +71,16 @@ def tiny_mmproj(name: str, spec: ProcessorSpec, n_embd_text: int) -> Path:
     digest = hashlib.sha256(inputs.encode()).hexdigest()
     out_dir = cache_dir() / "tiny"
     out_dir.mkdir(parents=True, exist_ok=True)
-    target = out_dir / f"mmproj-{name}-{digest[:16]}.gguf"
-    if target.exists():
-        return target
+    seed = int(digest[:8], 16)
+    return build_once(out_dir / f"mmproj-{name}-{digest[:16]}.gguf",
+                      lambda path: _write_gemma3(path, name, spec, geometry, n_embd_text, seed))
     with file_lock(out_dir / f".{target.name}.lock"):
         if target.exists():
             return target
-        fd, tmp_name = tempfile.mkstemp(dir=out_dir, prefix=f".mmproj-{name}-", suffix=".gguf.tmp")
-        os.close(fd)
-        tmp = Path(tmp_name)
-        try:
-            _write_gemma3(tmp, name, spec, geometry, n_embd_text, seed=int(digest[:8], 16))
-            os.chmod(tmp, 0o644)
-            os.replace(tmp, target)
-        finally:
-            tmp.unlink(missing_ok=True)
+        with tempfile.TemporaryDirectory(dir=out_dir) as tmp:  # GGUFWriter wants a path
+            built = Path(tmp) / target.name
+            _write_gemma3(built, name, spec, geometry, n_embd_text, seed=int(digest[:8], 16))
+            atomic_write(target, built.read_bytes())
     return target
 
 
