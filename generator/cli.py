@@ -85,7 +85,7 @@ def render(config_path: Path, model_name: str, request_file) -> None:
     request = parse_request(request_file.read(), getattr(request_file, "name", "request"))
     source = resolve(model, config)
     request["chat_template_kwargs"] = {**model.kwargs, **request.get("chat_template_kwargs", {})}
-    result = reference.render(reference.load_tokenizer(source.tokenizer_dir), source.template, request, config.date)
+    result = reference.render_request(source, request, config.date)  # expanded when it carries images
     if result.error is not None:
         raise GoldensError(f"{model_name}: the template refused this request: {result.error}")
     click.echo(json.dumps({"ids": result.ids, "pieces": result.pieces, "prompt": result.prompt},

@@ -8,6 +8,7 @@ in `goldens check` as drift at the first image token.
 from __future__ import annotations
 
 import base64
+import json
 import hashlib
 import io
 import shutil
@@ -254,3 +255,41 @@ def test_a_framing_the_server_does_not_use_is_an_error_not_a_guess(fewer_tokens_
     with pytest.raises(EngineError, match="is not one token"):
         LlamaServerEngine(fewer_tokens_server.url, media=("<start_of_image>", "<end_of_image>", "two words")
                           ).ids(shapes.build("image-expanded", {}))
+
+
+def test_render_command_expands_an_image_request(tmp_path):
+    body = tmp_path / "body.json"
+    body.write_text(json.dumps(shapes.build("image-expanded", {})), encoding="utf-8")
+    result = CliRunner().invoke(main, ["render", "--config", str(ROOT / "models.yaml"), "--model", "gemma3",
+                                       "--request", str(body)])
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)
+    assert len(out["ids"]) == 271 and out["ids"].count(SOFT) == 256
+    refused = CliRunner().invoke(main, ["render", "--config", str(ROOT / "models.yaml"), "--model", "qwen3",
+                                        "--request", str(body)])
+    assert refused.exit_code == 2
+    assert "qwen3 has no `processor` settings" in refused.stderr
+
+
+def test_build_once_builds_a_cached_file_once_and_leaves_nothing_on_failure(tmp_path):
+    from generator.files import build_once
+
+    calls = []
+
+    def build(path):
+        calls.append(path)
+        path.write_bytes(b"artifact")
+
+    target = tmp_path / "cache" / "thing.bin"
+    target.parent.mkdir()
+    assert build_once(target, build) == target and target.read_bytes() == b"artifact"
+    assert build_once(target, build) == target and len(calls) == 1
+
+    def broken(path):
+        path.write_bytes(b"half")
+        raise RuntimeError("writer crashed")
+
+    other = tmp_path / "cache" / "other.bin"
+    with pytest.raises(RuntimeError, match="writer crashed"):
+        build_once(other, broken)
+    assert sorted(p.name for p in other.parent.iterdir()) == [".other.bin.lock", ".thing.bin.lock", "thing.bin"]
