@@ -293,3 +293,19 @@ def test_build_once_builds_a_cached_file_once_and_leaves_nothing_on_failure(tmp_
     with pytest.raises(RuntimeError, match="writer crashed"):
         build_once(other, broken)
     assert sorted(p.name for p in other.parent.iterdir()) == [".other.bin.lock", ".thing.bin.lock", "thing.bin"]
+
+
+def test_goldens_check_against_a_server_with_a_changed_projector(fewer_tokens_server, tmp_path):
+    """The gate as a user runs it, --url at a llama-server whose projector gives 64 positions:
+    exit 1, both image goldens drift at their first image token, everything else still holds."""
+    goldens = tmp_path / "goldens"
+    shutil.copytree(GOLDENS / "gemma3", goldens / "gemma3")
+    result = CliRunner().invoke(main, [
+        "check", "--config", str(ROOT / "models.yaml"), "--goldens", str(goldens), "--model", "gemma3",
+        "--engine", "llama-server", "--url", f"llama-server={fewer_tokens_server.url}", "--jobs", "2",
+    ])
+    assert result.exit_code == 1, result.output
+    for case in ("gemma3/image-expanded", "gemma3/image-expanded-wide"):
+        assert f"DRIFT {case} [llama-server]: moved from its ledger entry: drift at token 5 (270 vs 78 tokens)" \
+            in result.stdout, result.stdout
+    assert "18 checked: 14 match, 2 known divergence, 2 drift, 0 error" in result.stdout, result.stdout
