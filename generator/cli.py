@@ -14,7 +14,7 @@ from pathlib import Path
 
 import click
 
-from generator.config.cases import model_cases
+from generator.config.cases import model_cases, replays
 from generator.errors import GoldensError
 
 CONFIG_OPTION = click.option(
@@ -85,7 +85,7 @@ def render(config_path: Path, model_name: str, request_file) -> None:
     request = parse_request(request_file.read(), getattr(request_file, "name", "request"))
     source = resolve(model, config)
     request["chat_template_kwargs"] = {**model.kwargs, **request.get("chat_template_kwargs", {})}
-    result = reference.render(reference.load_tokenizer(source.tokenizer_dir), source.template, request, config.date)
+    result = reference.render_request(source, request, config.date)  # expanded when it carries images
     if result.error is not None:
         raise GoldensError(f"{model_name}: the template refused this request: {result.error}")
     click.echo(json.dumps({"ids": result.ids, "pieces": result.pieces, "prompt": result.prompt},
@@ -113,6 +113,8 @@ def list_models(config_path: Path, do_resolve: bool) -> None:
         click.echo(f"  shapes:    {', '.join(model.shapes)}")
         click.echo(f"  variants:  {variants}")
         click.echo(f"  engines:   {', '.join(model.engines)}")
+        if model.processor is not None:
+            click.echo(f"  processor: {model.processor.origin}")
         for key, value in sorted(model.pins.items()):
             click.echo(f"  pin {key}: {value}")
         if do_resolve:
@@ -191,7 +193,7 @@ def check(config_path: Path, engines: tuple[str, ...], model_names: tuple[str, .
     work = checking.plan(config, engines, model_names)
     report.check_destination(junit_path, report_path)
     _probe(url_map)
-    total = sum(len(model_cases(config.models[m])) * len(e) for m, e in work)
+    total = sum(1 for m, names in work for c in model_cases(config.models[m]) for e in names if replays(c, e))
     started = time.monotonic()
     with report.claim(junit_path, report_path), progress_bar(total, "replaying") as advance:
         outcomes = checking.run(config, root, engines, model_names, url_map, jobs, advance=advance,

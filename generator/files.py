@@ -12,7 +12,7 @@ import fcntl
 import os
 import stat
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from generator.errors import GoldensError
@@ -87,3 +87,19 @@ def file_lock(path: Path) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def build_once(target: Path, build: Callable[[Path], None]) -> Path:
+    """A cached artifact: `target` as is when it exists, else `build(path)` writes it to a
+    temporary path under a lock and it is moved into place with atomic_write, so concurrent
+    callers build it once and nobody reads half a file."""
+    if target.exists():
+        return target
+    with file_lock(target.parent / f".{target.name}.lock"):
+        if target.exists():
+            return target
+        with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
+            built = Path(tmp) / target.name
+            build(built)
+            atomic_write(target, built.read_bytes())
+    return target

@@ -10,6 +10,7 @@ matrix's fixed date (see frozen_date), and a template that raises becomes a reco
 from __future__ import annotations
 
 import contextlib
+import copy
 import datetime as _dt
 import functools
 import logging
@@ -44,6 +45,17 @@ def load_tokenizer(directory: str | Path):
     from transformers import AutoTokenizer
 
     return AutoTokenizer.from_pretrained(str(directory), local_files_only=True)
+
+
+@functools.lru_cache(maxsize=None)
+def load_processor(directory: str | Path):
+    """The model's multimodal processor from a local directory (sources.processor builds it).
+    The PIL image backend is asked for by name: token ids never depend on it, and it needs
+    neither torch nor torchvision, so the reference is the same on every machine."""
+    _quiet_transformers()
+    from transformers import AutoProcessor
+
+    return AutoProcessor.from_pretrained(str(directory), local_files_only=True, backend="pil")
 
 
 def _quiet_transformers() -> None:
@@ -116,6 +128,40 @@ def render(tokenizer, template: str, request: dict[str, Any], date: _dt.date) ->
         return Rendered(error=describe_error(error))
     ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
     return Rendered(ids=list(ids), pieces=pieces(tokenizer, ids), prompt=prompt)
+
+
+def render_expanded(processor, template: str, request: dict[str, Any], date: _dt.date) -> Rendered:
+    """The ids the model's forward pass gets: Transformers' processor.apply_chat_template with
+    tokenize=True, which turns OpenAI image_url parts into images, renders the template and
+    expands each media placeholder (Gemma 3: <start_of_image> becomes its 256 soft tokens).
+    `prompt` is the template's text before expansion."""
+    kwargs = dict(request.get("chat_template_kwargs") or {})
+    common = dict(
+        tools=request.get("tools"), documents=request.get("documents"), chat_template=template,
+        add_generation_prompt=request.get("add_generation_prompt", True),
+        continue_final_message=request.get("continue_final_message", False), **kwargs,
+    )
+    try:
+        with frozen_date(date):
+            prompt = processor.apply_chat_template(copy.deepcopy(request["messages"]), tokenize=False, **common)
+            out = processor.apply_chat_template(copy.deepcopy(request["messages"]), tokenize=True,
+                                                return_dict=True, **common)
+    except Exception as error:  # a template or processor that raises is an outcome to record
+        return Rendered(error=describe_error(error))
+    ids = [int(i) for i in out["input_ids"][0]]
+    return Rendered(ids=ids, pieces=pieces(processor.tokenizer, ids), prompt=prompt)
+
+
+def render_request(source, request: dict[str, Any], date: _dt.date) -> Rendered:
+    """The reference's view of a request (`source` is a sources.source.Source): the processor's
+    expanded ids when it carries media data, else the template's ids."""
+    from generator.config.request import carries_media
+
+    if not carries_media(request):
+        return render(load_tokenizer(source.tokenizer_dir), source.template, request, date)
+    if source.processor_dir is None:
+        return Rendered(error=f"{source.model} has no `processor` settings in models.yaml to expand media with")
+    return render_expanded(load_processor(source.processor_dir), source.template, request, date)
 
 
 def describe_error(error: BaseException) -> str:

@@ -135,6 +135,24 @@ BAD_CONFIGS = {
     ),
     "bad-date": (f"date: soon\nmodels:\n  m:\n    tokenizer: {QWEN}\n", ["date", "expected a date"]),
     "notes-not-a-string": (f"models:\n  m:\n    tokenizer: {QWEN}\n    notes: [a]\n", ["models.m.notes"]),
+    "image-shape-without-processor": (
+        f"models:\n  m:\n    tokenizer: {QWEN}\n    shapes: [plain, image-expanded]\n",
+        ["models.m.shapes", "'image-expanded'", "needs `processor:`"],
+    ),
+    "processor-without-origin": (
+        f"models:\n  m:\n    tokenizer: {QWEN}\n    processor: {{processor_config: {{}}, preprocessor_config: {{}}}}\n",
+        ["models.m.processor.origin", "missing required key"],
+    ),
+    "processor-blank-origin": (
+        f"models:\n  m:\n    tokenizer: {QWEN}\n    processor: {{origin: ' ', processor_config: {{}}, "
+        f"preprocessor_config: {{}}}}\n",
+        ["models.m.processor.origin", "say where"],
+    ),
+    "processor-config-not-a-mapping": (
+        f"models:\n  m:\n    tokenizer: {QWEN}\n    processor: {{origin: x, processor_config: [], "
+        f"preprocessor_config: {{}}}}\n",
+        ["models.m.processor.processor_config", "expected a mapping"],
+    ),
 }
 
 
@@ -225,9 +243,20 @@ def test_models_command_lists_the_committed_matrix():
     result = run_in_process(["models", "--config", str(ROOT / "models.yaml")])
     assert result.returncode == 0, result.stderr
     assert "qwen3: 28 cases" in result.stdout
-    assert "gemma3: 16 cases" in result.stdout
+    assert "gemma3: 18 cases" in result.stdout
+    assert "processor: google/gemma-3-4b-it processor_config.json" in result.stdout
     assert "tokenizer: pack:npm:qwen3" in result.stdout
     assert "variants:  default, thinking-off" in result.stdout
+
+
+def test_image_shapes_go_only_to_models_with_a_processor():
+    """`all` gives a text model no image-expanded goldens; a model with a processor gets both."""
+    config = models.load(ROOT / "models.yaml")
+    assert "image-expanded" not in config.models["qwen3"].shapes
+    assert "image-expanded" not in config.models["gemma4"].shapes  # all shapes, but no processor
+    gemma3 = config.models["gemma3"]
+    assert {"image", "image-expanded", "image-expanded-wide"} <= set(gemma3.shapes)
+    assert gemma3.processor.processor_config["image_seq_length"] == 256
 
 
 def test_committed_models_yaml_is_valid():

@@ -13,7 +13,7 @@ import functools
 import pytest
 from conftest import CONFIG, GOLDENS, source_of
 
-from generator.config.cases import matrix
+from generator.config.cases import matrix, replays
 from generator.engines import Refused
 from generator.engines.pool import EnginePool
 from generator.goldens import golden_file
@@ -24,7 +24,7 @@ REPLAYED = [
     (case, engine)
     for case in matrix(CONFIG)
     for engine in CONFIG.models[case.model].engines
-    if engine != "transformers"  # tests/test_replay_transformers.py
+    if engine != "transformers" and replays(case, engine)  # transformers: test_replay_transformers.py
 ]
 
 

@@ -27,8 +27,7 @@ CASES = matrix(CONFIG)
 def test_reference_golden(case, snapshot):
     """The reference render equals the committed golden (or rewrites it under --snapshot-update)."""
     source = source_of(case.model)
-    rendered = reference.render(reference.load_tokenizer(source.tokenizer_dir), source.template,
-                                case.request, CONFIG.date)
+    rendered = reference.render_request(source, case.request, CONFIG.date)
     extension = golden_extension(GOLDENS, case.id, case.request, provenance(source, CONFIG),
                                  annotate=functools.partial(annotate, case, source, CONFIG))
     assert rendered == snapshot.use_extension(extension)

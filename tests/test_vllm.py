@@ -227,3 +227,52 @@ def test_failed_venv_install_leaves_nothing_marked_complete(tmp_path, monkeypatc
         vllm_env.vllm_python()
     assert "\n" not in str(error.value)
     assert not vllm_env.vllm_venv_dir().exists()
+
+
+@pytest.fixture(scope="module")
+def gemma3_vision_model():
+    """The tiny Gemma3ForConditionalGeneration built from gemma3's tokenizer and processor."""
+    from conftest import source_of
+
+    source = source_of("gemma3")
+    return tiny_hf_model("gemma3-vision", source.processor_dir, source.template,
+                         architecture="Gemma3ForConditionalGeneration")
+
+
+def test_tiny_gemma3_vision_model_is_what_transformers_builds(gemma3_vision_model):
+    """Transformers' own Gemma3ForConditionalGeneration (torch, in the vLLM venv) loads every
+    weight of the tiny model by name and shape and runs a forward pass over an image's 256
+    soft tokens: the model vLLM would serve is well formed."""
+    import subprocess
+
+    script = (
+        "import sys, torch\n"
+        "from transformers import AutoConfig, Gemma3ForConditionalGeneration\n"
+        "from safetensors.torch import load_file\n"
+        "d = sys.argv[1]\n"
+        "model = Gemma3ForConditionalGeneration(AutoConfig.from_pretrained(d))\n"
+        "missing, unexpected = model.load_state_dict(load_file(d + '/model.safetensors'), strict=False)\n"
+        "assert missing == ['lm_head.weight'] and not unexpected, (missing, unexpected)\n"
+        "ids = torch.tensor([[2, 105, 2364, 109, 255999] + [262144] * 256 + [256000, 108]])\n"
+        "out = model(input_ids=ids, pixel_values=torch.zeros(1, 3, 896, 896), token_type_ids=(ids == 262144).long())\n"
+        "print(tuple(out.logits.shape))\n"
+    )
+    result = subprocess.run([str(vllm_python()), "-c", script, str(gemma3_vision_model)],
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.strip().splitlines()[-1] == "(1, 263, 262145)"
+
+
+def test_gemma3_vision_model_needs_torchvision(gemma3_vision_model):
+    """Why vLLM replays the image goldens on a text model and records a refusal: its Gemma 3
+    vision path imports Transformers' torchvision image processor, and torchvision is not in
+    the vLLM venv (PyPI's builds link CUDA torch). When this starts passing the other way,
+    serve the vision model and re-review the gemma3/image-expanded vLLM ledger entries."""
+    with pytest.raises(GoldensError, match="exited with code 1 before becoming healthy") as error:
+        VllmServer(gemma3_vision_model, served_model_name="gemma3").start()
+    log = str(error.value)
+    assert "Model architectures ['Gemma3ForConditionalGeneration'] failed to be inspected" in log
+    path = log.split("log ", 1)[1].split(",", 1)[0]
+    text = open(path, encoding="utf-8", errors="replace").read()
+    assert "from torchvision.transforms.v2 import functional as tvF" in text
+    assert "ModuleNotFoundError: No module named 'torchvision'" in text

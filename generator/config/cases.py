@@ -10,7 +10,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from generator.config import shapes
-from generator.config.models import Config, ModelSpec
+from generator.config.models import MEDIA_ENGINES, Config, ModelSpec
+from generator.config.request import carries_media
+
+# What a golden's ids are: the chat template's tokens (media as the one placeholder the template
+# writes), or the processor's expanded ids the model's forward pass gets (media parts carry data).
+TEMPLATE_VIEW, EXPANDED_VIEW = "template", "expanded"
 
 
 @dataclass(frozen=True)
@@ -25,8 +30,18 @@ class Case:
         return f"{self.model}/{self.stem}"
 
     @property
+    def view(self) -> str:
+        return EXPANDED_VIEW if carries_media(self.request) else TEMPLATE_VIEW
+
+    @property
     def stem(self) -> str:
         return f"{self.shape}--{self.variant}" if self.variant else self.shape
+
+
+def replays(case: Case, engine: str) -> bool:
+    """Whether `engine` is asked about `case`: an expanded-view case only by engines that take
+    media data (a template renderer has no image to expand)."""
+    return case.view == TEMPLATE_VIEW or engine in MEDIA_ENGINES
 
 
 def model_cases(model: ModelSpec) -> list[Case]:

@@ -16,9 +16,13 @@ from typing import Any
 import yaml
 
 from generator.config import engine_registry
-from generator.config.shapes import SHAPES
+from generator.config.request import carries_media
+from generator.config.shapes import SHAPES, build
 from generator.errors import GoldensError
 
+# Engines that take media data with a request; the others (a template renderer, a client that
+# posts a string) only ever see the template view, so expanded-view cases skip them.
+MEDIA_ENGINES = ("transformers", "llama-server", "vllm")
 VARIANT_NAME = re.compile(r"^[a-z0-9][a-z0-9-]*$")
 SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
@@ -51,6 +55,18 @@ class PrefixTail:
 
 
 @dataclass(frozen=True)
+class ProcessorSpec:
+    """The model's multimodal processor settings (processor_config.json and
+    preprocessor_config.json as published with the model), and where they come from: the
+    reference's processor is built from them, so expanded-view goldens are pinned like the
+    tokenizer."""
+
+    origin: str
+    processor_config: dict[str, Any]
+    preprocessor_config: dict[str, Any]
+
+
+@dataclass(frozen=True)
 class ModelSpec:
     name: str
     tokenizer: TokenizerSpec
@@ -63,6 +79,7 @@ class ModelSpec:
     notes: str = ""
     # variant name ("" = default) -> the tokens at the end of each request the next one may rewrite
     prefix_tails: dict[str, PrefixTail] = field(default_factory=dict)
+    processor: ProcessorSpec | None = None  # expanded-view (media) shapes need one
 
 
 @dataclass(frozen=True)
@@ -113,14 +130,16 @@ def parse(data: Any, path: Path) -> Config:
 
 
 MODEL_KEYS = {"tokenizer", "template", "shapes", "variants", "engines", "kwargs", "pins", "notes",
-              "prefix_tails"}
+              "prefix_tails", "processor"}
 
 
 def _parse_model(name: str, raw: Any, where: _Where, key: str) -> ModelSpec:
     raw = where.mapping(raw, key, MODEL_KEYS, required={"tokenizer"})
     tokenizer = _parse_tokenizer(raw["tokenizer"], where, f"{key}.tokenizer")
     template = _parse_template(raw.get("template"), where, f"{key}.template")
+    processor = _parse_processor(raw.get("processor"), where, f"{key}.processor")
     shapes = _parse_shapes(raw.get("shapes", "all"), where, f"{key}.shapes")
+    shapes = _media_shapes(shapes, raw.get("shapes", "all"), processor, where, f"{key}.shapes")
     variants: dict[str, dict[str, Any]] = {"": {}}
     for vname, kwargs in where.mapping(raw.get("variants") or {}, f"{key}.variants", None).items():
         vkey = f"{key}.variants.{vname}"
@@ -142,7 +161,7 @@ def _parse_model(name: str, raw: Any, where: _Where, key: str) -> ModelSpec:
     return ModelSpec(
         name=name, tokenizer=tokenizer, template=template, shapes=shapes, variants=variants,
         engines=tuple(engines), kwargs=kwargs, pins=dict(pins), notes=notes.strip(),
-        prefix_tails=tails,
+        prefix_tails=tails, processor=processor,
     )
 
 
@@ -163,6 +182,35 @@ def _parse_tails(raw: Any, variants: dict[str, dict], where: _Where, key: str) -
             raise GoldensError(f"{where.file}: {vkey}.reason: expected a non-empty string")
         tails[variant] = PrefixTail(tokens=tokens, reason=" ".join(reason.split()))
     return tails
+
+
+def _parse_processor(raw: Any, where: _Where, key: str) -> ProcessorSpec | None:
+    """`processor: {origin: "...", processor_config: {...}, preprocessor_config: {...}}`."""
+    if raw is None:
+        return None
+    keys = {"origin", "processor_config", "preprocessor_config"}
+    raw = where.mapping(raw, key, keys, required=keys)
+    if not isinstance(raw["origin"], str) or not raw["origin"].strip():
+        raise GoldensError(f"{where.file}: {key}.origin: say where these settings come from")
+    configs = {name: dict(where.mapping(raw[name], f"{key}.{name}", None))
+               for name in ("processor_config", "preprocessor_config")}
+    for name in ("processor_config", "preprocessor_config"):
+        if not isinstance(configs[name].get("processor_class", "Processor"), str):
+            raise GoldensError(f"{where.file}: {key}.{name}.processor_class: expected a class name")
+    return ProcessorSpec(origin=" ".join(raw["origin"].split()), **configs)
+
+
+def _media_shapes(shapes: tuple[str, ...], raw: Any, processor: ProcessorSpec | None,
+                  where: _Where, key: str) -> tuple[str, ...]:
+    """Shapes that carry media data are rendered by the model's processor: without one they are
+    left out of `all` / `all_except`, and naming one explicitly is an error."""
+    if processor is not None:
+        return shapes
+    media = [s for s in shapes if carries_media(build(s, {}))]
+    if media and isinstance(raw, list):
+        raise GoldensError(f"{where.file}: {key}: shape {media[0]!r} carries an image and needs "
+                           f"`processor:` settings for this model")
+    return tuple(s for s in shapes if s not in media)
 
 
 def _parse_tokenizer(raw: Any, where: _Where, key: str) -> TokenizerSpec:

@@ -44,3 +44,19 @@ def validate_request(body: Any, where: str) -> dict[str, Any]:
     request.setdefault("continue_final_message", False)
     request["chat_template_kwargs"] = dict(kwargs)
     return request
+
+
+# OpenAI content parts that carry media data (the bare {"type": "image"} placeholder carries none).
+MEDIA_PARTS = ("image_url", "input_audio", "video_url")
+
+
+def carries_media(request: dict[str, Any]) -> bool:
+    """True when a message holds media data: such a request is judged in the expanded view (the
+    ids the model's forward pass gets, placeholders expanded), not the template view."""
+    for message in request.get("messages") or []:
+        content = message.get("content") if isinstance(message, dict) else None
+        if isinstance(content, list) and any(
+            isinstance(part, dict) and part.get("type") in MEDIA_PARTS for part in content
+        ):
+            return True
+    return False

@@ -12,6 +12,8 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from generator.config import images
+
 SYSTEM = {"role": "system", "content": "You are terse."}
 QUESTION = {"role": "user", "content": "What is 2 + 2?"}
 
@@ -92,6 +94,12 @@ def _tool_turns(as_json: bool) -> list[dict]:
     ]
 
 
+def _image_turn(size: tuple[int, int]) -> dict:
+    """A user turn with the project's PNG as an OpenAI image_url data URL part, then text."""
+    part = {"type": "image_url", "image_url": {"url": images.data_url(*size)}}
+    return {"role": "user", "content": [part, {"type": "text", "text": "Describe it."}]}
+
+
 def _request(messages: list[dict], **extra: Any) -> dict:
     request: dict[str, Any] = {"messages": messages}
     request.update(extra)
@@ -158,6 +166,16 @@ SHAPES: dict[str, tuple[str, Callable[[], dict]]] = {
         lambda: _request(
             [{"role": "user", "content": [{"type": "video"}, {"type": "text", "text": "What happens?"}]}]
         ),
+    ),
+    # Requests that carry media data are judged in the expanded view: the ids the model's forward
+    # pass gets, placeholders expanded by the model's processor (only models with a `processor`).
+    "image-expanded": (
+        "a 32x32 PNG as a base64 data URL before the text; the processor's expanded ids",
+        lambda: _request([_image_turn(images.SQUARE)]),
+    ),
+    "image-expanded-wide": (
+        "a 64x32 PNG as a base64 data URL before the text; the processor's expanded ids",
+        lambda: _request([_image_turn(images.WIDE)]),
     ),
     "documents": (
         "retrieval documents passed beside the messages",

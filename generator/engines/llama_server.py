@@ -17,12 +17,14 @@ Every failure is an EngineError naming the engine, the URL and the reason.
 from __future__ import annotations
 
 import json
+import re
 import threading
 from collections.abc import Callable
 from typing import Any
 
 import httpx
 
+from generator.config.request import carries_media
 from generator.engines import EngineError, Ids, Refused, Request, strict_ids
 
 TIMEOUT = httpx.Timeout(60.0, connect=5.0)
@@ -77,11 +79,11 @@ def _field(engine: str, url: str, data: dict, *path: str) -> Any:
     return value
 
 
-def _tokenize(engine: str, client: httpx.Client, base: str, prompt: str) -> Ids:
+def _tokenize(engine: str, client: httpx.Client, base: str, prompt: str, add_special: bool = True) -> Ids:
     """/tokenize as the chat path and /completion tokenize a string: BOS added if the model
-    says so, special-token text parsed as special tokens."""
+    says so (unless add_special is off), special-token text parsed as special tokens."""
     url = f"{base}/tokenize"
-    body = {"content": prompt, "add_special": True, "parse_special": True, "with_pieces": True}
+    body = {"content": prompt, "add_special": add_special, "parse_special": True, "with_pieces": True}
     tokens = _field(engine, url, _post(engine, client, url, body), "tokens")
     if not isinstance(tokens, list) or not all(isinstance(t, dict) and "id" in t for t in tokens):
         raise EngineError(f"{engine}: {url} returned tokens without ids: {_short(json.dumps(tokens))}")
@@ -116,14 +118,29 @@ def _chat_body(engine: str, url: str, request: Request) -> dict:
     return body
 
 
+# How llama.cpp's mtmd frames one image's positions, per projector type (tools/mtmd/mtmd.cpp,
+# mtmd_context: img_beg / img_end), and the token Transformers' processor puts at the positions
+# the vision tower fills. llama-server keeps no id there (LLAMA_TOKEN_NULL), so the engine
+# writes that token, which makes its ids comparable with the reference's expanded view.
+MTMD_FRAMING = {
+    "gemma3": ("<start_of_image>", "<end_of_image>", "<image_soft_token>"),
+}
+# The text a media part becomes in the server's prompt: LLAMA_MEDIA_MARKER when set (managed
+# servers set <__media__>), else <__media_RANDOM__> chosen at start (server-common.cpp).
+MEDIA_MARKER = re.compile(r"<__media(?:_[A-Za-z0-9]+)?__>")
+
+
 class LlamaServerEngine:
-    """llama-server's own render (/apply-template) and tokenizer (/tokenize)."""
+    """llama-server's own render (/apply-template) and tokenizer (/tokenize); with `media` (a
+    MTMD_FRAMING entry) also the expanded ids of a request that carries images."""
 
     name = "llama-server"
 
-    def __init__(self, url: str, client: httpx.Client | None = None):
+    def __init__(self, url: str, client: httpx.Client | None = None,
+                 media: tuple[str, str, str] | None = None):
         self.url = url.rstrip("/")
         self.client = client or shared_client()
+        self.media = media
 
     def __repr__(self) -> str:
         return f"<LlamaServerEngine {self.url}>"
@@ -138,7 +155,60 @@ class LlamaServerEngine:
         return prompt
 
     def ids(self, request: Request) -> Ids:
+        if carries_media(request):
+            return self.media_ids(request)
         return _tokenize(self.name, self.client, self.url, self.prompt(request))
+
+    def media_ids(self, request: Request) -> Ids:
+        """The positions a request with images fills, from the server's own reports: its prompt
+        (/apply-template, one media marker per image), each text piece between markers
+        tokenized as mtmd tokenizes it (BOS on the first only), and one real chat completion
+        whose evaluated text and prompt_tokens fix the framing and each image's count. A server
+        whose evaluated text is not that reconstruction is an error, never a guess."""
+        if self.media is None:
+            raise EngineError(f"{self.name}: no image framing known for this model's projector "
+                              f"(known: {', '.join(MTMD_FRAMING)})")
+        segments = MEDIA_MARKER.split(self.prompt(request))
+        if len(segments) < 2:
+            raise EngineError(f"{self.name}: {self.url}/apply-template wrote no media marker for the image")
+        begin, end, position = (_tokenize(self.name, self.client, self.url, text, add_special=False)
+                                for text in self.media)
+        if len(position) != 1:
+            raise EngineError(f"{self.name}: {self.media[2]!r} is not one token in this vocabulary")
+        texts = [_tokenize(self.name, self.client, self.url, text, add_special=index == 0)
+                 for index, text in enumerate(segments)]
+        served_text, served_count = self._served(request)
+        text_ids: list[int] = list(texts[0])
+        for piece in texts[1:]:
+            text_ids += [*begin, *end, *piece]
+        evaluated = _tokenize(self.name, self.client, self.url, served_text, add_special=False)
+        images = len(segments) - 1
+        per_image, rest = divmod(served_count - len(text_ids), images)
+        if list(evaluated) != text_ids or rest or per_image < 1:
+            raise EngineError(
+                f"{self.name}: evaluated {served_count} positions with text {_short(served_text, 200)!r}, "
+                f"not {images} image(s) framed {self.media[0]}...{self.media[1]} between the "
+                f"prompt's text; the framing in MTMD_FRAMING needs review"
+            )
+        ids, pieces = list(texts[0]), list(texts[0].pieces)
+        for piece in texts[1:]:
+            run = [*begin, *[position[0]] * per_image, *end, *piece]
+            ids += run
+            pieces += [*begin.pieces, *position.pieces * per_image, *end.pieces, *piece.pieces]
+        return Ids(ids, pieces=pieces)
+
+    def _served(self, request: Request) -> tuple[str, int]:
+        """The text tokens (detokenized, images left out) and the position count one real chat
+        completion evaluated; the prompt cache is off so every position is counted."""
+        url = f"{self.url}/v1/chat/completions"
+        body = {**_chat_body(self.name, url, request), "max_tokens": 1, "cache_prompt": False,
+                "temperature": 0, "verbose": True}
+        reply = _post(self.name, self.client, url, body)
+        text = _field(self.name, url, reply, "__verbose", "prompt")
+        count = _field(self.name, url, reply, "usage", "prompt_tokens")
+        if not isinstance(text, str) or type(count) is not int:
+            raise EngineError(f"{self.name}: {url} reported prompt {text!r} and prompt_tokens {count!r}")
+        return text, count
 
     def confirm(self, request: Request, golden_ids: list[int]) -> dict:
         """How many prompt tokens the real endpoints evaluate: /completion given the golden ids

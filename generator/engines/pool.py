@@ -35,6 +35,16 @@ def check_url(engine: str, url: str) -> str:
     return url.rstrip("/")
 
 
+def _framing(model: ModelSpec) -> tuple[str, str, str] | None:
+    """llama.cpp's image framing for the model's projector (None for a text-only model)."""
+    if model.processor is None:
+        return None
+    from generator.engines.llama_server import MTMD_FRAMING
+    from generator.servers.tiny_mmproj import projector_type
+
+    return MTMD_FRAMING.get(projector_type(model.processor))
+
+
 class EnginePool:
     """Opens engines on demand and owns the servers it started (a context manager)."""
 
@@ -89,7 +99,7 @@ class EnginePool:
 
             url = self.urls.get(name) or self.urls.get("llama-server") or self._llama_server(model, source)
             if name == "llama-server":
-                return LlamaServerEngine(url)
+                return LlamaServerEngine(url, media=_framing(model))
             from generator import reference
 
             tokenizer = reference.load_tokenizer(source.tokenizer_dir)
@@ -155,11 +165,19 @@ class EnginePool:
             from generator.servers.tiny_gguf import tiny_gguf
 
             self.on_start(f"building a tiny GGUF and starting llama-server for {model.name}")
+            extra: list[str] = []
             if source.gguf is not None:
                 gguf = tiny_gguf(model.name, None, source.template, vocab_gguf=source.gguf)
-            else:
+            elif model.processor is None:
                 gguf = tiny_gguf(model.name, source.tokenizer_dir, source.template)
-            server = LlamaServer(gguf)
+            else:  # a vision model: its image token in the vocab, and a projector (--mmproj)
+                from generator.servers.tiny_gguf import N_EMBD
+                from generator.servers.tiny_mmproj import tiny_mmproj, vocab_with_added
+
+                gguf = tiny_gguf(model.name, source.tokenizer_dir, source.template,
+                                 vocab_size=vocab_with_added(source.tokenizer_dir))
+                extra = ["--mmproj", str(tiny_mmproj(model.name, model.processor, N_EMBD))]
+            server = LlamaServer(gguf, extra_args=extra)
             self._stack.callback(server.stop)
             self._servers[key] = server.start()
         return self._servers[key].url

@@ -15,10 +15,11 @@ from pathlib import Path
 import yaml
 
 from generator import files, reference
-from generator.config.cases import Case, model_cases
+from generator.config.cases import EXPANDED_VIEW, Case, model_cases
 from generator.config.models import Config, ModelSpec
 from generator.errors import GoldensError
 from generator.goldens import golden_file
+from generator.sources import processor
 from generator.sources.source import Source, resolve
 
 REFERENCE_PACKAGES = ("transformers", "tokenizers", "jinja2")
@@ -50,8 +51,7 @@ def provenance(source: Source, config: Config) -> dict[str, str]:
 
 
 def reference_golden(case: Case, source: Source, config: Config, stamp: dict[str, str]) -> golden_file.Golden:
-    tokenizer = reference.load_tokenizer(source.tokenizer_dir)
-    result = reference.render(tokenizer, source.template, case.request, config.date)
+    result = reference.render_request(source, case.request, config.date)
     item = golden_file.Golden(
         case=case.id, request=case.request, outcome=result.outcome, ids=result.ids,
         pieces=result.pieces, prompt=result.prompt, error=result.error, provenance=stamp,
@@ -64,7 +64,15 @@ def annotate(case: Case, source: Source, config: Config, item: golden_file.Golde
     """The analyses a golden records beside its ids, all by the reference: `roundtrip` on every
     golden; `control_tokens` where a user message spells control-token text; `requests` and
     `prefix_breaks` (+ `prefix_tail` when declared) where the request stands for a multi-turn
-    conversation; `cache_busters` on the multi-turn shape (generator/prefix.py, roundtrip.py)."""
+    conversation; `cache_busters` on the multi-turn shape (generator/prefix.py, roundtrip.py).
+    An expanded-view golden names its view and its processor instead: the analyses are about
+    the template's text, which its template-view sibling already covers."""
+    if case.view == EXPANDED_VIEW:
+        spec = config.models[case.model].processor
+        item.extra["view"] = EXPANDED_VIEW
+        if spec is not None:
+            item.extra["processor"] = {"origin": spec.origin, "sha256": processor.fingerprint(spec)}
+        return
     if item.outcome != "ok":
         return
     from generator.analysis import prefix, roundtrip

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from generator import reference
 from generator.config import engine_registry
-from generator.config.cases import model_cases
+from generator.config.cases import model_cases, replays
 from generator.config.models import Config
 from generator.engines.pool import EnginePool
 from generator.engines.remote import Connection
@@ -50,12 +50,14 @@ def run(config: Config, root: Path, engines: tuple[str, ...] = (), models: tuple
         for model_name, engine_names in work:
             model = config.models[model_name]
             source = resolve(model, config)
-            goldens = load_goldens(root, [case.id for case in model_cases(model)])
+            cases = model_cases(model)
+            goldens = dict(zip([c.id for c in cases], load_goldens(root, [c.id for c in cases])))
             tokenizer = reference.load_tokenizer(source.tokenizer_dir)
             decode = lambda ids: reference.pieces(tokenizer, list(ids))  # noqa: E731
             for engine_name in engine_names:
                 engine = pool.engine(engine_name, model, source)
-                outcomes += replay(engine, goldens, root, jobs=jobs, decode=decode, advance=advance)
+                chosen = [goldens[c.id] for c in cases if replays(c, engine_name)]
+                outcomes += replay(engine, chosen, root, jobs=jobs, decode=decode, advance=advance)
             pool.release(model_name)
     return outcomes
 

@@ -23,6 +23,24 @@ def first_divergence(a: Sequence, b: Sequence) -> int | None:
     return None
 
 
+def divergence_point(a: Sequence, b: Sequence) -> int | None:
+    """Where a drift report points: the first difference, moved back to the start of a run of
+    one repeated token that both sides share there. An image's soft tokens are such a run, and
+    when their count changes the first difference falls at the shorter run's end; the image,
+    from its first token, is what moved."""
+    index = first_divergence(a, b)
+    if index is None or index == 0:
+        return index
+    token = a[index - 1]
+    extends = (index < len(a) and a[index] == token) or (index < len(b) and b[index] == token)
+    if b[index - 1] != token or not extends:
+        return index  # not inside a run that one side makes longer
+    start = index - 1
+    while start > 0 and a[start - 1] == token:
+        start -= 1
+    return start
+
+
 @dataclass
 class Divergence:
     index: int
@@ -33,6 +51,8 @@ class Divergence:
     char_index: int | None = None
     expected_text: str | None = None
     actual_text: str | None = None
+    run: tuple[int, int] | None = None  # lengths of the repeated-token run starting at index
+
 
     def summary(self) -> str:
         return f"drift at token {self.index} ({self.expected_len} vs {self.actual_len} tokens)"
@@ -47,7 +67,7 @@ def diverge(expected_ids: Sequence[int], expected_pieces: Sequence[str], expecte
             actual_ids: Sequence[int], actual_pieces: Sequence[str] | None, actual_prompt: str | None,
             decode: Callable[[Sequence[int]], list[str]] | None = None) -> Divergence | None:
     """The divergence between a golden and an engine's answer, or None when the ids are equal."""
-    index = first_divergence(expected_ids, actual_ids)
+    index = divergence_point(expected_ids, actual_ids)
     if index is None:
         return None
     if actual_pieces is None or len(actual_pieces) != len(actual_ids):
@@ -57,6 +77,8 @@ def diverge(expected_ids: Sequence[int], expected_pieces: Sequence[str], expecte
         expected=_window(expected_ids, expected_pieces, index),
         actual=_window(actual_ids, actual_pieces, index),
     )
+    if index != first_divergence(expected_ids, actual_ids):
+        result.run = (_run_length(expected_ids, index), _run_length(actual_ids, index))
     if expected_prompt is not None and actual_prompt is not None:
         at = first_divergence(expected_prompt, actual_prompt)
         if at is not None:
@@ -67,10 +89,20 @@ def diverge(expected_ids: Sequence[int], expected_pieces: Sequence[str], expecte
     return result
 
 
+def _run_length(ids: Sequence[int], start: int) -> int:
+    end = start
+    while end < len(ids) and ids[end] == ids[start]:
+        end += 1
+    return end - start
+
+
 def format_divergence(div: Divergence, left: str = "reference", right: str = "engine") -> str:
     """A plain-text report: both windows side by side in rows, the divergent row marked."""
     width = max(len(left), len(right))
     lines = [div.summary()]
+    if div.run is not None:
+        piece = next(p for pos, _, p in div.expected if pos == div.index)
+        lines.append(f"  {piece!r} repeated {div.run[0]} times in {left}, {div.run[1]} in {right}")
     for label, rows in ((left, div.expected), (right, div.actual)):
         cells = " ".join(
             ("»" if pos == div.index else "") + f"{pos}:{tid}:{piece!r}" for pos, tid, piece in rows

