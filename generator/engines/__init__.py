@@ -12,6 +12,7 @@ A request is an OpenAI-style chat body, the same dict every engine receives:
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from generator.errors import GoldensError
@@ -46,6 +47,29 @@ class Refused(EngineError):
     """The engine answered, and its answer is that it will not render this request (a template
     that raises, an HTTP 400 naming the template error). A golden whose reference also refused
     expects exactly this."""
+
+
+class Unreachable(EngineError):
+    """The engine stopped answering: no connection, a connection dropped, no whole reply within
+    the deadline. Unlike a bad reply to one request, this is the server, not the case."""
+
+
+@dataclass
+class Served:
+    """What an engine's serving path fed the model for one request, to confirm the stand-in
+    endpoint its `ids` reads (`stand_in`, e.g. "/tokenize"): the prompt token count each serving
+    endpoint reported, the prompt's ids where the endpoint returns them, or its refusal."""
+
+    endpoint: str  # the serving endpoint, e.g. "/v1/chat/completions"
+    counts: dict[str, int] = field(default_factory=dict)  # "endpoint field" -> prompt tokens
+    ids: Ids | None = None
+    refused: str | None = None
+
+    def answer(self) -> Ids | Refused | None:
+        """The serving path's own answer where it gives ids (or refuses), else None."""
+        if self.refused is not None:
+            return Refused(self.refused)
+        return self.ids
 
 
 def strict_ids(engine: str, values: Any) -> list[int]:

@@ -2,65 +2,30 @@
 
 `LlamaServerEngine` asks the server for its half of the render: /apply-template runs the
 server's request parser and its own Jinja engine on the GGUF's template, and /tokenize with
-add_special and parse_special on tokenizes the prompt the way the chat path does. `confirm`
-checks that stand-in against the real thing: /completion with the golden ids and
-/v1/chat/completions with the messages must both evaluate exactly the golden's tokens.
+add_special and parse_special on tokenizes the prompt the way the chat path does. `serve`
+checks that stand-in against the serving path: /v1/chat/completions with the messages and
+/completion with the stand-in's ids must both evaluate exactly as many tokens.
 
 `ClientCompletionEngine` is a client that renders the prompt itself and posts the string,
 tokenized as /completion tokenizes a string (add_special on), which is where a second BOS
 comes from.
 
-Both share one keep-alive httpx.Client (thread-safe), so ids() may be called from threads.
-Every failure is an EngineError naming the engine, the URL and the reason.
+Requests go through engines/http.py (a total deadline each, keep-alive connections per
+thread), so ids() may be called from threads; every failure is an EngineError naming the
+engine, the URL and the reason.
 """
 
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Callable
 from typing import Any
 
-import httpx
-
-from generator.engines import EngineError, Ids, Refused, Request, strict_ids
-
-TIMEOUT = httpx.Timeout(60.0, connect=5.0)
-
-_client: httpx.Client | None = None
-_client_lock = threading.Lock()
+from generator.engines import EngineError, Ids, Refused, Request, Served, http, strict_ids
 
 
-def shared_client() -> httpx.Client:
-    """The one keep-alive client every llama-server engine in this process uses."""
-    global _client
-    with _client_lock:
-        if _client is None or _client.is_closed:
-            _client = httpx.Client(timeout=TIMEOUT, limits=httpx.Limits(max_keepalive_connections=8))
-        return _client
-
-
-def _post(engine: str, client: httpx.Client, url: str, body: dict) -> dict:
-    """POST JSON, return the JSON object; anything else is an EngineError that says why."""
-    try:
-        response = client.post(url, json=body)
-    except httpx.TimeoutException as error:
-        raise EngineError(f"{engine}: POST {url} timed out ({type(error).__name__})") from None
-    except httpx.HTTPError as error:
-        reason = str(error) or type(error).__name__
-        raise EngineError(f"{engine}: POST {url} failed: {reason}") from None
-    if response.status_code >= 400:
-        # 400 is the server answering that it will not render this request (a template that
-        # raises, a content type its parser rejects): an outcome to compare, not an outage.
-        error = Refused if response.status_code == 400 else EngineError
-        raise error(f"{engine}: POST {url} returned HTTP {response.status_code}: {_short(response.text)}")
-    try:
-        data = response.json()
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        raise EngineError(f"{engine}: POST {url} returned malformed JSON: {_short(response.text)}") from None
-    if not isinstance(data, dict):
-        raise EngineError(f"{engine}: POST {url} returned {type(data).__name__}, expected an object")
-    return data
+def _post(engine: str, url: str, body: dict, timeout: float) -> dict:
+    return http.post_json(url, body, where=f"{engine} at {url}", timeout=timeout)
 
 
 def _short(text: str, limit: int = 500) -> str:
@@ -77,12 +42,12 @@ def _field(engine: str, url: str, data: dict, *path: str) -> Any:
     return value
 
 
-def _tokenize(engine: str, client: httpx.Client, base: str, prompt: str) -> Ids:
+def _tokenize(engine: str, base: str, prompt: str, timeout: float) -> Ids:
     """/tokenize as the chat path and /completion tokenize a string: BOS added if the model
     says so, special-token text parsed as special tokens."""
     url = f"{base}/tokenize"
     body = {"content": prompt, "add_special": True, "parse_special": True, "with_pieces": True}
-    tokens = _field(engine, url, _post(engine, client, url, body), "tokens")
+    tokens = _field(engine, url, _post(engine, url, body, timeout), "tokens")
     if not isinstance(tokens, list) or not all(isinstance(t, dict) and "id" in t for t in tokens):
         raise EngineError(f"{engine}: {url} returned tokens without ids: {_short(json.dumps(tokens))}")
     ids = strict_ids(engine, [t["id"] for t in tokens])
@@ -121,9 +86,9 @@ class LlamaServerEngine:
 
     name = "llama-server"
 
-    def __init__(self, url: str, client: httpx.Client | None = None):
+    def __init__(self, url: str, timeout: float = http.TIMEOUT):
         self.url = url.rstrip("/")
-        self.client = client or shared_client()
+        self.timeout = timeout
 
     def __repr__(self) -> str:
         return f"<LlamaServerEngine {self.url}>"
@@ -131,43 +96,47 @@ class LlamaServerEngine:
     def prompt(self, request: Request) -> str:
         """The prompt string the server's chat path renders for this request."""
         url = f"{self.url}/apply-template"
-        reply = _post(self.name, self.client, url, _chat_body(self.name, url, request))
+        reply = _post(self.name, url, _chat_body(self.name, url, request), self.timeout)
         prompt = _field(self.name, url, reply, "prompt")
         if not isinstance(prompt, str):
             raise EngineError(f"{self.name}: {url} returned a {type(prompt).__name__} prompt")
         return prompt
 
     def ids(self, request: Request) -> Ids:
-        return _tokenize(self.name, self.client, self.url, self.prompt(request))
+        return _tokenize(self.name, self.url, self.prompt(request), self.timeout)
 
-    def confirm(self, request: Request, golden_ids: list[int]) -> dict:
-        """How many prompt tokens the real endpoints evaluate: /completion given the golden ids
-        (a token list gets no BOS added) and /v1/chat/completions given the messages. Both
-        must equal len(golden_ids) for the /apply-template + /tokenize stand-in to be trusted;
-        `matches` says whether they do. One token is generated; the prompt cache is off so
-        the whole prompt is counted."""
-        golden = strict_ids(self.name, list(golden_ids))
-        url = f"{self.url}/completion"
-        body = {"prompt": golden, "n_predict": 1, "cache_prompt": False, "temperature": 0}
-        evaluated = _field(self.name, url, _post(self.name, self.client, url, body), "tokens_evaluated")
+    stand_in = "/apply-template + /tokenize"
 
+    def serve(self, request: Request, ids: list[int] | None) -> Served:
+        """How many prompt tokens the serving endpoints feed the model: /v1/chat/completions
+        given the messages (usage.prompt_tokens) and, when the stand-in gave ids, /completion
+        given those ids (tokens_evaluated; a token list gets no BOS added). Both must equal
+        the stand-in's count for its ids to be what the model sees. One token is generated;
+        the prompt cache is off so the whole prompt is counted."""
         chat_url = f"{self.url}/v1/chat/completions"
-        chat = {
-            **_chat_body(self.name, chat_url, request),
-            "max_tokens": 1, "cache_prompt": False, "temperature": 0,
-        }
-        prompt_tokens = _field(
-            self.name, chat_url, _post(self.name, self.client, chat_url, chat), "usage", "prompt_tokens"
-        )
-        for label, value in (("tokens_evaluated", evaluated), ("usage.prompt_tokens", prompt_tokens)):
-            if type(value) is not int:
-                raise EngineError(f"{self.name}: {label} is {value!r}, not an int")
-        return {
-            "golden_tokens": len(golden),
-            "completion_tokens_evaluated": evaluated,
-            "chat_prompt_tokens": prompt_tokens,
-            "matches": evaluated == prompt_tokens == len(golden),
-        }
+        chat = {**_chat_body(self.name, chat_url, request),
+                "max_tokens": 1, "cache_prompt": False, "temperature": 0}
+        served = Served(endpoint="/v1/chat/completions")
+        try:
+            reply = _post(self.name, chat_url, chat, self.timeout)
+        except Refused as refusal:
+            served.refused = str(refusal)
+            return served
+        served.counts["/v1/chat/completions usage.prompt_tokens"] = _count(
+            self.name, chat_url, _field(self.name, chat_url, reply, "usage", "prompt_tokens"))
+        if ids is not None:
+            url = f"{self.url}/completion"
+            body = {"prompt": strict_ids(self.name, list(ids)), "n_predict": 1, "cache_prompt": False,
+                    "temperature": 0}
+            evaluated = _field(self.name, url, _post(self.name, url, body, self.timeout), "tokens_evaluated")
+            served.counts["/completion tokens_evaluated"] = _count(self.name, url, evaluated)
+        return served
+
+
+def _count(engine: str, url: str, value: Any) -> int:
+    if type(value) is not int or value < 0:
+        raise EngineError(f"{engine} at {url}: a token count is {value!r}, not a count")
+    return value
 
 
 class ClientCompletionEngine:
@@ -177,10 +146,10 @@ class ClientCompletionEngine:
 
     name = "client-completion"
 
-    def __init__(self, url: str, render: Callable[[Request], str], client: httpx.Client | None = None):
+    def __init__(self, url: str, render: Callable[[Request], str], timeout: float = http.TIMEOUT):
         self.url = url.rstrip("/")
         self.render = render
-        self.client = client or shared_client()
+        self.timeout = timeout
 
     def __repr__(self) -> str:
         return f"<ClientCompletionEngine {self.url}>"
@@ -192,4 +161,4 @@ class ClientCompletionEngine:
             raise Refused(f"{self.name}: rendering the prompt failed: {error}") from None
         if not isinstance(prompt, str):
             raise EngineError(f"{self.name}: render returned {type(prompt).__name__}, not a string")
-        return _tokenize(self.name, self.client, self.url, prompt)
+        return _tokenize(self.name, self.url, prompt, self.timeout)
