@@ -1,8 +1,8 @@
 """Reports of a `goldens check` run: JUnit XML for CI, Markdown for a pull-request comment.
 
-Both are built from the run's list of Outcome and nothing else, and both are written atomically
-(a temp file beside the target, then os.replace), so a reader, or a second run writing the same
-path at the same moment, only ever sees a whole report.
+Both are built from the run's list of Outcome and nothing else, and both are written with
+files.atomic_write, so a reader, or a second run writing the same path at the same moment, only
+ever sees a whole report, and nothing but a regular file (or a new path) is ever written.
 
 JUnit: one <testsuite> per engine, one <testcase> per (model, shape[--variant]) in it, with
 classname = model and name = the case's stem. A drift is a <failure message="drift at token N">
@@ -23,11 +23,12 @@ import fcntl
 import os
 import re
 import socket
-import tempfile
+import stat
 import xml.etree.ElementTree as ET
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
+from generator import files
 from generator.errors import GoldensError
 from generator.replay.judge import Outcome
 
@@ -95,7 +96,8 @@ def _first_line(text: str, limit: int = 200) -> str:
 # ----------------------------------------------------------------------------------- JUnit XML
 
 def junit_xml(outcomes: Sequence[Outcome], elapsed: float = 0.0,
-              timestamp: _dt.datetime | None = None, hostname: str | None = None) -> str:
+              timestamp: _dt.datetime | None = None, hostname: str | None = None,
+              notes: Sequence[str] = ()) -> str:
     """The run as JUnit XML (one suite per engine); `elapsed` seconds is split evenly over cases."""
     stamp = (timestamp or _dt.datetime.now(_dt.timezone.utc)).strftime("%Y-%m-%dT%H:%M:%S")
     host = hostname or socket.gethostname() or "localhost"
@@ -120,6 +122,8 @@ def junit_xml(outcomes: Sequence[Outcome], elapsed: float = 0.0,
         })
         properties = ET.SubElement(suite, "properties")
         ET.SubElement(properties, "property", {"name": "engine", "value": _xml_safe(engine)})
+        for note in notes:
+            ET.SubElement(properties, "property", {"name": "note", "value": _xml_safe(note)})
         known = []
         for outcome in items:
             model, stem = split_case(outcome.case)
@@ -220,7 +224,7 @@ def _fenced(text: str, info: str = "text") -> list[str]:
     return [f"{fence}{info}", text, fence]
 
 
-def markdown(outcomes: Sequence[Outcome], title: str = "goldens check") -> str:
+def markdown(outcomes: Sequence[Outcome], title: str = "goldens check", notes: Sequence[str] = ()) -> str:
     """The PR-comment report: summary line, the model x shape x engine table, the full reports."""
     engines: list[str] = []
     cases: list[str] = []
@@ -250,23 +254,37 @@ def markdown(outcomes: Sequence[Outcome], title: str = "goldens check") -> str:
             lines += [f"… and {len(bad) - DETAILS_LIMIT} more; the JUnit report has every one.", ""]
         while lines[-1] == "":
             lines.pop()
+    for note in notes:  # e.g. --no-confirm: said in every report, not only on the terminal
+        lines += ["", f"> {_text(note, 400)}"]
     return "\n".join(lines) + "\n"
 
 
 # ------------------------------------------------------------------------------------ writing
 
 def check_destination(*paths: Path | None) -> None:
-    """Refuse, before a run, a report path that cannot be written or two reports on one path."""
+    """Refuse, before a run, a report path that cannot be written, that is not a regular file
+    or a new path (a device, a FIFO, a link to one: never replaced), or two reports on one path."""
     seen: dict[Path, Path] = {}
     for path in paths:
         if path is None:
             continue
-        resolved = Path(os.path.abspath(path))
+        resolved = Path(os.path.realpath(path))
         if resolved in seen:
             raise GoldensError(f"{path}: --junit and --report name the same file")
         seen[resolved] = path
-        if resolved.is_dir():
+        try:
+            info = resolved.stat()
+        except (FileNotFoundError, NotADirectoryError):  # a new path (a bad parent is said below)
+            info = None
+        except OSError as error:
+            raise GoldensError(f"{path}: cannot use as a report ({error.strerror})") from None
+        if info is not None and stat.S_ISDIR(info.st_mode):
             raise GoldensError(f"{path}: is a directory, not a report file")
+        if info is not None and not stat.S_ISREG(info.st_mode):
+            kind = _KINDS.get(stat.S_IFMT(info.st_mode), "not a regular file")
+            via = f" (a link to {resolved})" if resolved != Path(os.path.abspath(path)) else ""
+            raise GoldensError(f"{path}: is a {kind}{via}; a report is written only to a regular "
+                               "file or a new path")
         parent = resolved.parent
         while not parent.exists():
             parent = parent.parent
@@ -274,6 +292,10 @@ def check_destination(*paths: Path | None) -> None:
             raise GoldensError(f"{path}: {parent} is not a directory")
         if not os.access(parent, os.W_OK | os.X_OK):
             raise GoldensError(f"{path}: {parent} is not writable")
+
+
+_KINDS = {stat.S_IFCHR: "character device", stat.S_IFBLK: "block device", stat.S_IFIFO: "FIFO",
+          stat.S_IFSOCK: "socket"}
 
 
 @contextlib.contextmanager
@@ -285,7 +307,7 @@ def claim(*paths: Path | None) -> Iterator[None]:
         for path in paths:
             if path is None:
                 continue
-            path = Path(os.path.abspath(path))
+            path = Path(os.path.realpath(path))  # two links to one report share one claim
             path.parent.mkdir(parents=True, exist_ok=True)
             lock = path.parent / f".{path.name}.lock"
             handle = open(lock, "a")
@@ -303,25 +325,6 @@ def claim(*paths: Path | None) -> Iterator[None]:
 
 
 def write(path: Path, text: str) -> None:
-    """Write atomically: a temp file in the same directory, then os.replace; never a partial file."""
-    path = Path(path)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    except OSError as error:
-        raise GoldensError(f"{path}: cannot write ({error.strerror or error})") from None
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
-            handle.write(text)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
-        os.replace(tmp, path)
-    except BaseException as error:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        if isinstance(error, OSError):
-            raise GoldensError(f"{path}: cannot write ({error.strerror or error})") from None
-        raise
+    """Write through files.atomic_write: a whole report or none, a regular file only (a
+    symlink is written through to its target), an existing report's mode kept."""
+    files.atomic_write(Path(path), text, only_if_changed=False)
