@@ -75,8 +75,10 @@ def run(config: Config, root: Path, engines: tuple[str, ...] = (), models: tuple
                 if reason is None:
                     try:
                         engine = pool.engine(engine_name, model, source)
-                    except GoldensError as error:  # a server that cannot start: its cases only
-                        reason = f"{engine_name}: {error}" if not str(error).startswith(engine_name) else str(error)
+                    except Exception as error:  # a server that cannot start: its cases only
+                        text = str(error) if isinstance(error, GoldensError) else (
+                            f"internal error: {type(error).__name__}: {error}")
+                        reason = f"{engine_name} could not start for {model_name}: {text}"
                 if reason is not None:
                     for item in goldens:
                         outcomes.append(Outcome(item.case, engine_name, "error", reason))
