@@ -51,8 +51,12 @@ def friendly(command):
     def wrapper(*args, **kwargs):
         try:
             return command(*args, **kwargs)
-        except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort):
-            raise  # click's own usage errors: exit 2 with click's message
+        except (click.exceptions.Exit, click.exceptions.Abort):
+            raise
+        except click.exceptions.ClickException as error:  # a usage error: one line too, exit 2
+            where = f" (see goldens {error.ctx.info_name} --help)" if getattr(error, "ctx", None) else ""
+            click.echo(f"goldens: error: {' '.join(error.format_message().split())}{where}", err=True)
+            sys.exit(error.exit_code)
         except GoldensError as error:
             if _debug():
                 traceback.print_exc()
@@ -134,7 +138,7 @@ def render(config_path: Path, model_name: str, request_file) -> None:
 
     config = models.load(config_path)
     (model,) = config.select([model_name])
-    request = parse_request(request_file.read(), getattr(request_file, "name", "request"))
+    request = parse_request(request_file.read(), getattr(request_file, "name", "<stdin>"))
     source = resolve(model, config)
     request["chat_template_kwargs"] = {**model.kwargs, **request.get("chat_template_kwargs", {})}
     result = reference.render(reference.load_tokenizer(source.tokenizer_dir), source.template, request, config.date)
@@ -351,7 +355,7 @@ def prefix(config_path: Path, model_name: str, engine_name: str, kwargs_json: st
     kwargs = prefix_check.parse_kwargs(kwargs_json)
     conversation, name = None, "conversation"
     if conversation_file is not None:
-        name = getattr(conversation_file, "name", "conversation")
+        name = getattr(conversation_file, "name", "<stdin>")
         conversation = prefix_check.load_conversation(conversation_file.read(), name)
     code = prefix_check.run_command(
         config, model_name, engine_name, kwargs, conversation, name, url, busters,

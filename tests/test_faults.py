@@ -36,39 +36,31 @@ def error_lines(result) -> list[str]:
     return [line for line in result.stderr.splitlines() if line.startswith("goldens: error:")]
 
 
-@pytest.mark.parametrize("fault, expected", [
-    ("drip", "/apply-template: timed out: no complete reply within 3s (a reply had started)"),
-    ("hang", "/apply-template: timed out: no complete reply within 3s"),
-    ("close", "/apply-template: the server closed the connection without a reply"),
-    ("html", "/apply-template: reply is not JSON: '<html><body>502 Bad Gateway</body></html>'"),
-    ("nested", "/apply-template: reply: nested deeper than 100 levels"),
-    ("400", "llama-server refused every case of qwen3 (28 of 28), so nothing was judged"),
-])
-def test_a_misbehaving_llama_server_is_exit_2_with_one_line_naming_the_fault(fault, expected, tmp_path):
+FAULTS = [
+    ("llama-server", "drip", "/apply-template: timed out: no complete reply within 3s (a reply had started)"),
+    ("llama-server", "hang", "/apply-template: timed out: no complete reply within 3s"),
+    ("llama-server", "close", "/apply-template: the server closed the connection without a reply"),
+    ("llama-server", "html", "/apply-template: reply is not JSON: '<html><body>502 Bad Gateway</body></html>'"),
+    ("llama-server", "nested", "/apply-template: reply: nested deeper than 100 levels"),
+    ("llama-server", "400", "llama-server refused every case of qwen3 (28 of 28), so nothing was judged"),
+    ("vllm", "drip", "/tokenize: timed out: no complete reply within 3s (a reply had started)"),
+    ("vllm", "close", "/tokenize: the server closed the connection without a reply"),
+    ("vllm", "nested", "/tokenize: reply: nested deeper than 100 levels"),
+    ("vllm", "400", "vllm refused every case of qwen3 (28 of 28), so nothing was judged"),
+]
+
+
+@pytest.mark.parametrize("engine, fault, expected", FAULTS, ids=[f"{e}-{f}" for e, f, _ in FAULTS])
+def test_a_misbehaving_server_is_exit_2_with_one_line_naming_the_fault(engine, fault, expected, tmp_path):
     with FaultServer(fault) as server:
-        result, elapsed, report = check(server, "llama-server", tmp_path, "--request-timeout", DEADLINE)
+        result, elapsed, report = check(server, engine, tmp_path, "--request-timeout", DEADLINE)
     assert result.exit_code == 2, (result.exit_code, result.stdout, result.stderr, result.exception)
     (line,) = error_lines(result)
     assert expected in line and server.url in line, line
-    assert "(28 cases, from qwen3/" in line
+    assert f"[{engine}]" in line and "(28 cases, from qwen3/" in line
     assert elapsed < DEADLINE + SLACK, elapsed
     text = report.read_text(encoding="utf-8")
     assert "failed (28 error)" in text  # the report is still written, every case an error
-
-
-@pytest.mark.parametrize("fault, expected", [
-    ("drip", "/tokenize: timed out: no complete reply within 3s (a reply had started)"),
-    ("close", "/tokenize: the server closed the connection without a reply"),
-    ("nested", "/tokenize: reply: nested deeper than 100 levels"),
-    ("400", "vllm refused every case of qwen3 (28 of 28)"),
-])
-def test_a_misbehaving_vllm_is_exit_2_with_one_line_naming_the_fault(fault, expected, tmp_path):
-    with FaultServer(fault) as server:
-        result, elapsed, _ = check(server, "vllm", tmp_path, "--request-timeout", DEADLINE)
-    assert result.exit_code == 2, (result.exit_code, result.stdout, result.stderr, result.exception)
-    (line,) = error_lines(result)
-    assert expected in line, line
-    assert elapsed < DEADLINE + SLACK, elapsed
 
 
 def test_the_run_has_an_overall_timeout(tmp_path):

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from generator.config import shapes
-from generator.config.models import ModelSpec, PrefixTail
+from generator.config.models import ENGINE_NAMES, ModelSpec, PrefixTail
 from generator.engines import Engine, Refused, Request
 from generator.errors import GoldensError
 from generator.replay.divergence import first_divergence
@@ -495,6 +495,8 @@ def run_command(config, model_name: str, engine_name: str = "transformers", kwar
     from generator.sources.source import resolve
 
     (model,) = config.select([model_name])
+    if engine_name not in ENGINE_NAMES:
+        raise GoldensError(f"unknown engine {engine_name!r} (known: {', '.join(ENGINE_NAMES)})")
     if engine_name not in model.engines:  # as `goldens check`: another model's format means nothing here
         raise GoldensError(f"{model.name} does not list engine {engine_name!r} in {config.path.name} "
                            f"(its engines: {', '.join(model.engines)})")

@@ -42,6 +42,8 @@ class VllmEngine:
         }
         if request.get("tools"):  # an empty tools list can change some templates' output
             body["tools"] = request["tools"]
+        if request.get("documents"):  # sent as a client would: /tokenize's chat form ignores them
+            body["documents"] = request["documents"]
         return body
 
     def ids(self, request: Request) -> Ids:

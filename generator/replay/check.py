@@ -18,12 +18,12 @@ from pathlib import Path
 
 from generator import reference
 from generator.config.cases import model_cases
-from generator.config.models import ENGINE_NAMES, Config
-from generator.engines import http
+from generator.config.models import ENGINE_NAMES, Config, ModelSpec
+from generator.engines import Engine, http
 from generator.engines.pool import EnginePool
 from generator.errors import GoldensError
 from generator.replay.judge import STAND_IN, Outcome, load_goldens, replay
-from generator.sources.source import resolve
+from generator.sources.source import Source, resolve
 
 
 NO_CONFIRM = ("--no-confirm: stand-in endpoints (llama-server /apply-template + /tokenize, vLLM /tokenize) "
@@ -71,14 +71,9 @@ def run(config: Config, root: Path, engines: tuple[str, ...] = (), models: tuple
             tokenizer = reference.load_tokenizer(source.tokenizer_dir)
             decode = lambda ids: reference.pieces(tokenizer, list(ids))  # noqa: E731
             for engine_name in engine_names:
-                reason = halt()
+                engine, reason = None, halt()
                 if reason is None:
-                    try:
-                        engine = pool.engine(engine_name, model, source)
-                    except Exception as error:  # a server that cannot start: its cases only
-                        text = str(error) if isinstance(error, GoldensError) else (
-                            f"internal error: {type(error).__name__}: {error}")
-                        reason = f"{engine_name} could not start for {model_name}: {text}"
+                    engine, reason = _open(pool, engine_name, model, source)
                 if reason is not None:
                     for item in goldens:
                         outcomes.append(Outcome(item.case, engine_name, "error", reason))
@@ -90,6 +85,19 @@ def run(config: Config, root: Path, engines: tuple[str, ...] = (), models: tuple
                 outcomes += all_refused(model_name, engine_name, replayed)
             pool.release(model_name)
     return outcomes
+
+
+def _open(pool: EnginePool, name: str, model: ModelSpec, source: Source) -> tuple[Engine | None, str | None]:
+    """The engine, or in one line why it is unavailable: a server that cannot start costs its
+    own cases, not the run."""
+    try:
+        return pool.engine(name, model, source), None
+    except Exception as error:
+        text = str(error) if isinstance(error, GoldensError) else f"internal error: {type(error).__name__}: {error}"
+        lines = [line.strip() for line in text.splitlines() if line.strip()]
+        if len(lines) > 1:  # a server's log tail: its last line says why
+            lines = [lines[0], lines[-1]]
+        return None, f"{name} unavailable for {model.name}: {' '.join(lines)}"
 
 
 def all_refused(model: str, engine: str, outcomes: list[Outcome]) -> list[Outcome]:
