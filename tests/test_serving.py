@@ -88,9 +88,9 @@ def test_a_vllm_stand_in_that_disagrees_with_serving_is_its_own_finding(tmp_path
     drift = [line for line in result.stdout.splitlines() if line.startswith("DRIFT")]
     assert len(drift) == 1, result.stdout
     line = drift[0]
-    assert line.startswith("DRIFT qwen3/documents [vllm stand-in]: vllm: /tokenize gives ")
-    assert "but /v1/chat/completions fed the model " in line and "the first difference at token 0" in line
-    assert "(the serving path's ids are judged in the vllm column)" in line
+    assert line == ("DRIFT qwen3/documents [vllm stand-in]: vllm: /tokenize gives 14 tokens but "
+                    "/v1/chat/completions fed the model 30 tokens, the first difference at token 1 "
+                    "(the serving path's ids are judged in the vllm column)")
     assert result.stdout.splitlines()[-1] == (
         "2 checked: 2 match, 0 known divergence, 0 drift, 0 error; "
         "1 stand-in endpoint(s) disagreeing with serving")

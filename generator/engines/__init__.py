@@ -2,7 +2,10 @@
 
 One protocol, as small as the question it answers: a `name`, and `ids(request)` returning the
 token ids. Each engine lives in its own module; replay, prefix checks and reports never know
-which one they are talking to.
+which one they are talking to. An engine whose `ids` reads an endpoint that only stands in for
+serving (llama-server's /apply-template + /tokenize, vLLM's /tokenize) also names it in
+`stand_in` and offers `serve(request, ids) -> Served`, what its serving path fed the model, so
+`goldens check` can confirm the stand-in on every case.
 
 A request is an OpenAI-style chat body, the same dict every engine receives:
     {"messages": [...], "tools": [...],                 # tools optional

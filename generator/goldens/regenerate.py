@@ -7,6 +7,7 @@ are equal, so a run with nothing changed writes nothing.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.metadata
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -189,11 +190,15 @@ def write(out: Path, goldens: dict[str, golden_file.Golden], models: list[ModelS
         for path, kind in owned(directory):
             if f"{directory.name}/{path.name.split('.', 1)[0]}" in goldens:
                 continue
-            path.unlink()
+            try:
+                path.unlink()
+            except OSError as error:
+                raise GoldensError(f"{path}: cannot remove this stale {kind} ({error.strerror})") from None
             summary.removed += 1
             summary.removed_paths.append((path, kind))
-        if not any(directory.iterdir()):
-            directory.rmdir()
+        with contextlib.suppress(OSError):  # emptied by us: tidy; anything else: leave it
+            if not any(directory.iterdir()):
+                directory.rmdir()
     return summary
 
 

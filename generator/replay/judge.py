@@ -142,7 +142,7 @@ def _stand_in_finding(case: str, engine: Engine, got: Answer, served: Served) ->
     if served.ids is not None:
         index = first_divergence(list(got), list(served.ids))
         problems = [] if index is None else [
-            f"{served.endpoint} fed the model {len(served.ids)}, the first difference at token {index}"]
+            f"{served.endpoint} fed the model {len(served.ids)} tokens, the first difference at token {index}"]
     else:
         problems = [f"{where} is {count}" for where, count in served.counts.items() if count != len(got)]
     if not problems:
