@@ -72,7 +72,8 @@ def test_the_exit_codes_are_in_help_and_readme():
     for args in (["--help"], ["check", "--help"]):
         text = " ".join(invoke(*args).stdout.split())
         assert "0 all checked and matching" in text and "1 drift found: a verdict, and nothing else" in text
-        assert "2 could not judge: bad input, an unreachable or misbehaving engine, nothing checked, or an internal error" in text
+        assert ("2 could not judge: bad input, an unreachable or misbehaving engine, nothing checked, "
+                "or an internal error") in text
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     assert "## Exit codes" in readme
     assert "| 1 | drift found" in readme and "| 2 | could not judge" in readme
@@ -139,8 +140,9 @@ def test_a_template_that_does_not_compile_is_a_config_error(command, workspace):
     assert not (workspace / "out").exists()
 
 
-RAISES = "models:\n  qwen3:\n    tokenizer: " + QWEN + "\n    template: {inline: \"{{ raise_exception('not this one') }}\"}\n" \
-         "    shapes: [plain, tools, multi-turn]\n"
+RAISES = ("models:\n  qwen3:\n    tokenizer: " + QWEN + "\n"
+          "    template: {inline: \"{{ raise_exception('not this one') }}\"}\n"
+          "    shapes: [plain, tools, multi-turn]\n")
 
 
 def test_a_template_that_refuses_every_case_is_not_green(workspace):

@@ -16,6 +16,7 @@ import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 from conftest import GOLDENS, ROOT
 from faults import FaultServer, wait_for
@@ -158,10 +159,12 @@ def _alive(pid: int) -> bool:
     return state != "Z"
 
 
-def test_sigterm_stops_every_managed_server_and_removes_the_claims(tmp_path):
-    """A CI job cancelled mid-run: a managed llama-server is up (qwen3's llama-server cases are
-    done) while vLLM, given by --url, hangs. SIGTERM must stop the server before goldens exits,
-    promptly (the hanging requests are cut, not waited out), with no claim or temp file left."""
+@pytest.mark.parametrize("signum, code", [(signal.SIGTERM, 143), (signal.SIGINT, 130)], ids=["SIGTERM", "SIGINT"])
+def test_a_signal_stops_every_managed_server_and_removes_the_claims(signum, code, tmp_path):
+    """A CI job cancelled mid-run (SIGTERM), or Ctrl-C: a managed llama-server is up (qwen3's
+    llama-server cases are done) while vLLM, given by --url, hangs. The signal must stop the
+    server before goldens exits, promptly (the hanging requests are cut, not waited out), with
+    no claim or temp file left."""
     config = write(tmp_path / "m.yaml", f"models:\n  qwen3:\n    tokenizer: {QWEN}\n"
                                         "    shapes: [plain, tools]\n    engines: [llama-server, vllm]\n")
     goldens = tmp_path / "goldens"
@@ -176,6 +179,7 @@ def test_sigterm_stops_every_managed_server_and_removes_the_claims(tmp_path):
              "--url", f"vllm={vllm.url}", "--report", str(report)],
             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
             env={**os.environ, "PYTHONPATH": str(ROOT)},
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # as in a terminal
         )
         try:
             assert wait_for(lambda: vllm.posts > 0 or run.poll() is not None, 300), "vLLM was never asked"
@@ -184,7 +188,7 @@ def test_sigterm_stops_every_managed_server_and_removes_the_claims(tmp_path):
             assert len(server_pids) == 1, server_pids
             assert (report.parent / ".goldens.md.lock").exists()
             started = time.monotonic()
-            run.send_signal(signal.SIGTERM)
+            run.send_signal(signum)
             stdout, stderr = run.communicate(timeout=60)
             took = time.monotonic() - started
         finally:
@@ -194,7 +198,7 @@ def test_sigterm_stops_every_managed_server_and_removes_the_claims(tmp_path):
                 if _alive(pid):
                     os.kill(pid, signal.SIGKILL)
     assert not any(_alive(pid) for pid in server_pids), "the managed llama-server outlived goldens"
-    assert run.returncode == 143, (run.returncode, stdout, stderr)
+    assert run.returncode == code, (run.returncode, stdout, stderr)
     assert took < 20, took
     assert not report.exists()
     assert not [p.name for p in report.parent.iterdir()], "a claim or temp file was left behind"

@@ -213,7 +213,8 @@ def request(method: str, url: str, body: Any = None, *, where: str,
         except http.client.IncompleteRead as error:
             raise Unreachable(f"{where}: the reply was cut short ({len(error.partial)} bytes read)") from None
         except http.client.HTTPException as error:
-            raise EngineError(f"{where}: not a valid HTTP reply ({type(error).__name__}: {_short(str(error))})") from None
+            reason = f"{type(error).__name__}: {_short(str(error))}"
+            raise EngineError(f"{where}: not a valid HTTP reply ({reason})") from None
         except OSError as error:
             reason = error.strerror or str(error) or type(error).__name__
             raise Unreachable(f"{where}: connection failed ({reason})") from None

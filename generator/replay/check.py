@@ -25,7 +25,6 @@ from generator.errors import GoldensError
 from generator.replay.judge import STAND_IN, Outcome, load_goldens, replay
 from generator.sources.source import Source, resolve
 
-
 NO_CONFIRM = ("--no-confirm: stand-in endpoints (llama-server /apply-template + /tokenize, vLLM /tokenize) "
               "were not confirmed on the serving path")
 
