@@ -18,7 +18,7 @@ from pathlib import Path
 import click
 
 from generator.config.cases import model_cases
-from generator.errors import GoldensError
+from generator.errors import GoldensError, one_line
 
 EXIT_CODES = """\b
 Exit codes, for every command:
@@ -60,7 +60,7 @@ def friendly(command):
         except GoldensError as error:
             if _debug():
                 traceback.print_exc()
-            click.echo(f"goldens: error: {error}", err=True)
+            click.echo(f"goldens: error: {one_line(str(error))}", err=True)
             sys.exit(error.exit_code)
         except KeyboardInterrupt:
             click.echo("goldens: interrupted", err=True)

@@ -21,7 +21,7 @@ from generator.config.cases import model_cases
 from generator.config.models import ENGINE_NAMES, Config, ModelSpec
 from generator.engines import Engine, http
 from generator.engines.pool import EnginePool
-from generator.errors import GoldensError
+from generator.errors import GoldensError, one_line
 from generator.replay.judge import STAND_IN, Outcome, load_goldens, replay
 from generator.sources.source import Source, resolve
 
@@ -93,10 +93,7 @@ def _open(pool: EnginePool, name: str, model: ModelSpec, source: Source) -> tupl
         return pool.engine(name, model, source), None
     except Exception as error:
         text = str(error) if isinstance(error, GoldensError) else f"internal error: {type(error).__name__}: {error}"
-        lines = [line.strip() for line in text.splitlines() if line.strip()]
-        if len(lines) > 1:  # a server's log tail: its last line says why
-            lines = [lines[0], lines[-1]]
-        return None, f"{name} unavailable for {model.name}: {' '.join(lines)}"
+        return None, f"{name} unavailable for {model.name}: {one_line(text)}"
 
 
 def all_refused(model: str, engine: str, outcomes: list[Outcome]) -> list[Outcome]:
