@@ -1,21 +1,34 @@
 """`goldens` command line: thin click commands over importable functions.
 
-Exit codes: 0 success, 1 drift found, 2 bad input or an engine/source that cannot be reached.
-A GoldensError becomes one line on stderr; Ctrl-C exits 130 without a traceback (writes are
-atomic, so nothing is left half-written).
+One exit-code contract for every command (EXIT_CODES, also in `goldens --help` and README):
+the `Goldens` group maps every exception a command lets escape to one line on stderr and exit
+2; exit 1 comes only from a verdict (drift found). SIGTERM and SIGINT stop every managed server
+and leave through the same cleanup as an error (writes are atomic, claims released).
 """
 
 from __future__ import annotations
 
 import functools
 import json
+import os
 import sys
+import traceback
 from pathlib import Path
 
 import click
 
 from generator.config.cases import model_cases, replays
-from generator.errors import GoldensError
+from generator.errors import GoldensError, one_line
+
+EXIT_CODES = """\b
+Exit codes, for every command:
+  0    all checked and matching (or the command did what it was asked)
+  1    drift found: a verdict, and nothing else
+  2    could not judge: bad input, an unreachable or misbehaving engine,
+       nothing checked, or an internal error (GOLDENS_DEBUG=1 or --debug
+       shows its traceback)
+  130  interrupted (Ctrl-C); 143 terminated (SIGTERM); 141 output pipe closed
+"""
 
 CONFIG_OPTION = click.option(
     "--config", "config_path", default="models.yaml", show_default=True,
@@ -23,27 +36,64 @@ CONFIG_OPTION = click.option(
 )
 
 
+def _debug() -> bool:
+    ctx = click.get_current_context(silent=True)
+    flag = ctx is not None and ctx.find_root().params.get("debug")
+    return bool(flag) or os.environ.get("GOLDENS_DEBUG", "") not in ("", "0")
+
+
 def friendly(command):
-    """Map GoldensError to exit 2 with one line, and Ctrl-C to exit 130."""
+    """The exit-code contract around a command: GoldensError is its one line and exit 2, Ctrl-C
+    exit 130, and anything else a bug, reported as one `internal error` line and exit 2 (never
+    1, which means drift). The `Goldens` group applies it to every command."""
 
     @functools.wraps(command)
     def wrapper(*args, **kwargs):
         try:
             return command(*args, **kwargs)
+        except (click.exceptions.Exit, click.exceptions.Abort):
+            raise
+        except click.exceptions.ClickException as error:  # a usage error: one line too, exit 2
+            where = f" (see goldens {error.ctx.info_name} --help)" if getattr(error, "ctx", None) else ""
+            click.echo(f"goldens: error: {' '.join(error.format_message().split())}{where}", err=True)
+            sys.exit(error.exit_code)
         except GoldensError as error:
-            click.echo(f"goldens: error: {error}", err=True)
+            if _debug():
+                traceback.print_exc()
+            click.echo(f"goldens: error: {one_line(str(error))}", err=True)
             sys.exit(error.exit_code)
         except KeyboardInterrupt:
             click.echo("goldens: interrupted", err=True)
             sys.exit(130)
+        except BrokenPipeError:  # `goldens models | head`: the reader left; nothing is wrong
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            sys.exit(141)
+        except Exception as error:
+            if _debug():
+                traceback.print_exc()
+            message = " ".join(str(error).split())[:300]
+            hint = "" if _debug() else " (a bug in goldens; GOLDENS_DEBUG=1 or --debug shows the traceback)"
+            click.echo(f"goldens: internal error: {type(error).__name__}: {message}{hint}", err=True)
+            sys.exit(2)
 
     return wrapper
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class Goldens(click.Group):
+    """Every command runs inside `friendly`, including ones that forgot the decorator."""
+
+    def invoke(self, ctx: click.Context):
+        return friendly(super().invoke)(ctx)
+
+
+@click.group(cls=Goldens, context_settings={"help_option_names": ["-h", "--help"]}, epilog=EXIT_CODES)
 @click.version_option(package_name="goldens")
-def main() -> None:
+@click.option("--debug", is_flag=True, help="Show the traceback of an error (also GOLDENS_DEBUG=1).")
+def main(debug: bool) -> None:
     """Golden-token regression suites for LLM serving."""
+    from generator.servers.process import handle_signals
+
+    handle_signals()
 
 
 @main.command()
@@ -52,9 +102,13 @@ def main() -> None:
               help="Directory of golden files.")
 @click.option("--model", "model_names", multiple=True, help="Only this model (repeatable).")
 @click.option("--update-pins", is_flag=True, help="Accept changed template/tokenizer hashes and rewrite the pins.")
+@click.option("--prune", is_flag=True,
+              help="Also remove the goldens of models no longer in the config (left alone otherwise).")
 @friendly
-def regenerate(config_path: Path, out: Path, model_names: tuple[str, ...], update_pins: bool) -> None:
-    """Render every case with the reference and write the goldens that changed."""
+def regenerate(config_path: Path, out: Path, model_names: tuple[str, ...], update_pins: bool,
+               prune: bool) -> None:
+    """Render every case with the reference and write the goldens that changed; remove only
+    this matrix's own stale goldens and ledger entries, each one named."""
     from generator.config import models
     from generator.config.cases import matrix
     from generator.goldens import regenerate as regen
@@ -63,14 +117,16 @@ def regenerate(config_path: Path, out: Path, model_names: tuple[str, ...], updat
     config = models.load(config_path)
     total = len(matrix(config, model_names))
     with progress_bar(total, "rendering") as advance:
-        summary = regen.regenerate(config, out, model_names, update_pins=update_pins, advance=advance)
-    click.echo(str(summary))
+        summary = regen.regenerate(config, out, model_names, update_pins=update_pins, advance=advance,
+                                   prune=prune)
+    for line in summary.lines():
+        click.echo(line)
 
 
 @main.command()
 @CONFIG_OPTION
 @click.option("--model", "model_name", required=True, help="A model of the matrix.")
-@click.option("--request", "request_file", required=True, type=click.File("r"),
+@click.option("--request", "request_file", required=True, type=click.File("rb"),
               help="An OpenAI-style chat body (messages, tools, chat_template_kwargs); - for stdin.")
 @friendly
 def render(config_path: Path, model_name: str, request_file) -> None:
@@ -82,7 +138,7 @@ def render(config_path: Path, model_name: str, request_file) -> None:
 
     config = models.load(config_path)
     (model,) = config.select([model_name])
-    request = parse_request(request_file.read(), getattr(request_file, "name", "request"))
+    request = parse_request(request_file.read(), getattr(request_file, "name", "<stdin>"))
     source = resolve(model, config)
     request["chat_template_kwargs"] = {**model.kwargs, **request.get("chat_template_kwargs", {})}
     result = reference.render_request(source, request, config.date)  # expanded when it carries images
@@ -135,23 +191,23 @@ def _urls(values: tuple[str, ...]) -> dict[str, str]:
     return out
 
 
-def _probe(url_map: dict[str, str]) -> None:
-    """Every --url must name a known engine and answer before the run: one line, not an error per case."""
-    import httpx
-
+def _probe(url_map: dict[str, str], timeout: float) -> None:
+    """Every --url must name a known engine and answer before the run: one line, not an error
+    per case. Any HTTP answer will do (a health page, a 404): the server is there."""
     from generator.config import engine_registry
+    from generator.engines import EngineError, http
     from generator.engines.pool import check_url
 
     for engine, url in url_map.items():
         engine_registry.lookup(engine, f"--url {engine}=...")
         url = check_url(engine, url)
         try:
-            httpx.get(url, timeout=httpx.Timeout(30, connect=5))
-        except httpx.HTTPError as error:
-            raise GoldensError(f"{engine}: cannot reach {url} ({type(error).__name__}: {error})") from None
+            http.request("GET", url, where=f"{engine}: cannot reach {url}", timeout=min(timeout, 30.0))
+        except EngineError as error:
+            raise GoldensError(str(error)) from None
 
 
-@main.command()
+@main.command(epilog=EXIT_CODES)
 @CONFIG_OPTION
 @click.option("--engine", "engines", multiple=True, help="Engine to replay through (repeatable; default: each model's engines).")
 @click.option("--model", "model_names", multiple=True, help="Only this model (repeatable).")
@@ -170,11 +226,19 @@ def _probe(url_map: dict[str, str]) -> None:
               help="An HTTP header for --url servers, e.g. other auth (repeatable; never printed).")
 @click.option("--api-key-env", "api_key_env", metavar="VAR",
               help="Send the API key in environment variable VAR as a Bearer token (never printed).")
+@click.option("--timeout", default=3600.0, show_default=True, type=click.FloatRange(min=0, min_open=True),
+              help="Seconds for the whole run; cases not judged by then are errors.")
+@click.option("--request-timeout", default=60.0, show_default=True, type=click.FloatRange(min=0, min_open=True),
+              help="Seconds for one request to an engine, connect to last byte of the reply.")
+@click.option("--no-confirm", is_flag=True,
+              help="Skip confirming stand-in endpoints (llama-server /apply-template + /tokenize, vLLM "
+                   "/tokenize) on the serving path; faster, and every report says so.")
 @friendly
 def check(config_path: Path, engines: tuple[str, ...], model_names: tuple[str, ...], urls: tuple[str, ...],
           root: Path, jobs: int, junit_path: Path | None, report_path: Path | None,
-          served: tuple[str, ...], headers: tuple[str, ...], api_key_env: str | None) -> None:
-    """Replay goldens through engines; exit 0 all match, 1 drift, 2 bad input or engine unreachable."""
+          served: tuple[str, ...], headers: tuple[str, ...], api_key_env: str | None, timeout: float,
+          request_timeout: float, no_confirm: bool) -> None:
+    """Replay goldens through engines; exit 0 all match, 1 drift, 2 could not judge."""
     import time
 
     from generator.config import models
@@ -192,19 +256,29 @@ def check(config_path: Path, engines: tuple[str, ...], model_names: tuple[str, .
     model_names = model_names or tuple(connection.served)
     work = checking.plan(config, engines, model_names)
     report.check_destination(junit_path, report_path)
-    _probe(url_map)
+    _probe(url_map, request_timeout)
     total = sum(1 for m, names in work for c in model_cases(config.models[m]) for e in names if replays(c, e))
+    notes = [checking.NO_CONFIRM] if no_confirm else []
     started = time.monotonic()
     with report.claim(junit_path, report_path), progress_bar(total, "replaying") as advance:
         outcomes = checking.run(config, root, engines, model_names, url_map, jobs, advance=advance,
-                                note=lambda message: click.echo(message, err=True), connection=connection)
+                                note=lambda message: click.echo(message, err=True),
+                                confirm=not no_confirm, timeout=timeout, request_timeout=request_timeout,
+                                connection=connection)
         if junit_path is not None:
-            report.write(junit_path, report.junit_xml(outcomes, time.monotonic() - started))
+            report.write(junit_path, report.junit_xml(outcomes, time.monotonic() - started, notes=notes))
         if report_path is not None:
-            report.write(report_path, report.markdown(outcomes))
-    for line in report.terminal(outcomes, colour=report.use_colour(sys.stdout)):
+            report.write(report_path, report.markdown(outcomes, notes=notes))
+    *problems, summary = report.terminal(outcomes, colour=report.use_colour(sys.stdout), errors=False,
+                                         summary=checking.summary(outcomes))
+    for line in problems:
         click.echo(line)
-    github.publish(report.markdown(outcomes), github.check_annotations(outcomes, root),
+    for line in report.error_lines(outcomes):
+        click.echo(line, err=True)
+    for line in notes:
+        click.echo(line)
+    click.echo(summary)
+    github.publish(report.markdown(outcomes, notes=notes), github.check_annotations(outcomes, root),
                    lambda line: click.echo(line, err=True))
     sys.exit(checking.exit_code(outcomes))
 
@@ -318,7 +392,7 @@ def diff_command(rev: str, root: Path, markdown: bool, report_path: Path | None,
               help="The engine whose ids are checked (a server engine starts a managed server).")
 @click.option("--kwargs", "kwargs_json", metavar="JSON",
               help="Chat-template kwargs, e.g. '{\"enable_thinking\": false}' (default: every variant).")
-@click.option("--conversation", "conversation_file", type=click.File("r"),
+@click.option("--conversation", "conversation_file", type=click.File("rb"),
               help="A chat body holding the whole recorded conversation (or a JSON list of the "
                    "requests as sent); - for stdin. Default: the multi-turn shapes.")
 @click.option("--url", metavar="URL", help="Use this running server for --engine instead of starting one.")
@@ -336,7 +410,7 @@ def prefix(config_path: Path, model_name: str, engine_name: str, kwargs_json: st
     kwargs = prefix_check.parse_kwargs(kwargs_json)
     conversation, name = None, "conversation"
     if conversation_file is not None:
-        name = getattr(conversation_file, "name", "conversation")
+        name = getattr(conversation_file, "name", "<stdin>")
         conversation = prefix_check.load_conversation(conversation_file.read(), name)
     code = prefix_check.run_command(
         config, model_name, engine_name, kwargs, conversation, name, url, busters,

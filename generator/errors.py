@@ -1,7 +1,8 @@
 """One error type for everything a user can get wrong or an engine can refuse.
 
 The CLI turns a GoldensError into one line on stderr and exit code 2, so bad input never
-surfaces as a traceback. Anything else escaping is a bug in goldens itself.
+surfaces as a traceback. Anything else escaping is a bug in goldens itself: the CLI says so in
+one `internal error` line, also exit 2 (exit 1 is only ever a verdict: drift found).
 """
 
 
@@ -9,3 +10,10 @@ class GoldensError(Exception):
     """A problem the user can act on; the message is the whole explanation, on one line."""
 
     exit_code = 2
+
+
+def one_line(message: str) -> str:
+    """A message as one line. One that carries a log tail (a server that would not start) keeps
+    its first line, which names the log file, and the tail's last line, which usually says why."""
+    lines = [line.strip() for line in message.splitlines() if line.strip()]
+    return " ".join(lines[:1] + lines[1:][-1:])

@@ -49,6 +49,8 @@ def atomic_write(path: Path, data: str | bytes, *, only_if_changed: bool = True)
         info = None
     except OSError as error:
         raise GoldensError(f"{path}: cannot write ({error.strerror})") from None
+    if info is not None and stat.S_ISDIR(info.st_mode):
+        raise GoldensError(f"{path}: cannot write (is a directory)")
     if info is not None and not stat.S_ISREG(info.st_mode):
         raise GoldensError(f"{path}: not a regular file; refusing to replace it")
     if info is not None and only_if_changed:

@@ -44,7 +44,12 @@ def load_tokenizer(directory: str | Path):
     _quiet_transformers()
     from transformers import AutoTokenizer
 
-    return AutoTokenizer.from_pretrained(str(directory), local_files_only=True)
+    from generator.errors import GoldensError
+
+    try:
+        return AutoTokenizer.from_pretrained(str(directory), local_files_only=True)
+    except Exception as error:  # Transformers raises many kinds for files it cannot use
+        raise GoldensError(f"{directory}: cannot load the tokenizer ({describe_error(error)})") from None
 
 
 @functools.lru_cache(maxsize=None)

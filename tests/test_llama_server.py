@@ -200,10 +200,9 @@ def test_parse_special_off_splits_marker_text(qwen_server):
 def test_qwen3_confirm_counts_golden_tokens_on_real_endpoints(qwen_server, qwen_tokenizer):
     request = {"messages": QUESTION}
     golden = reference_ids(qwen_tokenizer, request)
-    result = LlamaServerEngine(qwen_server.url).confirm(request, golden)
-    assert result == {
-        "golden_tokens": 25, "completion_tokens_evaluated": 25, "chat_prompt_tokens": 25, "matches": True,
-    }
+    served = LlamaServerEngine(qwen_server.url).serve(request, golden)
+    assert served.counts == {"/v1/chat/completions usage.prompt_tokens": 25, "/completion tokens_evaluated": 25}
+    assert served.ids is None and served.refused is None
 
 
 def test_qwen3_continue_final_message(qwen_server, qwen_tokenizer):

@@ -291,9 +291,11 @@ def test_malformed_replies_through_check_exit_2_one_line_each(ollama, tmp_path):
     result = check(ollama.url, tmp_path, "--served-model", f"qwen3={SERVED}")
     assert result.exit_code == 2, (result.stdout, result.stderr)
     assert "Traceback" not in result.stdout + result.stderr
-    errors = [line for line in result.stdout.splitlines() if line.startswith("ERROR ")]
-    assert len(errors) == 26  # the two documents cases are refused before anything is sent
-    assert all(line.endswith("reply has no prompt_eval_count: {'done': True}") for line in errors)
+    # one stderr line for the one fault, with the 26 cases it cost (the two documents cases are
+    # refused before anything is sent)
+    errors = [line for line in result.stderr.splitlines() if line.startswith("goldens: error: ")]
+    assert len(errors) == 1, result.stderr
+    assert "reply has no prompt_eval_count: {'done': True} (26 cases, from qwen3/" in errors[0]
     assert result.stdout.splitlines()[-1] == "28 checked: 0 match, 0 known divergence, 2 drift, 26 error"
     report = (tmp_path / "out.md").read_text()
     assert "| error " in report and "| 26 cases " in report  # one row for the one fault
@@ -304,7 +306,8 @@ def test_a_malformed_model_listing_is_one_line_exit_2(ollama, tmp_path):
     result = check(ollama.url, tmp_path, "--model", "qwen3")
     assert result.exit_code == 2
     assert result.stderr.splitlines() == [
-        f"goldens: error: ollama at {ollama.url}/api/tags: not a model list: {{'models': 'qwen3'}}"]
+        f"goldens: error: [ollama] ollama unavailable for qwen3: ollama at {ollama.url}/api/tags: "
+        f"not a model list: {{'models': 'qwen3'}} (28 cases, from qwen3/plain)"]
 
 
 def test_the_api_key_is_sent_and_never_shown(ollama, tmp_path):
@@ -321,7 +324,7 @@ def test_the_api_key_is_sent_and_never_shown(ollama, tmp_path):
                    "--header", "X-Team: platform-secret-header", env=env)
     assert result.exit_code == 2, (result.stdout, result.stderr)
     assert set(ollama.auth) == {f"Bearer {KEY}"}
-    assert "HTTP 401: {\"error\": \"invalid key in header 'Bearer [redacted]'\"}" in result.stdout
+    assert "HTTP 401: {\"error\": \"invalid key in header 'Bearer [redacted]'\"}" in result.stderr
     written = [p.read_text(errors="replace") for p in tmp_path.rglob("*") if p.is_file()]
     for text in [result.stdout, result.stderr, *written]:
         assert KEY not in text and "platform-secret-header" not in text

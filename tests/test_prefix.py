@@ -309,7 +309,7 @@ def test_prefix_command_on_a_running_llama_server(qwen_server):
     (["--model", "qwen3", "--conversation", "-"], '[{"messages": [{"role": "user", "content": "hi"}]}, 3]',
      "goldens: error: <stdin>[1]: expected a JSON object with `messages`"),
     (["--model", "qwen3", "--engine", "llama-server", "--url", "http://127.0.0.1:9"], None,
-     "goldens: error: llama-server: POST http://127.0.0.1:9/apply-template failed"),
+     "goldens: error: llama-server at http://127.0.0.1:9/apply-template: connection failed"),
 ])
 def test_prefix_command_bad_input_is_one_line_and_exit_2(args, input, message):
     result = invoke(*args, input=input)

@@ -110,25 +110,41 @@ models:
 """
 
 
+def ledger_entry(out: Path, case_id: str, engine: str) -> Path:
+    """A reviewed divergence beside a golden, in the format `goldens ledger` writes."""
+    item = golden_file.read(golden_file.golden_path(out, case_id))
+    item.extra = {"engine": engine, "reason": "reviewed", "diverges_at": None}
+    path = out / f"{case_id}.{engine}.json"
+    files.atomic_write(path, golden_file.dumps(item))
+    return path
+
+
 def test_removing_a_shape_removes_its_golden(tmp_path):
     out = tmp_path / "out"
     config = write_config(tmp_path / "m.yaml", TWO_MODELS.format(qwen_shapes="plain, tools, no-system"))
     assert summary(invoke("regenerate", "--config", config, "--out", out)) == (4, 0, 0)
-    # Ledger entries (`<stem>.<engine>.json`) follow their golden.
-    (out / "qwen3" / "no-system.transformers.json").write_text("{}\n")
-    (out / "qwen3" / "plain.transformers.json").write_text("{}\n")
+    # Ledger entries (`<stem>.<engine>.json`) follow their golden, and are counted.
+    ledger_entry(out, "qwen3/no-system", "transformers")
+    ledger_entry(out, "qwen3/plain", "transformers")
 
     write_config(config, TWO_MODELS.format(qwen_shapes="plain, tools"))
-    assert summary(invoke("regenerate", "--config", config, "--out", out)) == (0, 3, 1)
+    result = invoke("regenerate", "--config", config, "--out", out)
+    assert summary(result) == (0, 3, 2)
+    assert f"removed {out / 'qwen3' / 'no-system.json'} (golden)" in result.stdout
+    assert f"removed {out / 'qwen3' / 'no-system.transformers.json'} (ledger entry)" in result.stdout
     assert sorted(p.name for p in (out / "qwen3").iterdir()) == ["plain.json", "plain.transformers.json", "tools.json"]
 
 
-def test_removing_a_model_removes_its_directory(tmp_path):
+def test_removing_a_model_leaves_its_directory_unless_pruned(tmp_path):
     out = tmp_path / "out"
     config = write_config(tmp_path / "m.yaml", TWO_MODELS.format(qwen_shapes="plain"))
     assert summary(invoke("regenerate", "--config", config, "--out", out)) == (2, 0, 0)
     write_config(config, 'models:\n  qwen3:\n    tokenizer: {pack: "npm:qwen3"}\n    shapes: [plain]\n')
-    assert summary(invoke("regenerate", "--config", config, "--out", out)) == (0, 1, 1)
+    result = invoke("regenerate", "--config", config, "--out", out)
+    assert summary(result) == (0, 1, 0)
+    assert f"left {out / 'gemma3'}/ alone" in result.stdout
+    assert (out / "gemma3" / "plain.json").exists()
+    assert summary(invoke("regenerate", "--config", config, "--out", out, "--prune")) == (0, 1, 1)
     assert not (out / "gemma3").exists()
 
 
@@ -138,7 +154,7 @@ def test_a_directory_that_is_not_goldens_is_never_removed(tmp_path):
     notes = out / "notes" / "keep.json"
     notes.parent.mkdir(parents=True)
     notes.write_text('{"mine": true}\n')
-    assert summary(invoke("regenerate", "--config", config, "--out", out)) == (2, 0, 0)
+    assert summary(invoke("regenerate", "--config", config, "--out", out, "--prune")) == (2, 0, 0)
     assert notes.read_text() == '{"mine": true}\n'
 
 
@@ -151,7 +167,9 @@ def test_model_option_limits_the_work(tmp_path):
     # Other models' files, even stale ones, are left alone when --model narrows the run.
     stale = out / "qwen3" / "gone.json"
     stale.parent.mkdir()
-    stale.write_text("{}\n")
+    item = golden_file.read(out / "gemma3" / "plain.json")
+    item.case = "qwen3/gone"
+    stale.write_text(golden_file.dumps(item))
     assert summary(invoke("regenerate", "--config", config, "--out", out, "--model", "gemma3")) == (0, 1, 0)
     assert stale.exists()
 

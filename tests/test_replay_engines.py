@@ -14,10 +14,9 @@ import pytest
 from conftest import CONFIG, GOLDENS, source_of
 
 from generator.config.cases import matrix, replays
-from generator.engines import Refused
 from generator.engines.pool import EnginePool
 from generator.goldens import golden_file
-from generator.replay import ledger
+from generator.replay.judge import answer
 from generator.replay.snapshot import golden_extension
 
 REPLAYED = [
@@ -43,13 +42,8 @@ def _engine(pool, name: str, model: str):
 def test_replay(case, engine_name, pool, snapshot):
     engine = _engine(pool, engine_name, case.model)
     item = golden_file.read(golden_file.golden_path(GOLDENS, case.id))
-    entry = ledger.read(GOLDENS, case.id, engine_name)
-    if item.outcome == "error" or (entry is not None and entry.refused):
-        with pytest.raises(Refused):
-            engine.ids(item.request)
-        return
     extension = golden_extension(GOLDENS, case.id, item.request, item.provenance, engine=engine_name)
-    assert engine.ids(item.request) == snapshot.use_extension(extension)
+    assert answer(engine, item.request) == snapshot.use_extension(extension)
 
 
 CONFIRMED = [c for c in matrix(CONFIG) if c.shape in ("plain", "tools-reduced", "multi-turn")
@@ -64,6 +58,6 @@ def test_llama_server_stand_in_matches_its_chat_path(case, pool):
     item = golden_file.read(golden_file.golden_path(GOLDENS, case.id))
     engine = _engine(pool, "llama-server", case.model)
     ids = engine.ids(item.request)
-    confirmed = engine.confirm(item.request, ids)
-    assert confirmed["completion_tokens_evaluated"] == len(ids), confirmed
-    assert confirmed["chat_prompt_tokens"] == len(ids), confirmed
+    served = engine.serve(item.request, ids)
+    assert served.counts == {"/v1/chat/completions usage.prompt_tokens": len(ids),
+                             "/completion tokens_evaluated": len(ids)}, served

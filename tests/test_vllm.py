@@ -106,7 +106,7 @@ def test_tools_lose_the_return_key(vllm, reference):
     assert (len(expected), len(ids)) == (177, 168)
     assert next(i for i, (a, b) in enumerate(zip(expected, ids)) if a != b) == 106
     assert ids == render(reference, {**TOOLS, "tools": [without_return]})
-    served = vllm.confirm(TOOLS)
+    served = vllm.serve(TOOLS).ids
     assert served == ids
     assert '"get_weather"' in served.prompt and '"return"' not in served.prompt
 
@@ -120,7 +120,7 @@ def test_continue_final_message_matches_transformers(vllm, reference):
 @pytest.mark.parametrize("case", sorted(ALL))
 def test_chat_completions_prompt_equals_tokenize(vllm, case):
     """/tokenize is only trustworthy if serving renders the same prompt."""
-    assert vllm.confirm(ALL[case]) == vllm.ids(ALL[case])
+    assert vllm.serve(ALL[case]).ids == vllm.ids(ALL[case])
 
 
 def test_render_only_server_tokenizes_identically(vllm, qwen3_model):
@@ -144,7 +144,7 @@ def test_http_error_carries_status_and_body(vllm):
 
 def test_nothing_listening_names_the_url():
     url = f"http://127.0.0.1:{free_port()}"
-    with pytest.raises(EngineError, match=rf"vllm at {url}/tokenize: Connect"):
+    with pytest.raises(EngineError, match=rf"vllm at {url}/tokenize: connection failed \(Connection refused\)"):
         VllmEngine(url, "m").ids(PLAIN)
 
 

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from generator.config import shapes
+from generator.config import engine_registry
 from generator.config.models import ModelSpec, PrefixTail
 from generator.engines import Engine, Refused, Request
 from generator.errors import GoldensError
@@ -397,7 +398,7 @@ def multi_turn_shapes(model: ModelSpec) -> list[str]:
     return [s for s in model.shapes if is_multi_request(shapes.build(s, {}))]
 
 
-def load_conversation(text: str, where: str) -> list[Request]:
+def load_conversation(text: str | bytes, where: str) -> list[Request]:
     """A conversation file: one chat body holding the whole recorded conversation (requests are
     derived at every request point), or a JSON list of chat bodies, the requests as a client
     sent them, in order (so a client's own changes between requests are checked too)."""
@@ -462,14 +463,14 @@ def format_buster(result: BusterResult) -> str:
 
 def parse_kwargs(text: str | None) -> dict[str, Any] | None:
     """`--kwargs JSON`: a JSON object of chat-template kwargs, or None when not given."""
+    from generator.config.request import check_kwargs, load_json
+
     if text is None:
         return None
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as error:
-        raise GoldensError(f"--kwargs: not valid JSON ({error.msg} at character {error.pos})") from None
+    value = load_json(text, "--kwargs")
     if not isinstance(value, dict):
         raise GoldensError("--kwargs: expected a JSON object such as '{\"enable_thinking\": false}'")
+    check_kwargs(value, "--kwargs")
     return value
 
 
@@ -495,6 +496,10 @@ def run_command(config, model_name: str, engine_name: str = "transformers", kwar
     from generator.sources.source import resolve
 
     (model,) = config.select([model_name])
+    engine_registry.lookup(engine_name)
+    if engine_name not in model.engines:  # as `goldens check`: another model's format means nothing here
+        raise GoldensError(f"{model.name} does not list engine {engine_name!r} in {config.path.name} "
+                           f"(its engines: {', '.join(model.engines)})")
     source = resolve(model, config)
     tokenizer = reference.load_tokenizer(source.tokenizer_dir)
 
@@ -534,4 +539,9 @@ def run_command(config, model_name: str, engine_name: str = "transformers", kwar
     undeclared = [b for b in breaks if not b.declared]
     echo(f"{len(results)} conversation(s), {sum(len(r.sent) for r in results)} requests: "
          f"{len(breaks)} break(s), {len(undeclared)} undeclared")
+    judged = sum(max(0, sum(1 for s in r.sent if s.refused is None) - 1) for r in results)
+    if not judged:  # every request refused (or one answered per conversation): nothing compared
+        refusal = next((s.refused for r in results for s in r.sent if s.refused is not None), None)
+        raise GoldensError(f"{model.name}: no request pair was judged on {engine_name}: "
+                           + (f"the engine refused them, e.g. {refusal}" if refusal else "nothing to compare"))
     return 1 if undeclared else 0

@@ -16,7 +16,7 @@ from typing import Any
 import yaml
 
 from generator.config import engine_registry
-from generator.config.request import carries_media
+from generator.config.request import carries_media, check_kwargs
 from generator.config.shapes import SHAPES, build
 from generator.errors import GoldensError
 
@@ -101,10 +101,15 @@ def load(path: str | Path) -> Config:
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as error:
+        raise GoldensError(f"{path}: not UTF-8 (byte 0x{error.object[error.start]:02x} at offset "
+                           f"{error.start})") from None
     except OSError as error:
         raise GoldensError(f"{path}: cannot read ({error.strerror})") from None
     try:
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=_StrictLoader)  # noqa: S506 (a SafeLoader)
+    except _KeyError as error:
+        raise GoldensError(f"{path.name}: line {error.line}: {error.message}") from None
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark else ""
@@ -146,10 +151,12 @@ def _parse_model(name: str, raw: Any, where: _Where, key: str) -> ModelSpec:
         if not isinstance(vname, str) or not VARIANT_NAME.match(vname):
             raise GoldensError(f"{where.file}: {vkey}: variant names are lowercase letters, digits and '-'")
         variants[vname] = dict(where.mapping(kwargs, vkey, None))
+        check_kwargs(variants[vname], f"{where.file}: {vkey}")
     engines = where.string_list(raw.get("engines", ["transformers"]), f"{key}.engines")
     for i, engine in enumerate(engines):
         engine_registry.lookup(engine, f"{where.file}: {key}.engines[{i}]")
     kwargs = dict(where.mapping(raw.get("kwargs") or {}, f"{key}.kwargs", None))
+    check_kwargs(kwargs, f"{where.file}: {key}.kwargs")
     pins = where.mapping(raw.get("pins") or {}, f"{key}.pins", {"tokenizer_sha256", "template_sha256"})
     for pin_key, value in pins.items():
         if not isinstance(value, str) or not SHA256.match(value):
@@ -277,6 +284,35 @@ def _parse_date(raw: Any, where: _Where, key: str) -> _dt.date:
         return _dt.date.fromisoformat(str(raw))
     except ValueError:
         raise GoldensError(f"{where.file}: {key}: expected a date like 2026-01-15") from None
+
+
+class _KeyError(Exception):
+    def __init__(self, line: int, message: str):
+        self.line, self.message = line, message
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """safe_load, minus two YAML surprises that would silently change the matrix: a key given
+    twice (YAML keeps the last) and a plain key YAML reads as a boolean (`off:`, `no:`, `yes:`)."""
+
+    def construct_mapping(self, node, deep=False):
+        seen: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            line = key_node.start_mark.line + 1
+            key = self.construct_object(key_node, deep=True)
+            if isinstance(key, bool):
+                raise _KeyError(line, f"key {key_node.value!r} is read by YAML as the boolean {key}; "
+                                      f"quote it (\"{key_node.value}\") to use it as a name")
+            try:
+                first = seen.setdefault(key, line)
+            except TypeError:
+                continue  # an unhashable key: the constructor reports it
+            if first != line:
+                raise _KeyError(line, f"duplicate key {key!r} (first given at line {first}); "
+                                      "YAML would keep only the last")
+        return super().construct_mapping(node, deep=deep)
 
 
 class _Where:

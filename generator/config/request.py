@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from generator.errors import GoldensError
@@ -10,17 +11,94 @@ from generator.errors import GoldensError
 ROLES = {"system", "developer", "user", "assistant", "tool"}
 KEYS = {"model", "messages", "tools", "chat_template_kwargs", "documents",
         "add_generation_prompt", "continue_final_message"}
+# Names a chat-template kwarg cannot take: the request's own fields, which the template already
+# receives from the request, and apply_chat_template's parameters. Either would reach the
+# reference as a second value for the same argument (a TypeError recorded as the template's
+# outcome) while each engine quietly did something else.
+RESERVED_KWARGS = frozenset({
+    "messages", "tools", "documents", "add_generation_prompt", "continue_final_message",
+    "conversation", "chat_template", "tokenize", "sanitize_control_tokens", "padding", "truncation",
+    "max_length", "return_tensors", "return_dict", "return_assistant_tokens_mask", "tokenizer_kwargs",
+})
 
 
-def load_json(text: str, where: str) -> Any:
-    """JSON a user handed us (a request, a conversation, a golden); bad JSON is one line."""
+def check_kwargs(kwargs: dict[str, Any], where: str) -> None:
+    """Chat-template kwargs must not collide with a request field or apply_chat_template's own."""
+    for name in kwargs:
+        if name in RESERVED_KWARGS:
+            raise GoldensError(
+                f"{where}.{name}: {name!r} is a request field or apply_chat_template parameter, "
+                "not a chat-template kwarg"
+            )
+
+
+MAX_DEPTH = 100  # far deeper than any chat body; deep enough to overflow nothing downstream
+MAX_DIGITS = 100  # an integer longer than this is not a token id, a count or a tool argument
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+class _BadNumber(ValueError):
+    pass
+
+
+def _integer(text: str) -> int:
+    if len(text.lstrip("-")) > MAX_DIGITS:
+        raise _BadNumber(f"an integer of {len(text.lstrip('-'))} digits (at most {MAX_DIGITS})")
+    return int(text)
+
+
+def _constant(name: str) -> float:
+    raise _BadNumber(f"{name} is not JSON")
+
+
+def load_json(data: str | bytes, where: str, error: type[Exception] = GoldensError) -> Any:
+    """JSON from outside (a request, a conversation, a golden, an engine's reply), parsed so that
+    nothing in it can crash a later stage: UTF-8 only, at most MAX_DEPTH levels of nesting, no
+    lone surrogate in any string, no integer over MAX_DIGITS digits, no NaN or Infinity. Every
+    problem is one line starting with `where`, raised as `error`."""
+    if isinstance(data, bytes):
+        try:
+            data = data.decode("utf-8")
+        except UnicodeDecodeError as bad:
+            raise error(f"{where}: not UTF-8 (byte 0x{data[bad.start]:02x} at offset {bad.start})") from None
     try:
-        return json.loads(text)
-    except json.JSONDecodeError as error:
-        raise GoldensError(f"{where}: not valid JSON (line {error.lineno}: {error.msg})") from None
+        value = json.loads(data, parse_int=_integer, parse_constant=_constant)
+    except json.JSONDecodeError as bad:
+        raise error(f"{where}: not valid JSON (line {bad.lineno}: {bad.msg})") from None
+    except _BadNumber as bad:
+        raise error(f"{where}: not valid JSON ({bad})") from None
+    except RecursionError:
+        raise error(f"{where}: nested deeper than {MAX_DEPTH} levels") from None
+    _check_tree(value, where, error)
+    return value
 
 
-def parse_request(text: str, where: str) -> dict[str, Any]:
+def _check_tree(value: Any, where: str, error: type[Exception]) -> None:
+    """Depth and strings, walked without recursion (the point is to survive a deep tree)."""
+    stack = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, (dict, list)):
+            if depth >= MAX_DEPTH:
+                raise error(f"{where}: nested deeper than {MAX_DEPTH} levels")
+            if isinstance(item, dict):
+                for key, child in item.items():
+                    if _SURROGATE.search(key):
+                        raise error(f"{where}: a key holds a lone surrogate ({_escaped(key)})")
+                    stack.append((child, depth + 1))
+            else:
+                stack.extend((child, depth + 1) for child in item)
+        elif isinstance(item, str) and _SURROGATE.search(item):
+            raise error(f"{where}: a string holds a lone surrogate ({_escaped(item)}); text must be valid Unicode")
+
+
+def _escaped(text: str) -> str:
+    match = _SURROGATE.search(text)
+    lo = max(0, match.start() - 10)
+    return json.dumps(text[lo:match.start() + 10])
+
+
+def parse_request(text: str | bytes, where: str) -> dict[str, Any]:
     return validate_request(load_json(text, where), where)
 
 
@@ -39,6 +117,7 @@ def validate_request(body: Any, where: str) -> dict[str, Any]:
     kwargs = body.get("chat_template_kwargs", {})
     if not isinstance(kwargs, dict):
         raise GoldensError(f"{where}: `chat_template_kwargs` must be an object")
+    check_kwargs(kwargs, f"{where}: chat_template_kwargs")
     request = {key: body[key] for key in KEYS - {"model"} if key in body}
     request.setdefault("add_generation_prompt", True)
     request.setdefault("continue_final_message", False)

@@ -4,6 +4,10 @@ One protocol, as small as the question it answers: a `name`, and `ids(request)` 
 token ids. Each engine lives in its own module; replay, prefix checks and reports never know
 which one they are talking to. An engine that cannot see the ids (a server reporting only
 usage.prompt_tokens) returns a PromptCount instead, which replay judges as a count and says so.
+An engine whose `ids` reads an endpoint that only stands in for serving (llama-server's
+/apply-template + /tokenize, vLLM's /tokenize) also names it in `stand_in` and offers
+`serve(request, ids) -> Served`, what its serving path fed the model, so `goldens check` can
+confirm the stand-in on every case.
 
 A request is an OpenAI-style chat body, the same dict every engine receives:
     {"messages": [...], "tools": [...],                 # tools optional
@@ -93,6 +97,29 @@ class Refused(EngineError):
     """The engine answered, and its answer is that it will not render this request (a template
     that raises, an HTTP 400 naming the template error). A golden whose reference also refused
     expects exactly this."""
+
+
+class Unreachable(EngineError):
+    """The engine stopped answering: no connection, a connection dropped, no whole reply within
+    the deadline. Unlike a bad reply to one request, this is the server, not the case."""
+
+
+@dataclass
+class Served:
+    """What an engine's serving path fed the model for one request, to confirm the stand-in
+    endpoint its `ids` reads (`stand_in`, e.g. "/tokenize"): the prompt token count each serving
+    endpoint reported, the prompt's ids where the endpoint returns them, or its refusal."""
+
+    endpoint: str  # the serving endpoint, e.g. "/v1/chat/completions"
+    counts: dict[str, int] = field(default_factory=dict)  # "endpoint field" -> prompt tokens
+    ids: Ids | None = None
+    refused: str | None = None
+
+    def answer(self) -> Ids | Refused | None:
+        """The serving path's own answer where it gives ids (or refuses), else None."""
+        if self.refused is not None:
+            return Refused(self.refused)
+        return self.ids
 
 
 def strict_ids(engine: str, values: Any) -> list[int]:

@@ -2,67 +2,32 @@
 
 `LlamaServerEngine` asks the server for its half of the render: /apply-template runs the
 server's request parser and its own Jinja engine on the GGUF's template, and /tokenize with
-add_special and parse_special on tokenizes the prompt the way the chat path does. `confirm`
-checks that stand-in against the real thing: /completion with the golden ids and
-/v1/chat/completions with the messages must both evaluate exactly the golden's tokens.
+add_special and parse_special on tokenizes the prompt the way the chat path does. `serve`
+checks that stand-in against the serving path: /v1/chat/completions with the messages and
+/completion with the stand-in's ids must both evaluate exactly as many tokens.
 
 `ClientCompletionEngine` is a client that renders the prompt itself and posts the string,
 tokenized as /completion tokenizes a string (add_special on), which is where a second BOS
 comes from.
 
-Both share one keep-alive httpx.Client (thread-safe), so ids() may be called from threads.
-Every failure is an EngineError naming the engine, the URL and the reason.
+Requests go through engines/http.py (a total deadline each, keep-alive connections per
+thread), so ids() may be called from threads; every failure is an EngineError naming the
+engine, the URL and the reason.
 """
 
 from __future__ import annotations
 
 import json
 import re
-import threading
 from collections.abc import Callable
 from typing import Any
 
-import httpx
-
 from generator.config.request import carries_media
-from generator.engines import EngineError, Ids, Refused, Request, strict_ids
-
-TIMEOUT = httpx.Timeout(60.0, connect=5.0)
-
-_client: httpx.Client | None = None
-_client_lock = threading.Lock()
+from generator.engines import EngineError, Ids, Refused, Request, Served, http, strict_ids
 
 
-def shared_client() -> httpx.Client:
-    """The one keep-alive client every llama-server engine in this process uses."""
-    global _client
-    with _client_lock:
-        if _client is None or _client.is_closed:
-            _client = httpx.Client(timeout=TIMEOUT, limits=httpx.Limits(max_keepalive_connections=8))
-        return _client
-
-
-def _post(engine: str, client: httpx.Client, url: str, body: dict) -> dict:
-    """POST JSON, return the JSON object; anything else is an EngineError that says why."""
-    try:
-        response = client.post(url, json=body)
-    except httpx.TimeoutException as error:
-        raise EngineError(f"{engine}: POST {url} timed out ({type(error).__name__})") from None
-    except httpx.HTTPError as error:
-        reason = str(error) or type(error).__name__
-        raise EngineError(f"{engine}: POST {url} failed: {reason}") from None
-    if response.status_code >= 400:
-        # 400 is the server answering that it will not render this request (a template that
-        # raises, a content type its parser rejects): an outcome to compare, not an outage.
-        error = Refused if response.status_code == 400 else EngineError
-        raise error(f"{engine}: POST {url} returned HTTP {response.status_code}: {_short(response.text)}")
-    try:
-        data = response.json()
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        raise EngineError(f"{engine}: POST {url} returned malformed JSON: {_short(response.text)}") from None
-    if not isinstance(data, dict):
-        raise EngineError(f"{engine}: POST {url} returned {type(data).__name__}, expected an object")
-    return data
+def _post(engine: str, url: str, body: dict, timeout: float) -> dict:
+    return http.post_json(url, body, where=f"{engine} at {url}", timeout=timeout)
 
 
 def _short(text: str, limit: int = 500) -> str:
@@ -79,12 +44,12 @@ def _field(engine: str, url: str, data: dict, *path: str) -> Any:
     return value
 
 
-def _tokenize(engine: str, client: httpx.Client, base: str, prompt: str, add_special: bool = True) -> Ids:
+def _tokenize(engine: str, base: str, prompt: str, timeout: float, add_special: bool = True) -> Ids:
     """/tokenize as the chat path and /completion tokenize a string: BOS added if the model
     says so (unless add_special is off), special-token text parsed as special tokens."""
     url = f"{base}/tokenize"
     body = {"content": prompt, "add_special": add_special, "parse_special": True, "with_pieces": True}
-    tokens = _field(engine, url, _post(engine, client, url, body), "tokens")
+    tokens = _field(engine, url, _post(engine, url, body, timeout), "tokens")
     if not isinstance(tokens, list) or not all(isinstance(t, dict) and "id" in t for t in tokens):
         raise EngineError(f"{engine}: {url} returned tokens without ids: {_short(json.dumps(tokens))}")
     ids = strict_ids(engine, [t["id"] for t in tokens])
@@ -136,10 +101,10 @@ class LlamaServerEngine:
 
     name = "llama-server"
 
-    def __init__(self, url: str, client: httpx.Client | None = None,
+    def __init__(self, url: str, timeout: float = http.TIMEOUT,
                  media: tuple[str, str, str] | None = None):
         self.url = url.rstrip("/")
-        self.client = client or shared_client()
+        self.timeout = timeout
         self.media = media
 
     def __repr__(self) -> str:
@@ -148,7 +113,7 @@ class LlamaServerEngine:
     def prompt(self, request: Request) -> str:
         """The prompt string the server's chat path renders for this request."""
         url = f"{self.url}/apply-template"
-        reply = _post(self.name, self.client, url, _chat_body(self.name, url, request))
+        reply = _post(self.name, url, _chat_body(self.name, url, request), self.timeout)
         prompt = _field(self.name, url, reply, "prompt")
         if not isinstance(prompt, str):
             raise EngineError(f"{self.name}: {url} returned a {type(prompt).__name__} prompt")
@@ -157,7 +122,7 @@ class LlamaServerEngine:
     def ids(self, request: Request) -> Ids:
         if carries_media(request):
             return self.media_ids(request)
-        return _tokenize(self.name, self.client, self.url, self.prompt(request))
+        return _tokenize(self.name, self.url, self.prompt(request), self.timeout)
 
     def media_ids(self, request: Request) -> Ids:
         """The positions a request with images fills, from the server's own reports: its prompt
@@ -171,17 +136,17 @@ class LlamaServerEngine:
         segments = MEDIA_MARKER.split(self.prompt(request))
         if len(segments) < 2:
             raise EngineError(f"{self.name}: {self.url}/apply-template wrote no media marker for the image")
-        begin, end, position = (_tokenize(self.name, self.client, self.url, text, add_special=False)
+        begin, end, position = (_tokenize(self.name, self.url, text, self.timeout, add_special=False)
                                 for text in self.media)
         if len(position) != 1:
             raise EngineError(f"{self.name}: {self.media[2]!r} is not one token in this vocabulary")
-        texts = [_tokenize(self.name, self.client, self.url, text, add_special=index == 0)
+        texts = [_tokenize(self.name, self.url, text, self.timeout, add_special=index == 0)
                  for index, text in enumerate(segments)]
         served_text, served_count = self._served(request)
         text_ids: list[int] = list(texts[0])
         for piece in texts[1:]:
             text_ids += [*begin, *end, *piece]
-        evaluated = _tokenize(self.name, self.client, self.url, served_text, add_special=False)
+        evaluated = _tokenize(self.name, self.url, served_text, self.timeout, add_special=False)
         images = len(segments) - 1
         per_image, rest = divmod(served_count - len(text_ids), images)
         if list(evaluated) != text_ids or rest or per_image < 1:
@@ -203,41 +168,45 @@ class LlamaServerEngine:
         url = f"{self.url}/v1/chat/completions"
         body = {**_chat_body(self.name, url, request), "max_tokens": 1, "cache_prompt": False,
                 "temperature": 0, "verbose": True}
-        reply = _post(self.name, self.client, url, body)
+        reply = _post(self.name, url, body, self.timeout)
         text = _field(self.name, url, reply, "__verbose", "prompt")
         count = _field(self.name, url, reply, "usage", "prompt_tokens")
         if not isinstance(text, str) or type(count) is not int:
             raise EngineError(f"{self.name}: {url} reported prompt {text!r} and prompt_tokens {count!r}")
         return text, count
 
-    def confirm(self, request: Request, golden_ids: list[int]) -> dict:
-        """How many prompt tokens the real endpoints evaluate: /completion given the golden ids
-        (a token list gets no BOS added) and /v1/chat/completions given the messages. Both
-        must equal len(golden_ids) for the /apply-template + /tokenize stand-in to be trusted;
-        `matches` says whether they do. One token is generated; the prompt cache is off so
-        the whole prompt is counted."""
-        golden = strict_ids(self.name, list(golden_ids))
-        url = f"{self.url}/completion"
-        body = {"prompt": golden, "n_predict": 1, "cache_prompt": False, "temperature": 0}
-        evaluated = _field(self.name, url, _post(self.name, self.client, url, body), "tokens_evaluated")
+    stand_in = "/apply-template + /tokenize"
 
+    def serve(self, request: Request, ids: list[int] | None) -> Served:
+        """How many prompt tokens the serving endpoints feed the model: /v1/chat/completions
+        given the messages (usage.prompt_tokens) and, when the stand-in gave ids, /completion
+        given those ids (tokens_evaluated; a token list gets no BOS added). Both must equal
+        the stand-in's count for its ids to be what the model sees. One token is generated;
+        the prompt cache is off so the whole prompt is counted."""
         chat_url = f"{self.url}/v1/chat/completions"
-        chat = {
-            **_chat_body(self.name, chat_url, request),
-            "max_tokens": 1, "cache_prompt": False, "temperature": 0,
-        }
-        prompt_tokens = _field(
-            self.name, chat_url, _post(self.name, self.client, chat_url, chat), "usage", "prompt_tokens"
-        )
-        for label, value in (("tokens_evaluated", evaluated), ("usage.prompt_tokens", prompt_tokens)):
-            if type(value) is not int:
-                raise EngineError(f"{self.name}: {label} is {value!r}, not an int")
-        return {
-            "golden_tokens": len(golden),
-            "completion_tokens_evaluated": evaluated,
-            "chat_prompt_tokens": prompt_tokens,
-            "matches": evaluated == prompt_tokens == len(golden),
-        }
+        chat = {**_chat_body(self.name, chat_url, request),
+                "max_tokens": 1, "cache_prompt": False, "temperature": 0}
+        served = Served(endpoint="/v1/chat/completions")
+        try:
+            reply = _post(self.name, chat_url, chat, self.timeout)
+        except Refused as refusal:
+            served.refused = str(refusal)
+            return served
+        served.counts["/v1/chat/completions usage.prompt_tokens"] = _count(
+            self.name, chat_url, _field(self.name, chat_url, reply, "usage", "prompt_tokens"))
+        if ids is not None:
+            url = f"{self.url}/completion"
+            body = {"prompt": strict_ids(self.name, list(ids)), "n_predict": 1, "cache_prompt": False,
+                    "temperature": 0}
+            evaluated = _field(self.name, url, _post(self.name, url, body, self.timeout), "tokens_evaluated")
+            served.counts["/completion tokens_evaluated"] = _count(self.name, url, evaluated)
+        return served
+
+
+def _count(engine: str, url: str, value: Any) -> int:
+    if type(value) is not int or value < 0:
+        raise EngineError(f"{engine} at {url}: a token count is {value!r}, not a count")
+    return value
 
 
 class ClientCompletionEngine:
@@ -247,10 +216,10 @@ class ClientCompletionEngine:
 
     name = "client-completion"
 
-    def __init__(self, url: str, render: Callable[[Request], str], client: httpx.Client | None = None):
+    def __init__(self, url: str, render: Callable[[Request], str], timeout: float = http.TIMEOUT):
         self.url = url.rstrip("/")
         self.render = render
-        self.client = client or shared_client()
+        self.timeout = timeout
 
     def __repr__(self) -> str:
         return f"<ClientCompletionEngine {self.url}>"
@@ -262,4 +231,4 @@ class ClientCompletionEngine:
             raise Refused(f"{self.name}: rendering the prompt failed: {error}") from None
         if not isinstance(prompt, str):
             raise EngineError(f"{self.name}: render returned {type(prompt).__name__}, not a string")
-        return _tokenize(self.name, self.client, self.url, prompt)
+        return _tokenize(self.name, self.url, prompt, self.timeout)

@@ -199,10 +199,15 @@ class EnginePool:
     @staticmethod
     def _served_model(url: str) -> str:
         """The model a user's vLLM serves (its /v1/models), so --url needs no model name."""
-        import httpx
+        from generator.engines import EngineError, http
 
         try:
-            data = httpx.get(f"{url}/v1/models", timeout=10).json()
-            return data["data"][0]["id"]
-        except (httpx.HTTPError, ValueError, KeyError, IndexError, TypeError) as error:
-            raise GoldensError(f"vllm: cannot list models at {url}/v1/models ({type(error).__name__}: {error})") from None
+            data = http.get_json(f"{url}/v1/models", where=f"vllm at {url}/v1/models", timeout=30)
+            model = data["data"][0]["id"]
+        except EngineError as error:
+            raise GoldensError(f"vllm: cannot list models: {error}") from None
+        except (KeyError, IndexError, TypeError):
+            raise GoldensError(f"vllm: {url}/v1/models lists no model") from None
+        if not isinstance(model, str):
+            raise GoldensError(f"vllm: {url}/v1/models lists a model id that is not a string")
+        return model

@@ -2,18 +2,15 @@
 
 `ids` asks POST /tokenize in its chat form, which renders through the same chat-template path
 as /v1/chat/completions but runs no model, so it is cheap enough to call for every case.
-`confirm` spends one real generated token on /v1/chat/completions and reads back the
-prompt_token_ids, proving /tokenize did not take a different path from serving.
+`serve` spends one real generated token on /v1/chat/completions and reads back the
+prompt_token_ids: what the model was fed, which `goldens check` judges and holds /tokenize to.
 """
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
-import httpx
-
-from generator.engines import EngineError, Ids, Refused, Request, strict_ids
+from generator.engines import EngineError, Ids, Refused, Request, Served, http, strict_ids
 
 
 class VllmEngine:
@@ -21,14 +18,13 @@ class VllmEngine:
 
     name = "vllm"
 
-    def __init__(self, url: str, model_name: str, *, timeout: float = 60.0):
+    def __init__(self, url: str, model_name: str, *, timeout: float = http.TIMEOUT):
         self.url = url.rstrip("/")
         self.model_name = model_name
-        # One keep-alive client: each case is one small request, connection setup would dominate.
-        self._client = httpx.Client(base_url=self.url, timeout=timeout)
+        self.timeout = timeout
 
     def close(self) -> None:
-        self._client.close()
+        """Nothing to release: connections are http.py's, kept alive per thread."""
 
     def __enter__(self) -> VllmEngine:
         return self
@@ -46,6 +42,8 @@ class VllmEngine:
         }
         if request.get("tools"):  # an empty tools list can change some templates' output
             body["tools"] = request["tools"]
+        if request.get("documents"):  # sent as a client would: /tokenize's chat form ignores them
+            body["documents"] = request["documents"]
         return body
 
     def ids(self, request: Request) -> Ids:
@@ -62,9 +60,11 @@ class VllmEngine:
             raise EngineError(f"{self._where('/tokenize')}: token_strs does not match tokens")
         return Ids(tokens, pieces=pieces)
 
-    def confirm(self, request: Request) -> Ids:
-        """The prompt ids /v1/chat/completions actually used (generates one token), with the
-        rendered prompt text, which /tokenize cannot return."""
+    stand_in = "/tokenize"
+
+    def serve(self, request: Request, ids: list[int] | None = None) -> Served:
+        """The prompt ids /v1/chat/completions actually fed the model (one token generated),
+        with the rendered prompt text, which /tokenize cannot return."""
         body = {**self._chat_fields(request), "max_tokens": 1, "temperature": 0.0,
                 "return_token_ids": True, "return_prompt_text": True}
         if request.get("tools"):
@@ -72,11 +72,18 @@ class VllmEngine:
             # renders the tools unless the server runs --exclude-tools-when-tool-choice-none.
             body["tool_choice"] = "none"
         path = "/v1/chat/completions"
-        reply = self._post(path, body)
+        served = Served(endpoint=path)
+        try:
+            reply = self._post(path, body)
+        except Refused as refusal:
+            served.refused = str(refusal)
+            return served
         prompt = reply.get("prompt_text")
         if prompt is not None and not isinstance(prompt, str):
             raise EngineError(f"{self._where(path)}: prompt_text is {type(prompt).__name__}")
-        return Ids(self._ids(reply.get("prompt_token_ids"), path), prompt=prompt)
+        served.ids = Ids(self._ids(reply.get("prompt_token_ids"), path), prompt=prompt)
+        served.counts[f"{path} prompt_token_ids"] = len(served.ids)
+        return served
 
     def _where(self, path: str) -> str:
         return f"{self.name} at {self.url}{path}"
@@ -85,23 +92,4 @@ class VllmEngine:
         return strict_ids(self._where(path), values)
 
     def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
-        where = self._where(path)
-        try:
-            response = self._client.post(path, json=body)
-        except httpx.TimeoutException:
-            raise EngineError(f"{where}: timed out") from None
-        except httpx.HTTPError as error:
-            raise EngineError(f"{where}: {type(error).__name__}: {error}") from None
-        if response.status_code >= 400:
-            text = " ".join(response.text.split())[:500]
-            # 400 is vLLM answering that it will not render this request (a template that
-            # raises, a message shape its request parser rejects): an outcome, not an outage.
-            error = Refused if response.status_code == 400 else EngineError
-            raise error(f"{where}: HTTP {response.status_code}: {text}")
-        try:
-            reply = response.json()
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            raise EngineError(f"{where}: reply is not JSON: {response.text[:200]!r}") from None
-        if not isinstance(reply, dict):
-            raise EngineError(f"{where}: reply is {type(reply).__name__}, not a JSON object")
-        return reply
+        return http.post_json(f"{self.url}{path}", body, where=self._where(path), timeout=self.timeout)

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from generator.config.request import load_json
+from generator.config.request import load_json, validate_request
 from generator.errors import GoldensError
 
 FORMAT = 1
@@ -74,13 +74,16 @@ def dumps(golden: Golden) -> str:
     return text.replace(marker, tokens, 1) + "\n"
 
 
-def loads(text: str, where: str) -> Golden:
+def loads(text: str | bytes, where: str) -> Golden:
     data = load_json(text, where)
     if not isinstance(data, dict):
         raise GoldensError(f"{where}: a golden is a JSON object")
     for key in ("case", "request", "outcome", "tokens", "provenance"):
         if key not in data:
             raise GoldensError(f"{where}: missing key {key!r}")
+    if not isinstance(data["case"], str) or data["case"].count("/") != 1:
+        raise GoldensError(f"{where}: case must be a string like 'qwen3/tools', not {data['case']!r}")
+    validate_request(data["request"], f"{where}: request")  # an engine must never be sent junk
     if data["outcome"] not in ("ok", "error"):
         raise GoldensError(f"{where}: outcome must be 'ok' or 'error', not {data['outcome']!r}")
     ids, pieces = [], []
@@ -101,11 +104,18 @@ def loads(text: str, where: str) -> Golden:
 
 
 def read(path: Path) -> Golden:
+    """A golden or ledger entry from disk; its `case` must be the one its path names
+    (`<root>/<model>/<stem>[.<engine>].json`), so a copied or renamed file is never judged as
+    another case."""
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_bytes()
     except OSError as error:
         raise GoldensError(f"{path}: cannot read ({error.strerror})") from None
-    return loads(text, str(path))
+    item = loads(text, str(path))
+    expected = f"{path.parent.name}/{path.name.split('.', 1)[0]}"
+    if item.case != expected:
+        raise GoldensError(f"{path}: its case is {item.case!r} but its path names {expected!r}")
+    return item
 
 
 def golden_path(root: Path, case_id: str) -> Path:

@@ -7,14 +7,16 @@ are equal, so a run with nothing changed writes nothing.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.metadata
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
 
 from generator import files, reference
+from generator.config import engine_registry
 from generator.config.cases import EXPANDED_VIEW, Case, model_cases
 from generator.config.models import Config, ModelSpec
 from generator.errors import GoldensError
@@ -29,10 +31,19 @@ REFERENCE_PACKAGES = ("transformers", "tokenizers", "jinja2")
 class Summary:
     written: int = 0
     unchanged: int = 0
-    removed: int = 0
+    removed: int = 0  # goldens and ledger entries, each listed in removed_paths
+    removed_paths: list[tuple[Path, str]] = field(default_factory=list)  # (path, "golden" | "ledger entry")
+    left_alone: list[Path] = field(default_factory=list)  # directories of models not in the config
 
     def __str__(self) -> str:
         return f"{self.written} written, {self.unchanged} unchanged, {self.removed} removed"
+
+    def lines(self) -> list[str]:
+        """What was removed, file by file, what was left alone, and the summary line last."""
+        out = [f"removed {path} ({kind})" for path, kind in self.removed_paths]
+        out += [f"left {path}/ alone: {path.name} is not in the config (--prune removes its goldens)"
+                for path in self.left_alone]
+        return [*out, str(self)]
 
 
 def versions() -> dict[str, str]:
@@ -161,9 +172,12 @@ def build(config: Config, models: list[ModelSpec], update_pins: bool = False,
 
 
 def write(out: Path, goldens: dict[str, golden_file.Golden], models: list[ModelSpec],
-          all_models: bool, known_models: set[str]) -> Summary:
-    """Write what changed; remove goldens (and their ledger entries) of cases no longer in the
-    matrix, within the selected models (and, on a full run, directories of removed models)."""
+          all_models: bool, known_models: set[str], prune: bool = False) -> Summary:
+    """Write what changed, then remove this matrix's own stale files: within the selected
+    models' directories, goldens and ledger entries of cases no longer in the matrix. A file is
+    removed only when it proves to be one (`owned`); anything else in --out is the user's. On a
+    full run, directories of models absent from the config are left alone and reported, unless
+    `prune` (another config pointed at the same --out must not empty it)."""
     summary = Summary()
     for case_id, item in goldens.items():
         changed = files.atomic_write(golden_file.golden_path(out, case_id), golden_file.dumps(item))
@@ -172,39 +186,75 @@ def write(out: Path, goldens: dict[str, golden_file.Golden], models: list[ModelS
         else:
             summary.unchanged += 1
     dirs = [out / m.name for m in models]
-    if all_models and out.exists():
-        dirs += [d for d in sorted(out.iterdir())
-                 if d.is_dir() and d.name not in known_models and _only_goldens(d)]
+    if all_models and out.is_dir():
+        absent = [d for d in sorted(out.iterdir())
+                  if d.is_dir() and not d.is_symlink() and d.name not in known_models and owned(d)]
+        if prune:
+            dirs += absent
+        else:
+            summary.left_alone = absent
     for directory in dirs:
-        if not directory.is_dir():
+        if not directory.is_dir() or directory.is_symlink():
             continue
-        for path in sorted(directory.glob("*.json")):
-            stem = path.name.split(".", 1)[0]
-            if f"{directory.name}/{stem}" in goldens:
+        for path, kind in owned(directory):
+            if f"{directory.name}/{path.name.split('.', 1)[0]}" in goldens:
                 continue
-            path.unlink()
-            if golden_file.is_golden_file(path):
-                summary.removed += 1
-        if not any(directory.iterdir()):
-            directory.rmdir()
+            try:
+                path.unlink()
+            except OSError as error:
+                raise GoldensError(f"{path}: cannot remove this stale {kind} ({error.strerror})") from None
+            summary.removed += 1
+            summary.removed_paths.append((path, kind))
+        with contextlib.suppress(OSError):  # emptied by us: tidy; anything else: leave it
+            if not any(directory.iterdir()):
+                directory.rmdir()
     return summary
 
 
-def _only_goldens(directory: Path) -> bool:
-    """A directory of a model no longer in the matrix: every file in it is a golden or ledger
-    entry. Anything else in --out is the user's and is never removed."""
-    for path in directory.iterdir():
-        if not path.is_file() or path.suffix != ".json":
-            return False
+def owned(directory: Path) -> list[tuple[Path, str]]:
+    """The files of `directory` that are provably goldens' own: regular files named
+    `<stem>.json` (a golden) or `<stem>.<engine>.json` (a ledger entry of a known engine) that
+    read as valid goldens of this directory's model and case (golden_file.read checks the case
+    against the path) and, for a ledger entry, name that engine. A user's notes.json is not."""
+    out = []
+    for path in sorted(directory.glob("*.json")):
+        if path.is_symlink() or not path.is_file():
+            continue
+        parts = path.name[: -len(".json")].split(".")
+        if len(parts) == 1:
+            kind = "golden"
+        elif len(parts) == 2 and engine_registry.NAME.match(parts[1]):
+            kind = "ledger entry"
+        else:
+            continue
         try:
-            golden_file.read(path)
+            item = golden_file.read(path)
         except GoldensError:
-            return False
-    return True
+            continue
+        if kind == "ledger entry" and item.extra.get("engine") != parts[1]:
+            continue
+        out.append((path, kind))
+    return out
 
 
 def regenerate(config: Config, out: Path, model_names: tuple[str, ...] = (), update_pins: bool = False,
-               advance: Progress | None = None) -> Summary:
+               advance: Progress | None = None, prune: bool = False) -> Summary:
     models = config.select(model_names)
     goldens = build(config, models, update_pins=update_pins, advance=advance)
-    return write(out, goldens, models, all_models=not model_names, known_models=set(config.models))
+    refuse_all_refused(goldens)
+    return write(out, goldens, models, all_models=not model_names, known_models=set(config.models),
+                 prune=prune)
+
+
+def refuse_all_refused(goldens: dict[str, golden_file.Golden]) -> None:
+    """A model whose every case the template refuses would golden nothing and let every check
+    pass on nothing: an error, before anything is written."""
+    by_model: dict[str, list[golden_file.Golden]] = {}
+    for item in goldens.values():
+        by_model.setdefault(item.model, []).append(item)
+    for model, items in by_model.items():
+        if items and all(item.outcome == "error" for item in items):
+            raise GoldensError(
+                f"{model}: the template refused every case ({len(items)} of {len(items)}), so its "
+                f"goldens would check nothing; the first: {items[0].case}: {items[0].error}"
+            )

@@ -3,23 +3,33 @@
 Applicable means the engine is listed for the model in models.yaml. Models are replayed one at
 a time and a model's managed servers are stopped before the next one starts, so a full matrix
 fits the machine; a server given by URL is the user's and is left alone.
+
+Nothing judged is never green: a server that cannot start makes its cases errors (the other
+engines are still judged and the reports still written), an engine that refuses every case of
+a model is an error rather than a row of refusals, and cases left when the run's deadline
+passes are errors that say so.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from pathlib import Path
 
 from generator import reference
 from generator.config import engine_registry
 from generator.config.cases import model_cases, replays
-from generator.config.models import Config
+from generator.config.models import Config, ModelSpec
+from generator.engines import Engine, http
 from generator.engines.pool import EnginePool
 from generator.engines.remote import Connection
-from generator.errors import GoldensError
+from generator.errors import GoldensError, one_line
 from generator.replay import report
-from generator.replay.judge import Outcome, load_goldens, replay
-from generator.sources.source import resolve
+from generator.replay.judge import STAND_IN, Outcome, load_goldens, replay
+from generator.sources.source import Source, resolve
+
+NO_CONFIRM = ("--no-confirm: stand-in endpoints (llama-server /apply-template + /tokenize, vLLM /tokenize) "
+              "were not confirmed on the serving path")
 
 
 def plan(config: Config, engines: tuple[str, ...], models: tuple[str, ...]) -> list[tuple[str, list[str]]]:
@@ -43,10 +53,23 @@ def run(config: Config, root: Path, engines: tuple[str, ...] = (), models: tuple
         urls: dict[str, str] | None = None, jobs: int = 8,
         advance: Callable[[str], None] | None = None,
         note: Callable[[str], None] | None = None,
+        confirm: bool = True, timeout: float | None = None,
+        request_timeout: float | None = None,
         connection: Connection | None = None) -> list[Outcome]:
+    """Every (model, engine) of the plan, judged. `confirm` sends each case down the serving
+    path of engines read through a stand-in; `timeout` bounds the whole run and
+    `request_timeout` each request to an engine, in seconds."""
     work = plan(config, engines, models)
     outcomes: list[Outcome] = []
-    with EnginePool(config.date, urls, on_start=note, connection=connection) as pool:
+    started = time.monotonic()
+
+    def halt() -> str | None:
+        if timeout is not None and time.monotonic() - started >= timeout:
+            return f"not judged: the run's --timeout of {timeout:g}s was reached"
+        return None
+
+    with http.deadlines(timeout, request_timeout), \
+            EnginePool(config.date, urls, on_start=note, connection=connection) as pool:
         for model_name, engine_names in work:
             model = config.models[model_name]
             source = resolve(model, config)
@@ -55,15 +78,47 @@ def run(config: Config, root: Path, engines: tuple[str, ...] = (), models: tuple
             tokenizer = reference.load_tokenizer(source.tokenizer_dir)
             decode = lambda ids: reference.pieces(tokenizer, list(ids))  # noqa: E731
             for engine_name in engine_names:
-                engine = pool.engine(engine_name, model, source)
                 chosen = [goldens[c.id] for c in cases if replays(c, engine_name)]
-                outcomes += replay(engine, chosen, root, jobs=jobs, decode=decode, advance=advance)
+                engine, reason = None, halt()
+                if reason is None:
+                    engine, reason = _open(pool, engine_name, model, source)
+                if reason is not None:
+                    for item in chosen:
+                        outcomes.append(Outcome(item.case, engine_name, "error", reason))
+                        if advance is not None:
+                            advance(item.case)
+                    continue
+                replayed = replay(engine, chosen, root, jobs=jobs, decode=decode, advance=advance,
+                                  confirm=confirm, halt=halt)
+                outcomes += all_refused(model_name, engine_name, replayed)
             pool.release(model_name)
     return outcomes
 
 
+def _open(pool: EnginePool, name: str, model: ModelSpec, source: Source) -> tuple[Engine | None, str | None]:
+    """The engine, or in one line why it is unavailable: a server that cannot start costs its
+    own cases, not the run."""
+    try:
+        return pool.engine(name, model, source), None
+    except Exception as error:
+        text = str(error) if isinstance(error, GoldensError) else f"internal error: {type(error).__name__}: {error}"
+        return None, f"{name} unavailable for {model.name}: {one_line(text)}"
+
+
+def all_refused(model: str, engine: str, outcomes: list[Outcome]) -> list[Outcome]:
+    """An engine that refused every case of a model judged nothing (a server answering 400 to
+    everything, a template that raises for every request): each case becomes an error."""
+    verdicts = [o for o in outcomes if o.engine == engine]
+    if not verdicts or not all(o.refused for o in verdicts):
+        return outcomes
+    first = next((o for o in verdicts if o.status != "match"), verdicts[0]).detail
+    reason = (f"{engine} refused every case of {model} ({len(verdicts)} of {len(verdicts)}), so nothing "
+              f"was judged; the first: {first}")
+    return [Outcome(o.case, o.engine, "error", reason) if o.engine == engine else o for o in outcomes]
+
+
 def exit_code(outcomes: list[Outcome]) -> int:
-    if any(o.status == "error" for o in outcomes):
+    if not outcomes or any(o.status == "error" for o in outcomes):
         return 2
     if any(o.status == "drift" for o in outcomes):
         return 1
@@ -71,4 +126,8 @@ def exit_code(outcomes: list[Outcome]) -> int:
 
 
 def summary(outcomes: list[Outcome]) -> str:
-    return report.summary_line(outcomes)
+    findings = [o for o in outcomes if o.engine.endswith(STAND_IN)]
+    line = report.summary_line([o for o in outcomes if not o.engine.endswith(STAND_IN)])
+    if findings:
+        line += f"; {len(findings)} stand-in endpoint(s) disagreeing with serving"
+    return line

@@ -1,26 +1,39 @@
-"""Replay: send goldens through an engine and judge each answer.
+"""Replay: send goldens through an engine and judge each answer. The one judge.
+
+`verdict` is the judging function: `goldens check` (through `judge`/`replay`) and the pytest
+snapshots (replay/snapshot.py) both call it, so the CI gate and the test suite cannot disagree.
 
 An Outcome is one of: `match` (the golden's ids, or the golden's refusal), `known` (exactly the
 reviewed ledger entry), `drift` (anything else, with the report), or `error` (the engine could
-not answer); and for an engine that reports only how many prompt tokens it evaluated, `count`
-(the golden's length; the ids themselves were never seen). Every outcome judged from a count
-has level "count", so reports can mark it: equal lengths are not called a match. Requests go out concurrently: the engines share keep-alive HTTP clients, so a
-thread pool is enough to keep a server busy.
+not answer, so nothing was judged); and for an engine that reports only how many prompt tokens
+it evaluated, `count` (the golden's length; the ids themselves were never seen). Every outcome
+judged from a count has level "count", so reports can mark it: equal lengths are not called a
+match. Requests go out concurrently from a thread pool.
+
+Where an engine is read through a stand-in endpoint (llama-server's /apply-template +
+/tokenize, vLLM's /tokenize), `confirm` also sends the case down the serving path: vLLM's
+served prompt ids are what is judged, llama-server's served counts must equal the stand-in's.
+A stand-in that disagrees with serving is a finding of its own (an Outcome in the column
+"<engine> stand-in"), never the engine's verdict.
 """
 
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from generator.engines import Engine, EngineError, PromptCount, Refused
+from generator.engines import Engine, EngineError, Ids, PromptCount, Refused, Served, Unreachable, http
 from generator.errors import GoldensError
 from generator.goldens import golden_file
 from generator.replay import ledger
-from generator.replay.divergence import Divergence, diverge, format_divergence
+from generator.replay.divergence import Divergence, diverge, first_divergence, format_divergence
+
+Answer = Ids | PromptCount | Refused  # what an engine made of a request: ids, a count, or a refusal
+STAND_IN = " stand-in"  # suffix of the column a stand-in finding is reported in
 
 
 @dataclass
@@ -32,52 +45,61 @@ class Outcome:
     divergence: Divergence | None = None
     reason: str | None = None  # the ledger's, for "known"
     level: str = "ids"  # "ids", or "count" when judged from a prompt token count alone
+    refused: bool = False  # the engine's answer was a refusal
+    unreachable: bool = False  # the engine stopped answering (timeout, connection lost)
+    finding: Outcome | None = None  # the stand-in disagreed with the serving path
 
     @property
     def ok(self) -> bool:
         return self.status in ("match", "known", "count")
 
 
-def judge(engine: Engine, item: golden_file.Golden, root: Path,
-          decode: Callable[[Sequence[int]], list[str]] | None = None) -> Outcome:
-    """Replay one golden through one engine."""
-    entry = ledger.read(root, item.case, engine.name)
+def answer(engine: Engine, request: dict) -> Answer:
+    """The engine's answer to a request: its ids, or the Refused it raised. Any other failure
+    (an EngineError) propagates: that is no answer at all."""
     try:
-        actual = engine.ids(item.request)
+        return engine.ids(request)
     except Refused as refusal:
+        return refusal
+
+
+def verdict(item: golden_file.Golden, entry: ledger.Entry | None, engine: str, got: Answer,
+            decode: Callable[[Sequence[int]], list[str]] | None = None) -> Outcome:
+    """THE judgement of one answer against a golden and the engine's reviewed ledger entry."""
+    if isinstance(got, Refused):
         if entry is not None and entry.refused is not None:
-            return Outcome(item.case, engine.name, "known", entry.reason, reason=entry.reason)
+            return Outcome(item.case, engine, "known", entry.reason, reason=entry.reason, refused=True)
         if item.outcome == "error" and entry is None:
-            return Outcome(item.case, engine.name, "match", f"refused, as the reference did: {item.error}")
-        return Outcome(item.case, engine.name, "drift", f"engine refused: {refusal}")
-    except EngineError as error:
-        return Outcome(item.case, engine.name, "error", str(error))
-    if isinstance(actual, PromptCount):
-        return judge_count(engine.name, item, entry, actual)
+            return Outcome(item.case, engine, "match", f"refused, as the reference did: {item.error}",
+                           refused=True)
+        return Outcome(item.case, engine, "drift", f"engine refused: {got}", refused=True)
+    if isinstance(got, PromptCount):
+        return judge_count(engine, item, entry, got)
+    actual = got
     if item.outcome == "error":
-        return Outcome(item.case, engine.name, "drift",
-                       f"the reference refused ({item.error}) but {engine.name} rendered {len(actual)} tokens")
+        return Outcome(item.case, engine, "drift",
+                       f"the reference refused ({item.error}) but {engine} rendered {len(actual)} tokens")
     prompt = getattr(actual, "prompt", None)
     pieces = getattr(actual, "pieces", None)
     if entry is not None and entry.refused is not None:
-        return Outcome(item.case, engine.name, "drift",
-                       f"{engine.name} now renders {len(actual)} tokens; the ledger entry "
+        return Outcome(item.case, engine, "drift",
+                       f"{engine} now renders {len(actual)} tokens; the ledger entry "
                        f"{entry.path.name} recorded a refusal (was: {entry.reason})")
     if entry is not None:
         if list(actual) == entry.ids:
-            return Outcome(item.case, engine.name, "known", entry.reason, reason=entry.reason)
+            return Outcome(item.case, engine, "known", entry.reason, reason=entry.reason)
         if list(actual) == item.ids:
-            return Outcome(item.case, engine.name, "drift",
-                           f"{engine.name} now matches the reference; the ledger entry "
+            return Outcome(item.case, engine, "drift",
+                           f"{engine} now matches the reference; the ledger entry "
                            f"{entry.path.name} is stale (was: {entry.reason})")
         div = diverge(entry.ids, entry.pieces, entry.prompt, actual, pieces, prompt, decode)
-        return Outcome(item.case, engine.name, "drift",
-                       "moved from its ledger entry: " + format_divergence(div, "ledger", engine.name),
+        return Outcome(item.case, engine, "drift",
+                       "moved from its ledger entry: " + format_divergence(div, "ledger", engine),
                        divergence=div)
     div = diverge(item.ids, item.pieces, item.prompt, actual, pieces, prompt, decode)
     if div is None:
-        return Outcome(item.case, engine.name, "match")
-    return Outcome(item.case, engine.name, "drift", format_divergence(div, "reference", engine.name),
+        return Outcome(item.case, engine, "match")
+    return Outcome(item.case, engine, "drift", format_divergence(div, "reference", engine),
                    divergence=div)
 
 
@@ -114,24 +136,107 @@ def _longer(n: int, expected: int) -> str:
     """'9 tokens shorter', '1 token longer'."""
     difference = abs(n - expected)
     return f"{difference} token{'s' if difference != 1 else ''} {'longer' if n > expected else 'shorter'}"
+def judge(engine: Engine, item: golden_file.Golden, root: Path,
+          decode: Callable[[Sequence[int]], list[str]] | None = None, confirm: bool = False) -> Outcome:
+    """Replay one golden through one engine (and, with `confirm`, down its serving path)."""
+    entry = ledger.read(root, item.case, engine.name)
+    try:
+        got = answer(engine, item.request)
+        served = _serve(engine, item.request, got) if confirm else None
+    except EngineError as error:
+        return Outcome(item.case, engine.name, "error", str(error),
+                       unreachable=isinstance(error, Unreachable))
+    except Exception as error:  # a bug (ours or an engine library's): this case is not judged
+        return Outcome(item.case, engine.name, "error",
+                       f"{engine.name}: internal error: {type(error).__name__}: {error}")
+    if served is None:
+        return verdict(item, entry, engine.name, got, decode)
+    serving = served.answer()
+    outcome = verdict(item, entry, engine.name, serving if serving is not None else got, decode)
+    outcome.finding = _stand_in_finding(item.case, engine, got, served)
+    return outcome
+
+
+def _serve(engine: Engine, request: dict, got: Answer) -> Served | None:
+    serve = getattr(engine, "serve", None)
+    if serve is None:
+        return None
+    return serve(request, None if isinstance(got, (Refused, PromptCount)) else list(got))
+
+
+def _stand_in_finding(case: str, engine: Engine, got: Answer, served: Served) -> Outcome | None:
+    """The stand-in's answer against the serving path's; None when they agree."""
+    stand_in = getattr(engine, "stand_in", "stand-in")
+    column = engine.name + STAND_IN
+    if isinstance(got, Refused):
+        if served.refused is not None:
+            return None
+        fed = ", ".join(f"{where} fed {count} tokens" for where, count in served.counts.items())
+        return Outcome(case, column, "drift",
+                       f"{engine.name}: {stand_in} refused ({got}) but {fed}")
+    if served.refused is not None:
+        return Outcome(case, column, "drift",
+                       f"{engine.name}: {stand_in} gives {len(got)} tokens but {served.endpoint} "
+                       f"refused ({served.refused})")
+    if served.ids is not None:
+        index = first_divergence(list(got), list(served.ids))
+        problems = [] if index is None else [
+            f"{served.endpoint} fed the model {len(served.ids)} tokens, the first difference at token {index}"]
+    else:
+        problems = [f"{where} is {count}" for where, count in served.counts.items() if count != len(got)]
+    if not problems:
+        return None
+    judged = ("the serving path's ids are judged in the " + engine.name + " column"
+              if served.ids is not None else f"the {engine.name} column judges the stand-in's ids")
+    return Outcome(case, column, "drift",
+                   f"{engine.name}: {stand_in} gives {len(got)} tokens but {'; '.join(problems)} "
+                   f"({judged})")
 
 
 def replay(engine: Engine, goldens: Iterable[golden_file.Golden], root: Path, jobs: int = 8,
            decode: Callable[[Sequence[int]], list[str]] | None = None,
-           advance: Callable[[str], None] | None = None) -> list[Outcome]:
-    """Judge every golden, `jobs` requests in flight; outcomes in the goldens' order."""
+           advance: Callable[[str], None] | None = None, confirm: bool = False,
+           halt: Callable[[], str | None] | None = None) -> list[Outcome]:
+    """Judge every golden, `jobs` requests in flight; outcomes in the goldens' order, each
+    followed by its stand-in finding if it has one.
+
+    An engine that stops answering (a timeout, a refused or dropped connection) is not sent the
+    remaining cases: they are errors carrying that fault, so a dead server costs one deadline,
+    not one per case. `halt` may name a reason to stop too (the run's own deadline)."""
     items = list(goldens)
+    fault: list[str] = []
+    lock = threading.Lock()
 
     def one(item: golden_file.Golden) -> Outcome:
-        outcome = judge(engine, item, root, decode)
+        reason = (halt() if halt is not None else None) or (fault[0] if fault else None)
+        if reason is not None:
+            outcome = Outcome(item.case, engine.name, "error", reason)
+        else:
+            outcome = judge(engine, item, root, decode, confirm)
+            if outcome.unreachable:
+                with lock:
+                    fault.append(outcome.detail)
         if advance is not None:
             advance(item.case)
         return outcome
 
     if jobs <= 1:
-        return [one(item) for item in items]
-    with ThreadPoolExecutor(max_workers=jobs) as pool:
-        return list(pool.map(one, items))
+        results = [one(item) for item in items]
+    else:
+        pool = ThreadPoolExecutor(max_workers=jobs)
+        try:
+            results = list(pool.map(one, items))
+        except BaseException:  # Ctrl-C, SIGTERM: drop the queue and cut the requests in flight
+            pool.shutdown(wait=False, cancel_futures=True)
+            http.cancel_all()
+            raise
+        pool.shutdown()
+    out = []
+    for outcome in results:
+        out.append(outcome)
+        if outcome.finding is not None:
+            out.append(outcome.finding)
+    return out
 
 
 def load_goldens(root: Path, case_ids: Iterable[str]) -> list[golden_file.Golden]:

@@ -1,9 +1,9 @@
 """Reports of a `goldens check` run: JUnit XML for CI, Markdown for a pull request, and the
 terminal's one line per problem.
 
-All are built from the run's list of Outcome and nothing else; the files are written atomically
-(a temp file beside the target, then os.replace), so a reader, or a second run writing the same
-path at the same moment, only ever sees a whole report.
+All are built from the run's list of Outcome and nothing else; the files are written with
+files.atomic_write, so a reader, or a second run writing the same path at the same moment, only
+ever sees a whole report, and nothing but a regular file (or a new path) is ever written.
 
 JUnit: one <testsuite> per engine, one <testcase> per (model, shape[--variant]) in it, with
 classname = model and name = the case's stem. A drift is a <failure message="drift at token N">
@@ -27,11 +27,12 @@ import fcntl
 import os
 import re
 import socket
-import tempfile
+import stat
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+from generator import files
 from generator import markdown as md
 from generator.errors import GoldensError
 from generator.replay.judge import Outcome
@@ -147,7 +148,8 @@ def _first_line(text: str, limit: int = 200) -> str:
 # ----------------------------------------------------------------------------------- JUnit XML
 
 def junit_xml(outcomes: Sequence[Outcome], elapsed: float = 0.0,
-              timestamp: _dt.datetime | None = None, hostname: str | None = None) -> str:
+              timestamp: _dt.datetime | None = None, hostname: str | None = None,
+              notes: Sequence[str] = ()) -> str:
     """The run as JUnit XML (one suite per engine); `elapsed` seconds is split evenly over cases."""
     stamp = (timestamp or _dt.datetime.now(_dt.timezone.utc)).strftime("%Y-%m-%dT%H:%M:%S")
     host = hostname or socket.gethostname() or "localhost"
@@ -175,6 +177,8 @@ def junit_xml(outcomes: Sequence[Outcome], elapsed: float = 0.0,
         count_only = sum(1 for o in items if o.level == "count")
         if count_only:  # judged from prompt token counts: these verdicts never saw the ids
             ET.SubElement(properties, "property", {"name": "count_only", "value": str(count_only)})
+        for note in notes:
+            ET.SubElement(properties, "property", {"name": "note", "value": _xml_safe(note)})
         known = []
         for outcome in items:
             model, stem = split_case(outcome.case)
@@ -329,10 +333,13 @@ def _grid(outcomes: Sequence[Outcome]) -> list[str]:
     return md.table(["model", "shape", *engines], rows)
 
 
-def markdown(outcomes: Sequence[Outcome], title: str = "goldens check") -> str:
-    """The pull-request report: verdict, what needs a look (each with its first divergence and its
-    full report folded), then every case folded under the passes counted per engine."""
+def markdown(outcomes: Sequence[Outcome], title: str = "goldens check", notes: Sequence[str] = ()) -> str:
+    """The pull-request report: verdict, notes on what was not done (e.g. --no-confirm), what
+    needs a look (each with its first divergence and its full report folded), then every case
+    folded under the passes counted per engine."""
     lines = [f"**{title}: {verdict(outcomes)}** · {summary_line(outcomes)}"]
+    for note in notes:  # said in every report, not only on the terminal
+        lines += ["", f"> {_text(note, 400)}"]
     groups = problems(outcomes)
     if groups:
         rows = [_problem_row(group) for group in groups[:ROW_LIMIT]]
@@ -366,8 +373,10 @@ def problem_line(outcome: Outcome) -> str:
     return _first_line(_xml_safe(text), LINE_LIMIT)
 
 
-def terminal(outcomes: Sequence[Outcome], colour: bool = False) -> list[str]:
-    """The terminal report: one line per problem in KINDS order, then the counts."""
+def terminal(outcomes: Sequence[Outcome], colour: bool = False, errors: bool = True,
+             summary: str | None = None) -> list[str]:
+    """The terminal report: one line per problem in KINDS order, then the counts (`summary`, or
+    summary_line's). `errors=False` leaves error outcomes to error_lines (said on stderr)."""
     import click
 
     def style(text: str, name: str | None, bold: bool = False) -> str:
@@ -376,28 +385,57 @@ def terminal(outcomes: Sequence[Outcome], colour: bool = False) -> list[str]:
     lines = []
     for group in problems(outcomes):
         for outcome in group:
+            if outcome.status == "error" and not errors:
+                continue
             what = kind(outcome)
             lines.append(f"{style(what.word, what.colour, bold=True)} {outcome.case} [{outcome.engine}]: "
                          f"{problem_line(outcome)}")
     passed = all(kind(o).passing for o in outcomes)
-    lines.append(style(summary_line(outcomes), "green" if passed else "red"))
+    lines.append(style(summary or summary_line(outcomes), "green" if passed else "red"))
+    return lines
+
+
+def error_lines(outcomes: Sequence[Outcome]) -> list[str]:
+    """Error outcomes as stderr lines: one per distinct fault, with how many cases it cost, so a
+    dead server is one line rather than one per case (every case stays in the reports)."""
+    groups: dict[tuple[str, str], list[str]] = {}
+    for outcome in outcomes:
+        if outcome.status == "error":
+            first = (outcome.detail.strip().splitlines() or ["(no detail)"])[0]
+            groups.setdefault((outcome.engine, first), []).append(outcome.case)
+    lines = []
+    for (engine, detail), cases in groups.items():
+        which = cases[0] if len(cases) == 1 else f"{len(cases)} cases, from {cases[0]}"
+        lines.append(f"goldens: error: [{engine}] {detail} ({which})")
     return lines
 
 
 # ------------------------------------------------------------------------------------ writing
 
 def check_destination(*paths: Path | None) -> None:
-    """Refuse, before a run, a report path that cannot be written or two reports on one path."""
+    """Refuse, before a run, a report path that cannot be written, that is not a regular file
+    or a new path (a device, a FIFO, a link to one: never replaced), or two reports on one path."""
     seen: dict[Path, Path] = {}
     for path in paths:
         if path is None:
             continue
-        resolved = Path(os.path.abspath(path))
+        resolved = Path(os.path.realpath(path))
         if resolved in seen:
             raise GoldensError(f"{path}: --junit and --report name the same file")
         seen[resolved] = path
-        if resolved.is_dir():
+        try:
+            info = resolved.stat()
+        except (FileNotFoundError, NotADirectoryError):  # a new path (a bad parent is said below)
+            info = None
+        except OSError as error:
+            raise GoldensError(f"{path}: cannot use as a report ({error.strerror})") from None
+        if info is not None and stat.S_ISDIR(info.st_mode):
             raise GoldensError(f"{path}: is a directory, not a report file")
+        if info is not None and not stat.S_ISREG(info.st_mode):
+            kind = _KINDS.get(stat.S_IFMT(info.st_mode), "not a regular file")
+            via = f" (a link to {resolved})" if resolved != Path(os.path.abspath(path)) else ""
+            raise GoldensError(f"{path}: is a {kind}{via}; a report is written only to a regular "
+                               "file or a new path")
         parent = resolved.parent
         while not parent.exists():
             parent = parent.parent
@@ -405,6 +443,10 @@ def check_destination(*paths: Path | None) -> None:
             raise GoldensError(f"{path}: {parent} is not a directory")
         if not os.access(parent, os.W_OK | os.X_OK):
             raise GoldensError(f"{path}: {parent} is not writable")
+
+
+_KINDS = {stat.S_IFCHR: "character device", stat.S_IFBLK: "block device", stat.S_IFIFO: "FIFO",
+          stat.S_IFSOCK: "socket"}
 
 
 @contextlib.contextmanager
@@ -416,7 +458,7 @@ def claim(*paths: Path | None) -> Iterator[None]:
         for path in paths:
             if path is None:
                 continue
-            path = Path(os.path.abspath(path))
+            path = Path(os.path.realpath(path))  # two links to one report share one claim
             path.parent.mkdir(parents=True, exist_ok=True)
             lock = path.parent / f".{path.name}.lock"
             handle = open(lock, "a")
@@ -434,25 +476,6 @@ def claim(*paths: Path | None) -> Iterator[None]:
 
 
 def write(path: Path, text: str) -> None:
-    """Write atomically: a temp file in the same directory, then os.replace; never a partial file."""
-    path = Path(path)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    except OSError as error:
-        raise GoldensError(f"{path}: cannot write ({error.strerror or error})") from None
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
-            handle.write(text)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
-        os.replace(tmp, path)
-    except BaseException as error:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        if isinstance(error, OSError):
-            raise GoldensError(f"{path}: cannot write ({error.strerror or error})") from None
-        raise
+    """Write through files.atomic_write: a whole report or none, a regular file only (a
+    symlink is written through to its target), an existing report's mode kept."""
+    files.atomic_write(Path(path), text, only_if_changed=False)

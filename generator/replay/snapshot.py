@@ -1,10 +1,12 @@
-"""A syrupy extension whose snapshots are golden files.
+"""A syrupy extension whose snapshots are golden files, judged by the one judge.
 
-`assert engine.ids(request) == golden_snapshot(snapshot, case)` compares token ids with the
-committed golden (or the engine's reviewed ledger entry), prints the drift report on a mismatch,
-and under `pytest --snapshot-update` writes the reference golden in exactly the bytes
-`goldens regenerate` writes. Only the reference may write: an engine's answer never becomes a
-golden by accident; a reviewed divergence is recorded with `goldens ledger`.
+`assert judge.answer(engine, request) == snapshot.use_extension(golden_extension(...))` hands
+the engine's answer (its ids or its refusal) to `judge.verdict`, the same function `goldens
+check` uses, against the committed golden and the engine's reviewed ledger entry; a mismatch
+prints the verdict's drift report. Under `pytest --snapshot-update` the reference golden is
+written in exactly the bytes `goldens regenerate` writes. Only the reference may write: an
+engine's answer never becomes a golden by accident; a reviewed divergence is recorded with
+`goldens ledger`.
 """
 
 from __future__ import annotations
@@ -17,9 +19,10 @@ from syrupy.data import SnapshotCollections
 from syrupy.extensions.single_file import SingleFileSnapshotExtension, WriteMode
 
 from generator import files
+from generator.engines import Ids, Refused
 from generator.goldens import golden_file
 from generator.reference import Rendered
-from generator.replay import divergence, ledger
+from generator.replay import judge, ledger
 
 
 def golden_extension(root: Path, case_id: str, request: dict, provenance: dict[str, Any],
@@ -49,6 +52,8 @@ def golden_extension(root: Path, case_id: str, request: dict, provenance: dict[s
         def serialize(self, data, *, exclude=None, include=None, matcher=None) -> str:
             if isinstance(data, Rendered):
                 ids, pieces, prompt, error = data.ids, data.pieces, data.prompt, data.error
+            elif isinstance(data, Refused):  # an engine's refusal (judge.answer)
+                ids, pieces, prompt, error = [], [], None, str(data)
             else:  # an engine's Ids
                 ids, pieces, prompt, error = list(data), getattr(data, "pieces", None), getattr(data, "prompt", None), None
                 pieces = pieces if pieces is not None and len(pieces) == len(ids) else [""] * len(ids)
@@ -60,27 +65,37 @@ def golden_extension(root: Path, case_id: str, request: dict, provenance: dict[s
                 annotate(item)
             return golden_file.dumps(item)
 
-        def matches(self, *, serialized_data, snapshot_data) -> bool:
+        def _verdict(self, serialized_data, snapshot_data) -> tuple[judge.Outcome, bool]:
+            """judge.verdict on the answer; for the reference golden, also its exact error text
+            and analyses (what regenerate would write), which no engine is held to."""
             new = golden_file.loads(serialized_data, "actual")
-            old = golden_file.loads(snapshot_data, str(location))
-            same = (new.outcome, new.ids, new.error) == (old.outcome, old.ids, old.error)
-            return same and (annotate is None or new.extra == old.extra)
+            got = Refused(new.error) if new.outcome == "error" else Ids(new.ids, new.prompt, new.pieces)
+            if engine is not None:
+                golden = golden_file.read(golden_file.golden_path(root, case_id))
+                outcome = judge.verdict(golden, ledger.read(root, case_id, engine), engine, got)
+                return outcome, outcome.ok
+            golden = golden_file.loads(snapshot_data, str(location))
+            outcome = judge.verdict(golden, None, "reference", got)
+            exact = new.error == golden.error and (annotate is None or new.extra == golden.extra)
+            return outcome, outcome.ok and exact
+
+        def matches(self, *, serialized_data, snapshot_data) -> bool:
+            return self._verdict(serialized_data, snapshot_data)[1]
 
         def diff_lines(self, serialized_data, snapshot_data):
+            outcome, _ = self._verdict(serialized_data, snapshot_data)
+            if not outcome.ok:
+                yield from outcome.detail.splitlines()
+                return
             new = golden_file.loads(serialized_data, "actual")
             old = golden_file.loads(snapshot_data, str(location))
-            if new.outcome != old.outcome or new.error != old.error:
+            if new.error != old.error:
                 yield f"golden: {old.outcome} {old.error or ''}".rstrip()
                 yield f"actual: {new.outcome} {new.error or ''}".rstrip()
-                return
-            div = divergence.diverge(old.ids, old.pieces, old.prompt, new.ids, new.pieces, new.prompt)
-            if div is not None:
-                yield from divergence.format_divergence(div, "golden", engine or "actual").splitlines()
-            elif annotate is not None:
-                for key in sorted(set(old.extra) | set(new.extra)):
-                    if old.extra.get(key) != new.extra.get(key):
-                        yield f"analysis {key!r} changed: golden {old.extra.get(key)!r}"
-                        yield f"{' ' * len(f'analysis {key!r} changed: ')}actual {new.extra.get(key)!r}"
+            for key in sorted(set(old.extra) | set(new.extra)):
+                if annotate is not None and old.extra.get(key) != new.extra.get(key):
+                    yield f"analysis {key!r} changed: golden {old.extra.get(key)!r}"
+                    yield f"{' ' * len(f'analysis {key!r} changed: ')}actual {new.extra.get(key)!r}"
 
         @classmethod
         def write_snapshot_collection(cls, *, snapshot_collection, name_order=None) -> None:

@@ -16,6 +16,7 @@ import re
 import signal
 import socket
 import subprocess
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -43,6 +44,37 @@ def _stop_all() -> None:
     """Never leave a server behind when the interpreter exits without stopping it."""
     for server in list(_RUNNING):
         server.stop()
+
+
+_PREVIOUS: dict[int, object] = {}
+
+
+def handle_signals() -> None:
+    """SIGTERM and SIGINT stop every managed server first, then end the process through the
+    normal exception path (KeyboardInterrupt for SIGINT, SystemExit(143) for SIGTERM), so every
+    `finally` runs: temp files and report claims are removed. Managed servers run in their own
+    session, out of reach of the terminal's Ctrl-C and of a CI runner's signal, and `atexit`
+    does not run on a signal, so without this a cancelled job leaves them running. Installed
+    once, from the main thread only; a handler someone else installed is called afterwards."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        current = signal.getsignal(signum)
+        if current is _on_signal or current == signal.SIG_IGN or current is None:
+            continue
+        _PREVIOUS[signum] = current
+        signal.signal(signum, _on_signal)
+
+
+def _on_signal(signum: int, frame) -> None:
+    _stop_all()
+    previous = _PREVIOUS.get(signum)
+    if callable(previous):  # Python's own SIGINT handler raises KeyboardInterrupt
+        previous(signum, frame)
+        return
+    if signum == signal.SIGINT:
+        raise KeyboardInterrupt
+    raise SystemExit(128 + signum)  # SIG_DFL would end the process without any cleanup
 
 
 class ManagedServer:
@@ -130,6 +162,7 @@ class ManagedServer:
             self._close_log()
             raise GoldensError(f"{self.name}: cannot start {argv[0]}: {error}") from None
         _RUNNING.add(self)
+        handle_signals()
 
     def _wait_healthy(self) -> None:
         deadline = time.monotonic() + self.startup_timeout

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from generator.config.models import Config, ModelSpec, TemplateSpec
+from generator.config.request import load_json
 from generator.errors import GoldensError
 from generator.sources import pack
 
@@ -67,7 +68,9 @@ def tokenizer_fingerprint(directory: Path) -> str:
             continue
         data = path.read_bytes()
         if name == "tokenizer_config.json":
-            config = json.loads(data)
+            config = load_json(data, str(path))
+            if not isinstance(config, dict):
+                raise GoldensError(f"{path}: expected a JSON object")
             config.pop("chat_template", None)
             data = json.dumps(config, sort_keys=True, ensure_ascii=False).encode("utf-8")
         digest.update(name.encode() + b"\0" + hashlib.sha256(data).digest())
@@ -87,8 +90,9 @@ def resolve(model: ModelSpec, config: Config) -> Source:
             gguf = _local(base, spec.value)
             directory, origin = _gguf_tokenizer(gguf), f"gguf:{spec.value}"
         else:
-            directory, origin, gguf = _local(base, spec.value), f"dir:{spec.value}", None
+            directory, origin, gguf = _tokenizer_dir(base, spec.value), f"dir:{spec.value}", None
         template, template_origin = _template(model.template, directory, gguf, base)
+        _compiles(template, template_origin)
         processor = None
         if model.processor is not None:
             from generator.sources.processor import processor_dir
@@ -103,10 +107,56 @@ def resolve(model: ModelSpec, config: Config) -> Source:
     )
 
 
+def _compiles(template: str, origin: str) -> None:
+    """A template that does not compile is an error of the config, not an outcome per case: the
+    reference would record the same syntax error for every request and a check would then pass
+    on nothing. Compiled by the reference's own Jinja environment (Transformers', cached there),
+    so a template it accepts is never refused here. A template's raise_exception is different:
+    that refuses a shape, and stays a recorded, reviewable outcome."""
+    from jinja2 import TemplateSyntaxError
+    from transformers.utils.chat_template_utils import _compile_jinja_template
+
+    try:
+        _compile_jinja_template(template)
+    except TemplateSyntaxError as error:
+        lines = template.splitlines()
+        line = lines[error.lineno - 1].strip() if 0 < (error.lineno or 0) <= len(lines) else ""
+        shown = line if len(line) <= 80 else line[:80] + "..."
+        raise GoldensError(
+            f"the chat template ({origin}) does not compile: line {error.lineno}"
+            + (f" {shown!r}" if shown else "") + f": {error.message}"
+        ) from None
+
+
+def _read_text(path: Path, what: str) -> str:
+    """A text file of the config's (a template): unreadable or not UTF-8 is one line."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except IsADirectoryError:
+        raise GoldensError(f"{what}: is a directory, not a file") from None
+    except UnicodeDecodeError as error:
+        raise GoldensError(f"{what}: not UTF-8 text (byte 0x{error.object[error.start]:02x} at offset "
+                           f"{error.start})") from None
+    except OSError as error:
+        raise GoldensError(f"{what}: cannot read ({error.strerror or error})") from None
+
+
 def _local(base: Path, value: str) -> Path:
     path = (base / os.path.expanduser(value)).resolve()
     if not path.exists():
         raise GoldensError(f"{value}: no such file or directory")
+    return path
+
+
+def _tokenizer_dir(base: Path, value: str) -> Path:
+    """A `dir:` tokenizer: a directory with tokenizer.json (what the reference loads) that parses."""
+    path = _local(base, value)
+    if not path.is_dir():
+        raise GoldensError(f"dir:{value}: not a directory")
+    tokenizer = path / "tokenizer.json"
+    if not tokenizer.is_file():
+        raise GoldensError(f"dir:{value}: no tokenizer.json (a fast tokenizer's file is needed)")
+    load_json(tokenizer.read_bytes(), str(tokenizer))
     return path
 
 
@@ -164,7 +214,7 @@ def _template(spec: TemplateSpec, directory: Path, gguf: Path | None, base: Path
         return spec.value, "models.yaml (inline)"
     if spec.kind == "file":
         path = _local(base, spec.value)
-        return path.read_text(encoding="utf-8"), f"file:{spec.value}"
+        return _read_text(path, spec.value), f"file:{spec.value}"
     if spec.kind == "pack":
         registry, _, filename = spec.value.partition(":")
         if registry != "llama.cpp":
@@ -172,7 +222,7 @@ def _template(spec: TemplateSpec, directory: Path, gguf: Path | None, base: Path
         path = pack.llama_cpp_source() / "models" / "templates" / filename
         if not path.exists():
             raise GoldensError(f"template pack {spec.value!r}: llama.cpp has no models/templates/{filename}")
-        return path.read_text(encoding="utf-8"), f"{pack.LLAMA_CPP.label}:models/templates/{filename}"
+        return _read_text(path, spec.value), f"{pack.LLAMA_CPP.label}:models/templates/{filename}"
     name = spec.name or "default"
     if gguf is not None:
         from generator.sources import vocab
@@ -182,21 +232,25 @@ def _template(spec: TemplateSpec, directory: Path, gguf: Path | None, base: Path
             return _pick(templates, name, f"{gguf.name} metadata"), f"gguf metadata ({name})"
     jinja = directory / "chat_template.jinja"
     if jinja.exists() and name == "default":
-        return jinja.read_text(encoding="utf-8"), "chat_template.jinja"
+        return _read_text(jinja, str(jinja)), "chat_template.jinja"
     named = directory / "additional_chat_templates" / f"{name}.jinja"
     if named.exists():
-        return named.read_text(encoding="utf-8"), f"additional_chat_templates/{name}.jinja"
+        return _read_text(named, str(named)), f"additional_chat_templates/{name}.jinja"
     for filename in ("chat_template.json", "tokenizer_config.json"):
         path = directory / filename
         if not path.exists():
             continue
-        raw = json.loads(path.read_text(encoding="utf-8")).get("chat_template")
+        data = load_json(_read_text(path, str(path)), str(path))
+        raw = data.get("chat_template") if isinstance(data, dict) else None
         if raw is None:
             continue
         if isinstance(raw, str):
             templates = {"default": raw}
-        else:
+        elif isinstance(raw, list) and all(isinstance(item, dict) and isinstance(item.get("name"), str)
+                                           and isinstance(item.get("template"), str) for item in raw):
             templates = {item["name"]: item["template"] for item in raw}
+        else:
+            raise GoldensError(f"{path}: chat_template is neither a string nor a list of {{name, template}}")
         return _pick(templates, name, filename), f"{filename} ({name})"
     raise GoldensError(
         "no chat template: none in the tokenizer files; set `template:` (file, pack or inline) in models.yaml"

@@ -1,0 +1,274 @@
+"""The one way goldens talks HTTP to an engine: JSON in, JSON out, within one total deadline.
+
+httpx (like most clients) times each socket operation on its own, so its read timeout restarts
+on every byte: a server that sends its headers and then a byte a second holds a request forever.
+Here a request has one deadline covering connect, send and the whole reply, and every socket
+operation may wait only for the time left. A whole run can lower every deadline further
+(`deadlines`, for `goldens check --timeout/--request-timeout`). Replies are bounded in size and parsed by the
+hardened JSON reader (nesting depth, lone surrogates, huge integers), so a misbehaving server
+is always an EngineError naming the engine, the URL and the fault; HTTP 400 is `Refused`, the
+engine's answer that it will not render this request.
+
+Connections are kept alive and shared by the threads replay runs requests from, at most
+MAX_IDLE idle per server, so a run does not pay a connection per request.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import http.client
+import io
+import json
+import math
+import socket
+import threading
+import time
+import urllib.parse
+from collections.abc import Iterator
+from typing import Any
+
+from generator.config.request import load_json
+from generator.engines import EngineError, Refused, Unreachable
+
+TIMEOUT = 60.0  # seconds for one request, connect to last byte of the reply
+MAX_REPLY = 64 * 1024 * 1024
+_SHOWN = 300  # characters of a bad reply quoted in an error
+
+_run_deadline: float | None = None  # time.monotonic() by which every request must have ended
+_request_cap: float | None = None  # seconds no request may exceed, whatever its caller asked
+
+
+@contextlib.contextmanager
+def deadlines(run: float | None = None, request: float | None = None) -> Iterator[None]:
+    """For the block, end every request in this process within `request` seconds of its start
+    and within `run` seconds of now (`goldens check --request-timeout/--timeout`)."""
+    global _run_deadline, _request_cap
+    saved = _run_deadline, _request_cap
+    if run is not None:
+        at = time.monotonic() + run
+        _run_deadline = at if _run_deadline is None else min(_run_deadline, at)
+    if request is not None:
+        _request_cap = request if _request_cap is None else min(_request_cap, request)
+    try:
+        yield
+    finally:
+        _run_deadline, _request_cap = saved
+
+
+_idle: dict[tuple[str, str, int], list[http.client.HTTPConnection]] = {}
+_busy: set[http.client.HTTPConnection] = set()
+_lock = threading.Lock()
+_cancels = 0  # how many times cancel_all ran; a request cut by it is never retried
+MAX_IDLE = 8  # kept-alive connections per server (llama-server holds a worker per connection)
+
+
+def cancel_all() -> None:
+    """Cut every request in flight in this process, so threads blocked on a slow engine return
+    at once (an interrupted run must not wait out their deadlines before it can exit)."""
+    global _cancels
+    with _lock:
+        _cancels += 1
+        busy = list(_busy)
+    for connection in busy:
+        with contextlib.suppress(OSError, AttributeError):
+            connection.sock.sock.shutdown(socket.SHUT_RDWR)
+
+
+def _take(scheme: str, host: str, port: int) -> http.client.HTTPConnection:
+    """A kept-alive connection to the server if one is idle, else a new one (not yet connected)."""
+    with _lock:
+        idle = _idle.get((scheme, host, port))
+        connection = idle.pop() if idle else None
+        if connection is None:
+            kind = _HTTPSConnection if scheme == "https" else _HTTPConnection
+            connection = kind(host, port)
+        _busy.add(connection)
+    return connection
+
+
+def _give_back(scheme: str, host: str, port: int, connection: http.client.HTTPConnection,
+               keep: bool) -> None:
+    with _lock:
+        _busy.discard(connection)
+        idle = _idle.setdefault((scheme, host, port), [])
+        if keep and connection.sock is not None and len(idle) < MAX_IDLE:
+            idle.append(connection)
+            return
+    connection.close()
+
+
+class _Deadline:
+    """The socket of one connection, seen through the deadline of the request using it: every
+    send and every receive first sets the socket's timeout to the time left.
+
+    Like socket.makefile, a reader keeps the socket open: http.client closes the connection as
+    soon as it sees a reply that ends the connection (HTTP/1.0, `Connection: close`) and reads
+    the body afterwards, so the socket is closed only once its last reader is."""
+
+    def __init__(self, sock: socket.socket):
+        self.sock = sock
+        self.deadline = math.inf
+        self.readers = 0
+        self.closing = False
+
+    def arm(self) -> None:
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("deadline passed")
+        self.sock.settimeout(left)
+
+    def sendall(self, data) -> None:
+        self.arm()
+        self.sock.sendall(data)
+
+    def makefile(self, mode: str, *args, **kwargs) -> io.BufferedReader:
+        self.readers += 1
+        return io.BufferedReader(_Reader(self))
+
+    def close(self) -> None:
+        self.closing = True
+        if self.readers == 0:
+            self.sock.close()
+
+    def reader_closed(self) -> None:
+        self.readers -= 1
+        if self.closing and self.readers == 0:
+            self.sock.close()
+
+
+class _Reader(io.RawIOBase):
+    def __init__(self, owner: _Deadline):
+        self.owner = owner
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        self.owner.arm()
+        return self.owner.sock.recv_into(buffer)
+
+    def close(self) -> None:
+        if not self.closed:
+            self.owner.reader_closed()
+        super().close()
+
+
+class _Armed:
+    """Mixin: after connecting (and after TLS, for https) the socket sits behind a _Deadline."""
+
+    sock: Any
+    timeout: float | None
+    _deadline = math.inf
+
+    def connect(self) -> None:
+        super().connect()  # type: ignore[misc]
+        self.sock = _Deadline(self.sock)
+        self.sock.deadline = self._deadline
+
+    def set_deadline(self, deadline: float) -> None:
+        self._deadline = deadline
+        self.timeout = max(0.001, deadline - time.monotonic())  # bounds connect and TLS handshake
+        if isinstance(self.sock, _Deadline):
+            self.sock.deadline = deadline
+
+
+class _HTTPConnection(_Armed, http.client.HTTPConnection):
+    pass
+
+
+class _HTTPSConnection(_Armed, http.client.HTTPSConnection):
+    pass
+
+
+def request(method: str, url: str, body: Any = None, *, where: str,
+            timeout: float = TIMEOUT) -> tuple[int, bytes]:
+    """One HTTP exchange within `timeout` seconds (and the run's deadline): (status, body).
+    Any transport failure is an EngineError that starts with `where`."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise EngineError(f"{where}: {url!r} is not an http(s) URL")
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    data = None if body is None else json.dumps(body, ensure_ascii=False).encode("utf-8")
+    headers = {"Accept": "application/json"}
+    if data is not None:
+        headers["Content-Type"] = "application/json"
+    budget = timeout if _request_cap is None else min(timeout, _request_cap)
+    if _run_deadline is not None:
+        budget = min(budget, _run_deadline - time.monotonic())
+    deadline = time.monotonic() + budget
+    cancels = _cancels
+    for attempt in (1, 2):
+        connection = _take(parts.scheme, parts.hostname, port)
+        reused = connection.sock is not None
+        received, started, keep = 0, False, False
+        try:
+            if budget <= 0:
+                raise TimeoutError("the run's deadline passed")
+            connection.set_deadline(deadline)
+            connection.request(method, path, body=data, headers=headers)
+            response = connection.getresponse()
+            started = True
+            chunks = []
+            while True:
+                chunk = response.read(65536)
+                if not chunk:
+                    break
+                received += len(chunk)
+                if received > MAX_REPLY:
+                    raise EngineError(f"{where}: reply larger than {MAX_REPLY // 2**20} MB")
+                chunks.append(chunk)
+            keep = not response.will_close
+            return response.status, b"".join(chunks)
+        except (TimeoutError, socket.timeout):
+            begun = " (a reply had started)" if started else ""
+            raise Unreachable(f"{where}: timed out: no complete reply within {max(budget, 0):g}s{begun}") from None
+        except (http.client.RemoteDisconnected, OSError) as error:
+            if reused and attempt == 1 and not started and cancels == _cancels:
+                continue  # a kept-alive connection the server had already closed: retry once, fresh
+            if isinstance(error, http.client.RemoteDisconnected):
+                raise Unreachable(f"{where}: the server closed the connection without a reply") from None
+            if isinstance(error, (ConnectionResetError, BrokenPipeError)):
+                raise Unreachable(f"{where}: connection lost ({type(error).__name__})") from None
+            reason = error.strerror or str(error) or type(error).__name__
+            raise Unreachable(f"{where}: connection failed ({reason})") from None
+        except http.client.IncompleteRead as error:
+            raise Unreachable(f"{where}: the reply was cut short ({len(error.partial)} bytes read)") from None
+        except http.client.HTTPException as error:
+            reason = f"{type(error).__name__}: {_short(str(error))}"
+            raise EngineError(f"{where}: not a valid HTTP reply ({reason})") from None
+        finally:
+            _give_back(parts.scheme, parts.hostname, port, connection, keep)
+    raise AssertionError("unreachable")
+
+
+def post_json(url: str, body: dict[str, Any], *, where: str, timeout: float = TIMEOUT) -> dict[str, Any]:
+    """POST a JSON body and return the JSON object that comes back. HTTP 400 raises Refused (the
+    engine declines the request: an outcome to compare); any other failure an EngineError."""
+    status, raw = request("POST", url, body, where=where, timeout=timeout)
+    return _reply(status, raw, where)
+
+
+def get_json(url: str, *, where: str, timeout: float = TIMEOUT) -> dict[str, Any]:
+    status, raw = request("GET", url, where=where, timeout=timeout)
+    return _reply(status, raw, where)
+
+
+def _reply(status: int, raw: bytes, where: str) -> dict[str, Any]:
+    if status >= 400:
+        error = Refused if status == 400 else EngineError
+        raise error(f"{where}: HTTP {status}: {_short(raw.decode('utf-8', errors='replace'))}")
+    if not 200 <= status < 300:
+        raise EngineError(f"{where}: HTTP {status}: {_short(raw.decode('utf-8', errors='replace'))}")
+    text = raw.decode("utf-8", errors="replace")
+    if not text.lstrip().startswith(("{", "[")):
+        raise EngineError(f"{where}: reply is not JSON: {_short(text)!r}")
+    reply = load_json(raw, f"{where}: reply", error=EngineError)
+    if not isinstance(reply, dict):
+        raise EngineError(f"{where}: reply is {type(reply).__name__}, not a JSON object")
+    return reply
+
+
+def _short(text: str, limit: int = _SHOWN) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[:limit] + "..."

@@ -1,0 +1,124 @@
+"""Fault injection: a misbehaving server behind `goldens check --url` is exit 2, within the
+deadline, with one line naming the fault; and engines/http.py holds its total deadline.
+
+The server is tests/faults.py: real HTTP over a real socket on 127.0.0.1, one fault per run.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from click.testing import CliRunner
+from conftest import GOLDENS, ROOT
+from faults import FaultServer
+
+from generator.cli import main
+from generator.engines import EngineError, Refused, Unreachable, http
+from generator.engines.llama_server import LlamaServerEngine
+from generator.engines.vllm import VllmEngine
+
+DEADLINE = 3.0
+SLACK = 12.0  # loading the model's tokenizer, resolving its source, writing the reports
+
+
+def check(server: FaultServer, engine: str, tmp_path, *args):
+    report = tmp_path / "out.md"
+    started = time.monotonic()
+    result = CliRunner().invoke(main, [
+        "check", "--config", str(ROOT / "models.yaml"), "--goldens", str(GOLDENS), "--engine", engine,
+        "--model", "qwen3", "--url", f"{engine}={server.url}", "--report", str(report), *args,
+    ])
+    return result, time.monotonic() - started, report
+
+
+def error_lines(result) -> list[str]:
+    return [line for line in result.stderr.splitlines() if line.startswith("goldens: error:")]
+
+
+FAULTS = [
+    ("llama-server", "drip", "/apply-template: timed out: no complete reply within 3s (a reply had started)"),
+    ("llama-server", "hang", "/apply-template: timed out: no complete reply within 3s"),
+    ("llama-server", "close", "/apply-template: the server closed the connection without a reply"),
+    ("llama-server", "html", "/apply-template: reply is not JSON: '<html><body>502 Bad Gateway</body></html>'"),
+    ("llama-server", "nested", "/apply-template: reply: nested deeper than 100 levels"),
+    ("llama-server", "400", "llama-server refused every case of qwen3 (28 of 28), so nothing was judged"),
+    ("vllm", "drip", "/tokenize: timed out: no complete reply within 3s (a reply had started)"),
+    ("vllm", "close", "/tokenize: the server closed the connection without a reply"),
+    ("vllm", "nested", "/tokenize: reply: nested deeper than 100 levels"),
+    ("vllm", "400", "vllm refused every case of qwen3 (28 of 28), so nothing was judged"),
+]
+
+
+@pytest.mark.parametrize("engine, fault, expected", FAULTS, ids=[f"{e}-{f}" for e, f, _ in FAULTS])
+def test_a_misbehaving_server_is_exit_2_with_one_line_naming_the_fault(engine, fault, expected, tmp_path):
+    with FaultServer(fault) as server:
+        result, elapsed, report = check(server, engine, tmp_path, "--request-timeout", DEADLINE)
+    assert result.exit_code == 2, (result.exit_code, result.stdout, result.stderr, result.exception)
+    (line,) = error_lines(result)
+    assert expected in line and server.url in line, line
+    assert f"[{engine}]" in line and "(28 cases, from qwen3/" in line
+    assert elapsed < DEADLINE + SLACK, elapsed
+    text = report.read_text(encoding="utf-8")
+    assert "failed (28 error)" in text  # the report is still written, every case an error
+
+
+def test_the_run_has_an_overall_timeout(tmp_path):
+    """A drip that each request's own deadline (60 s) would allow still ends the run at --timeout."""
+    with FaultServer("drip") as server:
+        result, elapsed, report = check(server, "llama-server", tmp_path, "--timeout", 4)
+    assert result.exit_code == 2, (result.stdout, result.stderr)
+    assert elapsed < 4 + SLACK, elapsed
+    lines = error_lines(result)
+    assert any("timed out: no complete reply within" in line for line in lines), lines
+    assert report.exists()
+
+
+def test_an_unreachable_url_is_one_line_before_the_run(tmp_path):
+    with FaultServer("ok") as server:
+        url = server.url
+    result, _, report = check(type("Gone", (), {"url": url})(), "llama-server", tmp_path)
+    assert result.exit_code == 2
+    assert result.stderr.splitlines() == [
+        f"goldens: error: llama-server: cannot reach {url}: connection failed (Connection refused)"]
+    assert not report.exists()
+
+
+# ------------------------------------------------------------------------- engines/http.py itself
+
+def test_a_drip_cannot_outlast_the_total_deadline():
+    with FaultServer("drip") as server:
+        started = time.monotonic()
+        with pytest.raises(Unreachable, match=r"timed out: no complete reply within 1.5s \(a reply had started\)"):
+            http.post_json(f"{server.url}/x", {}, where="engine", timeout=1.5)
+        assert time.monotonic() - started < 2.5
+
+
+def test_the_run_deadline_caps_every_request():
+    with FaultServer("hang") as server, http.deadlines(run=1.0):
+        started = time.monotonic()
+        with pytest.raises(Unreachable, match="timed out"):
+            http.post_json(f"{server.url}/x", {}, where="engine", timeout=60)
+        assert time.monotonic() - started < 2.0
+
+
+def test_400_is_a_refusal_and_other_faults_are_engine_errors():
+    with FaultServer("400") as server:
+        with pytest.raises(Refused, match=r"llama-server at .*/apply-template: HTTP 400: \{\"error\": \"refused\"\}"):
+            LlamaServerEngine(server.url).ids({"messages": [{"role": "user", "content": "hi"}]})
+    with FaultServer("ok", b'{"tokens": [1, 2], "token_strs": ["a", "b"]}') as server:
+        assert VllmEngine(server.url, "m").ids({"messages": [{"role": "user", "content": "hi"}]}) == [1, 2]
+    with FaultServer("ok", b'{"tokens": [1, ' + b"9" * 200 + b"]}") as server:
+        with pytest.raises(EngineError, match="an integer of 200 digits"):
+            VllmEngine(server.url, "m").ids({"messages": [{"role": "user", "content": "hi"}]})
+    with FaultServer("ok", b'{"tokens": ["\\ud800"]}') as server:
+        with pytest.raises(EngineError, match="lone surrogate"):
+            VllmEngine(server.url, "m").ids({"messages": [{"role": "user", "content": "hi"}]})
+
+
+def test_connections_are_kept_alive_and_reused():
+    with FaultServer("ok") as server:
+        for _ in range(20):
+            assert http.post_json(f"{server.url}/x", {}, where="engine") == {"ok": True}
+        assert server.posts == 20
+        assert len(server._threads) == 1  # one connection served all twenty
