@@ -1,4 +1,5 @@
-"""One error type for everything a user can get wrong or an engine can refuse.
+"""One error type for everything a user can get wrong or an engine can refuse, and the one way
+an exception becomes a line of text.
 
 The CLI turns a GoldensError into one line on stderr and exit code 2, so bad input never
 surfaces as a traceback. Anything else escaping is a bug in goldens itself.
@@ -9,3 +10,20 @@ class GoldensError(Exception):
     """A problem the user can act on; the message is the whole explanation, on one line."""
 
     exit_code = 2
+
+
+def first_line(error: BaseException) -> str:
+    """The first line of an exception's message, else its type name.
+
+    Library errors often carry several lines (a Jinja caret excerpt, a pydantic listing, a hub
+    hint); a one-line report keeps the line that names the problem.
+    """
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
+
+
+def describe(error: BaseException) -> str:
+    """`Type: first line of the message` (just the type when there is no message): stable
+    enough to be recorded, as goldens record a template's refusal."""
+    name = type(error).__name__
+    return f"{name}: {first_line(error)}" if str(error).strip() else name

@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from generator.errors import describe
+
 os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 
@@ -113,12 +115,7 @@ def render(tokenizer, template: str, request: dict[str, Any], date: _dt.date) ->
     try:
         prompt = render_prompt(tokenizer, template, request, date)
     except Exception as error:  # a template that raises is an outcome to record
-        return Rendered(error=describe_error(error))
+        return Rendered(error=describe(error))
     ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
     return Rendered(ids=list(ids), pieces=pieces(tokenizer, ids), prompt=prompt)
 
-
-def describe_error(error: BaseException) -> str:
-    """A stable one-line description: exception type and the first line of its message."""
-    message = str(error).strip().splitlines()[0] if str(error).strip() else ""
-    return f"{type(error).__name__}: {message}" if message else type(error).__name__

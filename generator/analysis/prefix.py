@@ -27,14 +27,11 @@ from typing import Any
 
 from generator.config import shapes
 from generator.config.models import ModelSpec, PrefixTail
-from generator.engines import Engine, Refused, Request
+from generator.engines import Decode, Engine, Refused, Request, first_divergence, pieces_of
 from generator.errors import GoldensError
-from generator.replay.divergence import first_divergence
 
 CONTEXT = 5  # tokens shown on each side of a break
 SHARED = 3  # shared tokens shown before it
-
-Decode = Callable[[Sequence[int]], list[str]]
 
 
 # ------------------------------------------------------------------------------ requests
@@ -179,14 +176,6 @@ class Result:
         return rows
 
 
-def _pieces(ids: Sequence[int], pieces: Sequence[str] | None, decode: Decode | None) -> list[str]:
-    if pieces is not None and len(pieces) == len(ids):
-        return list(pieces)
-    if decode is not None:
-        return decode(ids)
-    return [f"#{i}" for i in ids]
-
-
 def check(engine: Engine, requests: Sequence[Request], tail: PrefixTail | None = None,
           label: str = "", decode: Decode | None = None) -> Result:
     """Send each request through the engine and find the breaks between consecutive ones.
@@ -200,7 +189,7 @@ def check(engine: Engine, requests: Sequence[Request], tail: PrefixTail | None =
         except Refused as refusal:
             sent.append(Sent(count, refused=str(refusal)))
             continue
-        sent.append(Sent(count, list(ids), _pieces(ids, getattr(ids, "pieces", None), decode)))
+        sent.append(Sent(count, list(ids), pieces_of(ids, decode)))
     breaks = find_breaks(sent, tail.tokens if tail else 0)
     answered = [r for r, s in zip(requests, sent) if s.refused is None]
     pairs = {(len(a["messages"]), len(b["messages"])): (a, b) for a, b in zip(answered, answered[1:])}

@@ -22,12 +22,12 @@ as Qwen3's `</s>` as control tokens, which the reference tokenizes as text.
 from __future__ import annotations
 
 import copy
+import functools
 from collections.abc import Sequence
 from typing import Any
 
 from generator import reference
-from generator.engines import Engine, Request
-from generator.replay.divergence import first_divergence
+from generator.engines import Engine, Request, first_divergence, pieces_of
 
 CONTEXT = 5
 SHARED = 3
@@ -153,10 +153,7 @@ def classify(engine: Engine, request: Request, tokenizer) -> dict[str, str]:
 
 
 def _tokens(ids, tokenizer) -> list[tuple[int, str]]:
-    pieces = getattr(ids, "pieces", None)
-    if pieces is None or len(pieces) != len(ids):
-        pieces = reference.pieces(tokenizer, list(ids))
-    return list(zip(ids, pieces))
+    return list(zip(ids, pieces_of(ids, functools.partial(reference.pieces, tokenizer))))
 
 
 def injected(classification: dict[str, str]) -> list[str]:

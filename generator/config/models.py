@@ -16,7 +16,7 @@ from typing import Any
 import yaml
 
 from generator.config.shapes import SHAPES
-from generator.errors import GoldensError
+from generator.errors import GoldensError, first_line
 
 ENGINE_NAMES = (
     "transformers",
@@ -98,7 +98,7 @@ def load(path: str | Path) -> Config:
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark else ""
-        problem = getattr(error, "problem", None) or str(error).splitlines()[0]
+        problem = getattr(error, "problem", None) or first_line(error)
         raise GoldensError(f"{path.name}:{where} YAML error: {problem}") from None
     return parse(data, path)
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from generator.config.models import Config, ModelSpec, TemplateSpec
-from generator.errors import GoldensError
+from generator.errors import GoldensError, first_line
 from generator.sources import pack
 
 HF_FILES = [
@@ -141,8 +141,7 @@ def _hf_snapshot(repo: str, revision: str) -> Path:
     try:
         return Path(snapshot_download(repo_id=repo, revision=revision, allow_patterns=HF_FILES))
     except (LocalEntryNotFoundError, HfHubHTTPError, OSError, ValueError) as error:
-        first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        raise GoldensError(f"hf:{repo}@{revision}: cannot fetch ({first})") from None
+        raise GoldensError(f"hf:{repo}@{revision}: cannot fetch ({first_line(error)})") from None
 
 
 def _gguf_tokenizer(gguf: Path) -> Path:
