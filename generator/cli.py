@@ -105,6 +105,8 @@ def list_models(config_path: Path, do_resolve: bool) -> None:
     for model in config.models.values():
         spec = model.tokenizer
         where = f"{spec.kind}:{spec.value}" + (f"@{spec.revision}" if spec.revision else "")
+        if spec.config:
+            where += f" with tokenizer_config {json.dumps(spec.config, sort_keys=True)}"
         template = model.template.kind if model.template.kind == "tokenizer" else f"{model.template.kind}:{model.template.value}"
         variants = ", ".join(v or "default" for v in model.variants)
         click.echo(f"{model.name}: {len(model_cases(model))} cases")

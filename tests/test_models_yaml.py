@@ -234,6 +234,7 @@ def test_models_command_lists_the_committed_matrix():
     assert "qwen3: 28 cases" in result.stdout
     assert "gemma3: 16 cases" in result.stdout
     assert "tokenizer: pack:npm:qwen3" in result.stdout
+    assert 'tokenizer: pack:llama.cpp:phi-3 with tokenizer_config {"add_bos_token": false}' in result.stdout
     assert "variants:  default, thinking-off" in result.stdout
 
 
