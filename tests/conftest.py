@@ -90,15 +90,17 @@ def server_of(pool: EnginePool, kind: str, model: str):
 
 
 @functools.lru_cache(maxsize=None)
-def _engine(pool: EnginePool, name: str, model: str) -> Engine:
+def _engine(pool: EnginePool, name: str, model: str, url: str | None) -> Engine:
     return pool.engine(name, CONFIG.models[model], source_of(model))
 
 
 def engine_of(pool: EnginePool, name: str, model: str) -> Engine:
-    """The engine `name` for a matrix model, on the session's servers (one per name and model)."""
+    """The engine `name` for a matrix model, on the session's servers (one engine per server:
+    a released server started again is a new URL and gets a new engine)."""
+    url = None
     if name in ("vllm", "llama-server", "client-completion"):
-        server_of(pool, "vllm" if name == "vllm" else "llama-server", model)
-    return _engine(pool, name, model)
+        url = server_of(pool, "vllm" if name == "vllm" else "llama-server", model).url
+    return _engine(pool, name, model, url)
 
 
 @pytest.fixture(scope="session")
