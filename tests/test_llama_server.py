@@ -87,7 +87,7 @@ def gemma_server(pool):
 
 
 @pytest.fixture(scope="session")
-def phi3_server(pool):
+def phi35_server(pool):
     return server_of(pool, "llama-server", "phi3.5")
 
 
@@ -197,14 +197,14 @@ def test_gemma3_server_matches_transformers_and_client_doubles_bos(gemma_server,
 # ---------------------------------------------------------------------------------- vocab checks
 
 
-def test_phi3_tiny_model_carries_the_real_vocab(phi3_server, llama_source):
-    props = HTTP.get(f"{phi3_server.url}/props").json()
+def test_phi35_tiny_model_carries_the_real_phi3_vocab(phi35_server, llama_source):
+    props = HTTP.get(f"{phi35_server.url}/props").json()
     template = (llama_source / "models/templates/microsoft-Phi-3.5-mini-instruct.jinja").read_text()
     assert props["chat_template"] == template
     cases = vectors.read(llama_source / "models/ggml-vocab-phi-3.gguf")
     assert len(cases) == 46
     for text, expected in cases:
-        assert server_tokens(phi3_server.url, text, add_special=False, parse_special=False) == expected, text
+        assert server_tokens(phi35_server.url, text, add_special=False, parse_special=False) == expected, text
 
 
 @pytest.mark.parametrize("model", ["qwen3", "gemma3"])

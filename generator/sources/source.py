@@ -114,9 +114,10 @@ def _pack_tokenizer(name: str, config: dict) -> tuple[Path, str, dict[str, Path]
             raise GoldensError(f"pack {name!r}: unknown (npm: {', '.join(pack.NPM_TOKENIZERS)})")
         return pack.npm_models_dir(key), artifact.label, {}
     if registry == "llama.cpp":
-        path = pack.llama_cpp_source() / "models" / f"ggml-vocab-{key}.gguf"
-        if not path.exists():
-            raise GoldensError(f"pack {name!r}: llama.cpp has no models/ggml-vocab-{key}.gguf")
+        try:
+            path = gguf.llama_cpp_vocab(key)
+        except GoldensError:
+            raise GoldensError(f"pack {name!r}: llama.cpp has no models/ggml-vocab-{key}.gguf") from None
         directory = gguf.tokenizer_dir(path, config=config)
         return directory, f"{pack.LLAMA_CPP.label}:models/{path.name}", {"gguf": path}
     if name == "llama-models:llama3":
