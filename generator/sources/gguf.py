@@ -11,6 +11,7 @@ vocab GGUF is Phi-3-mini's, used for Phi-3.5), so models.yaml says which templat
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Mapping
@@ -106,8 +107,24 @@ def chat_templates(gguf_path: Path) -> dict[str, str]:
 
     For Command-R this is the only plain-chat template at hand: llama.cpp's models/templates has
     Command-R+'s tool-use template, which needs `tools` and writes a long tool preamble.
+    Remembered per file version in this process: gguf-py decodes the whole vocabulary to reach
+    them (about 30 s for Command-R's 256k tokens), and every resolve of the model asks again.
     """
-    meta = read_metadata(Path(gguf_path))
+    path = Path(gguf_path)
+    try:
+        info = path.stat()
+    except OSError:
+        return _chat_templates(path)  # the read names the problem
+    return dict(_remembered_templates(path, info.st_mtime_ns, info.st_size))
+
+
+@functools.lru_cache(maxsize=32)
+def _remembered_templates(path: Path, mtime_ns: int, size: int) -> dict[str, str]:
+    return _chat_templates(path)
+
+
+def _chat_templates(path: Path) -> dict[str, str]:
+    meta = read_metadata(path)
     templates = {}
     for key, value in meta.items():
         if key == "tokenizer.chat_template":
