@@ -21,7 +21,7 @@ regenerate: setup        ## render every case with the reference and rewrite cha
 	$(BIN)/goldens regenerate
 
 test: setup              ## replay the goldens through every engine (builds/starts real servers)
-	$(BIN)/pytest
+	$(BIN)/pytest --durations=25
 
 check: setup             ## the CI gate: replay the matrix, write JUnit and Markdown reports
 	$(BIN)/goldens check --junit out/goldens.xml --report out/goldens.md

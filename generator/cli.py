@@ -161,6 +161,8 @@ def list_models(config_path: Path, do_resolve: bool) -> None:
     for model in config.models.values():
         spec = model.tokenizer
         where = f"{spec.kind}:{spec.value}" + (f"@{spec.revision}" if spec.revision else "")
+        if spec.config:
+            where += f" with tokenizer_config {json.dumps(spec.config, sort_keys=True)}"
         template = model.template.kind if model.template.kind == "tokenizer" else f"{model.template.kind}:{model.template.value}"
         variants = ", ".join(v or "default" for v in model.variants)
         click.echo(f"{model.name}: {len(model_cases(model))} cases")
@@ -403,16 +405,17 @@ def prefix(config_path: Path, model_name: str, engine_name: str, kwargs_json: st
            conversation_file, url: str | None, busters: bool) -> None:
     """Check that every request of a conversation starts with the one before it; exit 1 on a break
     outside the tail models.yaml declares for the model and kwargs."""
-    from generator.analysis import prefix as prefix_check
+    from generator.analysis import prefix_command
+    from generator.analysis.prefix import load_conversation
     from generator.config import models
 
     config = models.load(config_path)
-    kwargs = prefix_check.parse_kwargs(kwargs_json)
+    kwargs = prefix_command.parse_kwargs(kwargs_json)
     conversation, name = None, "conversation"
     if conversation_file is not None:
         name = getattr(conversation_file, "name", "<stdin>")
-        conversation = prefix_check.load_conversation(conversation_file.read(), name)
-    code = prefix_check.run_command(
+        conversation = load_conversation(conversation_file.read(), name)
+    code = prefix_command.run(
         config, model_name, engine_name, kwargs, conversation, name, url, busters,
         echo=click.echo, note=lambda message: click.echo(message, err=True),
     )

@@ -1,4 +1,5 @@
-"""One error type for everything a user can get wrong or an engine can refuse.
+"""One error type for everything a user can get wrong or an engine can refuse, and the one way
+an exception becomes a line of text.
 
 The CLI turns a GoldensError into one line on stderr and exit code 2, so bad input never
 surfaces as a traceback. Anything else escaping is a bug in goldens itself: the CLI says so in
@@ -17,3 +18,18 @@ def one_line(message: str) -> str:
     its first line, which names the log file, and the tail's last line, which usually says why."""
     lines = [line.strip() for line in message.splitlines() if line.strip()]
     return " ".join(lines[:1] + lines[1:][-1:])
+def first_line(error: BaseException) -> str:
+    """The first line of an exception's message, else its type name.
+
+    Library errors often carry several lines (a Jinja caret excerpt, a pydantic listing, a hub
+    hint); a one-line report keeps the line that names the problem.
+    """
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
+
+
+def describe(error: BaseException) -> str:
+    """`Type: first line of the message` (just the type when there is no message): stable
+    enough to be recorded, as goldens record a template's refusal."""
+    name = type(error).__name__
+    return f"{name}: {first_line(error)}" if str(error).strip() else name

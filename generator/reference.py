@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from generator.errors import describe
+
 os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 
@@ -49,7 +51,7 @@ def load_tokenizer(directory: str | Path):
     try:
         return AutoTokenizer.from_pretrained(str(directory), local_files_only=True)
     except Exception as error:  # Transformers raises many kinds for files it cannot use
-        raise GoldensError(f"{directory}: cannot load the tokenizer ({describe_error(error)})") from None
+        raise GoldensError(f"{directory}: cannot load the tokenizer ({describe(error)})") from None
 
 
 @functools.lru_cache(maxsize=None)
@@ -130,7 +132,7 @@ def render(tokenizer, template: str, request: dict[str, Any], date: _dt.date) ->
     try:
         prompt = render_prompt(tokenizer, template, request, date)
     except Exception as error:  # a template that raises is an outcome to record
-        return Rendered(error=describe_error(error))
+        return Rendered(error=describe(error))
     ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
     return Rendered(ids=list(ids), pieces=pieces(tokenizer, ids), prompt=prompt)
 
@@ -152,7 +154,7 @@ def render_expanded(processor, template: str, request: dict[str, Any], date: _dt
             out = processor.apply_chat_template(copy.deepcopy(request["messages"]), tokenize=True,
                                                 return_dict=True, **common)
     except Exception as error:  # a template or processor that raises is an outcome to record
-        return Rendered(error=describe_error(error))
+        return Rendered(error=describe(error))
     ids = [int(i) for i in out["input_ids"][0]]
     return Rendered(ids=ids, pieces=pieces(processor.tokenizer, ids), prompt=prompt)
 
@@ -168,8 +170,3 @@ def render_request(source, request: dict[str, Any], date: _dt.date) -> Rendered:
         return Rendered(error=f"{source.model} has no `processor` settings in models.yaml to expand media with")
     return render_expanded(load_processor(source.processor_dir), source.template, request, date)
 
-
-def describe_error(error: BaseException) -> str:
-    """A stable one-line description: exception type and the first line of its message."""
-    message = str(error).strip().splitlines()[0] if str(error).strip() else ""
-    return f"{type(error).__name__}: {message}" if message else type(error).__name__

@@ -1,13 +1,25 @@
-"""Shared fixtures: the committed matrix, its resolved sources, and the goldens root."""
+"""Shared fixtures and helpers: the committed matrix, its resolved sources, the goldens root, the
+session's managed servers, and the checks every command-line test makes.
+
+Servers: one per (kind, model) for the whole session, from one EnginePool, whichever test file
+asks first. A vLLM server takes about 3.5 GB, so a test that uses one carries
+`@pytest.mark.server("vllm", "<model>")`: those tests run one model after another (the hook below
+groups them), and each model's vLLM server stops after its last test, so at most one is up.
+"""
 
 from __future__ import annotations
 
+import collections
 import functools
 from pathlib import Path
 
 import pytest
 
+from generator import reference
 from generator.config import models
+from generator.engines import Engine
+from generator.engines.pool import EnginePool
+from generator.goldens import golden_file
 from generator.sources.source import Source, resolve
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -21,6 +33,16 @@ def source_of(model: str) -> Source:
     return resolve(CONFIG.models[model], CONFIG)
 
 
+def tokenizer_of(model: str):
+    """A model's reference tokenizer (loaded once per session by reference.load_tokenizer)."""
+    return reference.load_tokenizer(source_of(model).tokenizer_dir)
+
+
+def golden_of(case_id: str) -> golden_file.Golden:
+    """The committed golden of a case."""
+    return golden_file.read(golden_file.golden_path(GOLDENS, case_id))
+
+
 @pytest.fixture(scope="session")
 def config() -> models.Config:
     return CONFIG
@@ -32,9 +54,93 @@ def goldens_root() -> Path:
 
 
 def one_line_error(result) -> str:
-    """A click result that failed the way bad input must: exit 2, one line on stderr, no traceback."""
+    """A click result that failed the way bad input must: exit 2, one `goldens: error:` line on
+    stderr, no traceback."""
     assert result.exit_code == 2, (result.exit_code, result.stdout, result.stderr, result.exception)
-    assert isinstance(result.exception, SystemExit)
+    assert isinstance(result.exception, SystemExit), result.exception
     lines = result.stderr.splitlines()
     assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("goldens: error: "), lines[0]
     return lines[0]
+
+
+# ------------------------------------------------------------------------------ managed servers
+
+_POOL: list[EnginePool] = []  # the session's pool, once the `pool` fixture has made it
+_USES: collections.Counter = collections.Counter()  # (kind, model) -> marked tests still to run
+
+
+@pytest.fixture(scope="session")
+def pool():
+    """The session's EnginePool: it owns every managed server and stops them at the end."""
+    with EnginePool(CONFIG.date) as engines:
+        _POOL.append(engines)
+        yield engines
+        _POOL.clear()
+
+
+def server_of(pool: EnginePool, kind: str, model: str):
+    """The session's managed `kind` server ("llama-server" or "vllm") for a matrix model. Asking
+    for one model's vLLM stops any other model's first: two would not fit the 8 GB budget."""
+    if kind == "vllm":
+        for other in CONFIG.models:
+            if other != model:
+                pool.release(other, "vllm")
+    return pool.server(kind, CONFIG.models[model], source_of(model))
+
+
+@functools.lru_cache(maxsize=None)
+def _engine(pool: EnginePool, name: str, model: str, url: str | None) -> Engine:
+    return pool.engine(name, CONFIG.models[model], source_of(model))
+
+
+def engine_of(pool: EnginePool, name: str, model: str) -> Engine:
+    """The engine `name` for a matrix model, on the session's servers (one engine per server:
+    a released server started again is a new URL and gets a new engine)."""
+    url = None
+    if name in ("vllm", "llama-server", "client-completion"):
+        url = server_of(pool, "vllm" if name == "vllm" else "llama-server", model).url
+    return _engine(pool, name, model, url)
+
+
+@pytest.fixture(scope="session")
+def qwen3_llama_server(pool):
+    """llama-server on a tiny GGUF with Qwen3's tokenizer and template, shared by every file."""
+    return server_of(pool, "llama-server", "qwen3")
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "server(kind, model): the test uses the session's managed server of that kind "
+                   "for that model; it is stopped after the last such test")
+
+
+def _marked(item) -> list[tuple[str, str]]:
+    return [tuple(mark.args) for mark in item.iter_markers("server")]
+
+
+def pytest_collection_modifyitems(session, config, items):
+    """Run the tests of each model's vLLM server together (in file order otherwise), and count
+    them, so the server starts once and stops after the last one."""
+    groups: dict[str, list] = {}
+    order: list[list] = []
+    for item in items:
+        vllm = [model for kind, model in _marked(item) if kind == "vllm"]
+        if not vllm:
+            order.append([item])
+        elif vllm[0] in groups:
+            groups[vllm[0]].append(item)
+        else:
+            groups[vllm[0]] = [item]
+            order.append(groups[vllm[0]])
+    items[:] = [item for group in order for item in group]
+    _USES.clear()
+    _USES.update(key for item in items for key in _marked(item))
+
+
+def pytest_runtest_teardown(item, nextitem):
+    for key in _marked(item):
+        _USES[key] -= 1
+        if _USES[key] == 0 and _POOL:
+            kind, model = key
+            _POOL[0].release(model, kind)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from conftest import GOLDENS
+from conftest import GOLDENS, one_line_error
 
 from generator import files
 from generator.cli import main
@@ -31,14 +31,6 @@ def run_diff(repo: Path, *args) -> str:
     result = invoke("diff", "--goldens", repo / "goldens", *args)
     assert result.exit_code == 0, (result.exit_code, result.stdout, result.stderr, result.exception)
     return result.stdout
-
-
-def one_line_error(result) -> str:
-    assert result.exit_code == 2, (result.exit_code, result.stdout, result.stderr, result.exception)
-    assert isinstance(result.exception, SystemExit)
-    (line,) = result.stderr.splitlines()
-    assert line.startswith("goldens: error: ")
-    return line
 
 
 @pytest.fixture

@@ -1,50 +1,44 @@
 """mistral-common (vLLM's path for Mistral models) against the Jinja reference, on Mistral NeMo.
 
-Until the mistral-nemo goldens exist, the reference is rendered here: the tekken tokenizer
-directory generator.sources.vocab builds from mistral-common's tekken_240718.json, plus llama.cpp's copy
-of the NeMo chat template, through Transformers. Plain and tool requests must agree token for
-token; where the template and Mistral's encoder lay a conversation out differently (tool
-results, prefill, control-token text) the divergence must be found at its first token.
+The reference is models.yaml's mistral-nemo: the tokenizer directory sources/tekken.py builds
+from mistral-common's tekken_240718.json, plus llama.cpp's copy of the NeMo chat template,
+through Transformers; the engine encodes with the same tekken file. Requests are rendered here
+rather than read from the goldens because several are variants no golden holds (OpenAI-style
+tool-call ids). Plain and tool requests must agree token for token; where the template and
+Mistral's encoder lay a conversation out differently (tool results, prefill, control-token
+text) the divergence must be found at its first token. (Replaying the committed goldens through
+mistral-common is test_replay_engines.py's job.)
 """
 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import functools
 import json
 
 import pytest
-from conftest import CONFIG
+from conftest import CONFIG, source_of
 
 from generator import reference
 from generator.config import shapes
-from generator.engines import Refused
+from generator.engines import EngineError, Refused
 from generator.engines.mistral_common import MistralCommonEngine
 from generator.goldens import golden_file
 from generator.replay.divergence import diverge
 from generator.replay.judge import judge
-from generator.sources import pack, vocab
-from generator.sources.source import Source
+from generator.sources import tekken
 
-TEMPLATE = "mistralai-Mistral-Nemo-Instruct-2407.jinja"
 IDS = {shapes.CALL_1: "call_1", shapes.CALL_2: "call_2"}  # OpenAI-style ids NeMo rejects
 
 
 @functools.lru_cache(maxsize=None)
-def nemo() -> Source:
-    path = pack.llama_cpp_source() / "models" / "templates" / TEMPLATE
-    return Source(model="mistral-nemo", tokenizer_dir=vocab.tekken_tokenizer_dir(),
-                  template=path.read_text(encoding="utf-8"), origin="pypi:mistral-common (tekken_240718.json)",
-                  template_origin=f"{pack.LLAMA_CPP.label}:models/templates/{TEMPLATE}", gguf=None)
-
-
-@functools.lru_cache(maxsize=None)
 def engine() -> MistralCommonEngine:
-    return MistralCommonEngine(nemo())
+    return MistralCommonEngine(source_of("mistral-nemo"))
 
 
 def render(request: dict) -> reference.Rendered:
-    source = nemo()
+    source = source_of("mistral-nemo")
     return reference.render(reference.load_tokenizer(source.tokenizer_dir), source.template, request, CONFIG.date)
 
 
@@ -159,3 +153,19 @@ def test_control_token_text_stays_text_in_mistral_common():
 def test_what_mistral_common_cannot_express_is_refused(shape, reason):
     with pytest.raises(Refused, match=reason):
         engine().ids(shapes.build(shape, {}))
+
+
+def test_the_engine_encodes_with_its_sources_tekken_file(tmp_path):
+    """The file the reference's tokenizer directory was built from, not one of its own choosing:
+    a source naming another file gets that file read (here an unreadable one), and a source
+    built from no tekken file cannot be encoded by mistral-common at all."""
+    nemo = source_of("mistral-nemo")
+    assert nemo.tekken == tekken.tekken_file("tekken_240718.json")
+    inner = engine().tokenizer.instruct_tokenizer.tokenizer
+    assert inner.n_words == len(reference.load_tokenizer(nemo.tokenizer_dir)) == 131072
+    broken = tmp_path / "tekken_broken.json"
+    broken.write_text("{}", encoding="utf-8")
+    with pytest.raises(EngineError, match=r"mistral-common: .*tekken_broken.json: cannot load the tekken file"):
+        MistralCommonEngine(dataclasses.replace(nemo, tekken=broken))
+    with pytest.raises(EngineError, match="mistral-common: qwen3: its tokenizer is not built from a tekken file"):
+        MistralCommonEngine(source_of("qwen3"))

@@ -134,7 +134,6 @@ BAD_CONFIGS = {
         ["models.m.pins.vocab_sha256", "unknown key"],
     ),
     "bad-date": (f"date: soon\nmodels:\n  m:\n    tokenizer: {QWEN}\n", ["date", "expected a date"]),
-    "notes-not-a-string": (f"models:\n  m:\n    tokenizer: {QWEN}\n    notes: [a]\n", ["models.m.notes"]),
     "image-shape-without-processor": (
         f"models:\n  m:\n    tokenizer: {QWEN}\n    shapes: [plain, image-expanded]\n",
         ["models.m.shapes", "'image-expanded'", "needs `processor:`"],
@@ -152,6 +151,14 @@ BAD_CONFIGS = {
         f"models:\n  m:\n    tokenizer: {QWEN}\n    processor: {{origin: x, processor_config: [], "
         f"preprocessor_config: {{}}}}\n",
         ["models.m.processor.processor_config", "expected a mapping"],
+    ),
+    "tokenizer-config-on-a-directory": (
+        "models:\n  m:\n    tokenizer: {dir: tok, tokenizer_config: {add_bos_token: false}}\n",
+        ["models.m.tokenizer.tokenizer_config", "only a tokenizer built from a GGUF"],
+    ),
+    "tokenizer-config-not-a-scalar": (
+        "models:\n  m:\n    tokenizer: {pack: 'llama.cpp:phi-3', tokenizer_config: {add_bos_token: [no]}}\n",
+        ["models.m.tokenizer.tokenizer_config.add_bos_token", "scalar value"],
     ),
 }
 
@@ -246,6 +253,7 @@ def test_models_command_lists_the_committed_matrix():
     assert "gemma3: 18 cases" in result.stdout
     assert "processor: google/gemma-3-4b-it processor_config.json" in result.stdout
     assert "tokenizer: pack:npm:qwen3" in result.stdout
+    assert 'tokenizer: pack:llama.cpp:phi-3 with tokenizer_config {"add_bos_token": false}' in result.stdout
     assert "variants:  default, thinking-off" in result.stdout
 
 
@@ -265,3 +273,6 @@ def test_committed_models_yaml_is_valid():
     qwen3 = config.models["qwen3"]
     assert "image" not in qwen3.shapes and "video" not in qwen3.shapes
     assert qwen3.variants == {"": {}, "thinking-off": {"enable_thinking": False}}
+    # the override belongs to the model (Phi-3.5's own tokenizer_config), not to the phi-3 vocab
+    assert config.models["phi3.5"].tokenizer.config == {"add_bos_token": False}
+    assert all(not m.tokenizer.config for name, m in config.models.items() if name != "phi3.5")

@@ -16,26 +16,16 @@ import pytest
 from click.testing import CliRunner
 from conftest import CONFIG, GOLDENS, ROOT, source_of
 
-from generator.analysis import prefix
+from generator.analysis import busters, diagnosis, prefix
 from generator.cli import main
 from generator.config import models, shapes
 from generator.engines.llama_server import LlamaServerEngine
 from generator.engines.transformers import TransformersEngine
 from generator.errors import GoldensError
 from generator.goldens import golden_file
-from generator.servers.llama_cpp import LlamaServer
-from generator.servers.tiny_gguf import tiny_gguf
 
 QWEN3 = CONFIG.models["qwen3"]
 THINKING_OFF = {"enable_thinking": False}
-
-
-@pytest.fixture(scope="module")
-def qwen_server():
-    """One real llama-server for this module: a tiny GGUF with Qwen3's tokenizer and template."""
-    source = source_of("qwen3")
-    with LlamaServer(tiny_gguf("qwen3", source.tokenizer_dir, source.template)) as server:
-        yield server
 
 
 @pytest.fixture(scope="module")
@@ -47,7 +37,7 @@ def transformers_engine():
 def engine(request):
     if request.param == "transformers":
         return request.getfixturevalue("transformers_engine")
-    return LlamaServerEngine(request.getfixturevalue("qwen_server").url)
+    return LlamaServerEngine(request.getfixturevalue("qwen3_llama_server").url)
 
 
 def session(kwargs: dict) -> list[dict]:
@@ -118,7 +108,7 @@ def test_thinking_off_breaks_four_tokens_before_the_end_by_design(engine):
 
 
 def test_tools_reordered_after_the_first_reply_break_at_token_56(engine):
-    results = {r.buster.name: r for r in prefix.cache_busters(engine, {}, prefix.tail_for(QWEN3, {}))}
+    results = {r.buster.name: r for r in busters.cache_busters(engine, {}, prefix.tail_for(QWEN3, {}))}
     reordered = results["tools-reordered"]
     assert positions(reordered.busted) == [(56, 2, 4)]
     item = reordered.busted.breaks[0]
@@ -130,7 +120,7 @@ def test_tools_reordered_after_the_first_reply_break_at_token_56(engine):
 
 
 def test_reasoning_kept_then_dropped_breaks_inside_the_tool_loop(engine):
-    results = {r.buster.name: r for r in prefix.cache_busters(engine, {})}
+    results = {r.buster.name: r for r in busters.cache_busters(engine, {})}
     dropped = results["reasoning-dropped"]
     assert positions(dropped.busted) == [(232, 4, 6)]
     item = dropped.busted.breaks[0]
@@ -144,7 +134,7 @@ def test_tool_arguments_retyped_break_on_transformers_only(engine):
     """Transformers renders a JSON-string argument verbatim and an object through tojson, so a
     client that parses the server's string into an object moves the tool call. llama-server
     parses string arguments and re-serializes them, so the same client keeps its prefix there."""
-    results = {r.buster.name: r for r in prefix.cache_busters(engine, {})}
+    results = {r.buster.name: r for r in busters.cache_busters(engine, {})}
     retyped = results["tool-arguments-retyped"]
     assert retyped.fixed.breaks == []
     if engine.name == "transformers":
@@ -158,7 +148,7 @@ def test_tool_arguments_retyped_break_on_transformers_only(engine):
 
 def test_a_refused_request_is_recorded_and_skipped():
     engine = TransformersEngine(source_of("gemma3"), CONFIG.date)
-    results = {r.buster.name: r for r in prefix.cache_busters(engine, {})}
+    results = {r.buster.name: r for r in busters.cache_busters(engine, {})}
     sent = results["reasoning-dropped"].busted.sent
     assert [s.refused is None for s in sent] == [True, False, False]
     assert "Conversation roles must alternate" in sent[1].refused
@@ -168,15 +158,15 @@ def test_a_refused_request_is_recorded_and_skipped():
 
 def test_diagnose_names_the_client_change():
     first, second = session({})[:2]
-    assert "unchanged" in prefix.diagnose(first, second)
-    assert "reordered" in prefix.diagnose({**first, "tools": shapes.TOOLS},
-                                          {**second, "tools": shapes.TOOLS[::-1]})
-    assert "tool list changed" in prefix.diagnose({**first, "tools": shapes.TOOLS},
-                                                  {**second, "tools": shapes.TOOLS[:1]})
-    assert "chat_template_kwargs" in prefix.diagnose(first, {**second, "chat_template_kwargs": THINKING_OFF})
+    assert "unchanged" in diagnosis.diagnose(first, second)
+    assert "reordered" in diagnosis.diagnose({**first, "tools": shapes.TOOLS},
+                                             {**second, "tools": shapes.TOOLS[::-1]})
+    assert "tool list changed" in diagnosis.diagnose({**first, "tools": shapes.TOOLS},
+                                                     {**second, "tools": shapes.TOOLS[:1]})
+    assert "chat_template_kwargs" in diagnosis.diagnose(first, {**second, "chat_template_kwargs": THINKING_OFF})
     messages = [{**second["messages"][0], "content": "Be verbose."}, *second["messages"][1:]]
     edited = {**second, "messages": messages}
-    assert "messages[0] changed between requests (content)" in prefix.diagnose(first, edited)
+    assert "messages[0] changed between requests (content)" in diagnosis.diagnose(first, edited)
 
 
 # ------------------------------------------------------------------------------ goldens
@@ -288,8 +278,8 @@ def test_prefix_command_takes_one_recorded_conversation_from_stdin():
     assert "UNDECLARED break at token 25" in undeclared.output
 
 
-def test_prefix_command_on_a_running_llama_server(qwen_server):
-    result = invoke("--model", "qwen3", "--engine", "llama-server", "--url", qwen_server.url, "--cache-busters")
+def test_prefix_command_on_a_running_llama_server(qwen3_llama_server):
+    result = invoke("--model", "qwen3", "--engine", "llama-server", "--url", qwen3_llama_server.url, "--cache-busters")
     assert result.exit_code == 0, result.output
     assert "qwen3/multi-turn [thinking-off] on llama-server: 3 requests of 2, 4, 6 messages: 29, 46, 63 tokens" in result.output
     assert "cache-buster tools-reordered on llama-server" in result.output

@@ -18,6 +18,7 @@ from generator import reference
 from generator.cli import main
 from generator.config import models, shapes
 from generator.config.cases import matrix
+from generator.errors import describe
 from generator.goldens.regenerate import build
 from generator.sources import source as sources
 
@@ -136,7 +137,7 @@ def test_render_equals_apply_chat_template_tokenize_true(case, resolved, config)
     if result.outcome == "error":
         with pytest.raises(Exception) as raised:
             _transformers_ids(tokenizer, source.template, case.request, config.date)
-        assert reference.describe_error(raised.value) == result.error
+        assert describe(raised.value) == result.error
         return
     assert _transformers_ids(tokenizer, source.template, case.request, config.date) == result.ids
     if not _strips_whitespace(tokenizer):

@@ -1,47 +1,34 @@
 """Replay every golden through every engine its model lists, against real servers.
 
 Each test is `assert engine.ids(request) == snapshot`, the snapshot being the committed golden,
-or the engine's reviewed ledger entry where one exists. The suite starts the servers it needs
-(llama-server from the pinned build, vLLM from its own venv, each on a tiny model carrying the
-real tokenizer and template) once per session and stops them at the end.
+or the engine's reviewed ledger entry where one exists. The servers are the session's
+(conftest.py): llama-server from the pinned build and vLLM from its own venv, each on a tiny
+model carrying the real tokenizer and template. The transformers engine is the reference itself;
+test_replay_transformers.py has its smoke test.
 """
 
 from __future__ import annotations
 
-import functools
-
 import pytest
-from conftest import CONFIG, GOLDENS, source_of
+from conftest import CONFIG, GOLDENS, engine_of, golden_of
 
 from generator.config.cases import matrix, replays
-from generator.engines.pool import EnginePool
-from generator.goldens import golden_file
 from generator.replay.judge import answer
 from generator.replay.snapshot import golden_extension
 
 REPLAYED = [
-    (case, engine)
+    pytest.param(case, engine, id=f"{case.id}@{engine}",
+                 marks=[pytest.mark.server("vllm", case.model)] if engine == "vllm" else [])
     for case in matrix(CONFIG)
     for engine in CONFIG.models[case.model].engines
     if engine != "transformers" and replays(case, engine)  # transformers: test_replay_transformers.py
 ]
 
 
-@pytest.fixture(scope="session")
-def pool():
-    with EnginePool(CONFIG.date) as engines:
-        yield engines
-
-
-@functools.lru_cache(maxsize=None)
-def _engine(pool, name: str, model: str):
-    return pool.engine(name, CONFIG.models[model], source_of(model))
-
-
-@pytest.mark.parametrize(("case", "engine_name"), REPLAYED, ids=[f"{c.id}@{e}" for c, e in REPLAYED])
+@pytest.mark.parametrize(("case", "engine_name"), REPLAYED)
 def test_replay(case, engine_name, pool, snapshot):
-    engine = _engine(pool, engine_name, case.model)
-    item = golden_file.read(golden_file.golden_path(GOLDENS, case.id))
+    engine = engine_of(pool, engine_name, case.model)
+    item = golden_of(case.id)
     extension = golden_extension(GOLDENS, case.id, item.request, item.provenance, engine=engine_name)
     assert answer(engine, item.request) == snapshot.use_extension(extension)
 
@@ -55,8 +42,8 @@ def test_llama_server_stand_in_matches_its_chat_path(case, pool):
     """/apply-template + /tokenize stands in for the chat path; confirm it on every run:
     /completion evaluates exactly the stand-in's ids, /v1/chat/completions exactly as many.
     (Whether those ids are the golden's is test_replay's question.)"""
-    item = golden_file.read(golden_file.golden_path(GOLDENS, case.id))
-    engine = _engine(pool, "llama-server", case.model)
+    item = golden_of(case.id)
+    engine = engine_of(pool, "llama-server", case.model)
     ids = engine.ids(item.request)
     served = engine.serve(item.request, ids)
     assert served.counts == {"/v1/chat/completions usage.prompt_tokens": len(ids),

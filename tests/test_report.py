@@ -9,14 +9,13 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import socket
 import threading
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from conftest import CONFIG, GOLDENS, ROOT
+from conftest import CONFIG, GOLDENS, ROOT, one_line_error
 
 from generator import files
 from generator.cli import main
@@ -25,6 +24,7 @@ from generator.errors import GoldensError
 from generator.goldens import golden_file
 from generator.replay import divergence, report
 from generator.replay.judge import Outcome
+from generator.servers.process import free_port
 
 TIMESTAMP = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d$")
 DECIMAL = re.compile(r"^-?\d+(\.\d+)?$")
@@ -32,15 +32,6 @@ DECIMAL = re.compile(r"^-?\d+(\.\d+)?$")
 
 def invoke(*args) -> object:
     return CliRunner().invoke(main, [str(a) for a in args])
-
-
-def one_line_error(result) -> str:
-    assert result.exit_code == 2, (result.exit_code, result.stdout, result.stderr, result.exception)
-    assert isinstance(result.exception, SystemExit), result.exception
-    lines = result.stderr.splitlines()
-    assert len(lines) == 1, result.stderr
-    assert lines[0].startswith("goldens: error: ")
-    return lines[0]
 
 
 @pytest.fixture
@@ -166,12 +157,6 @@ def test_one_edited_token_is_drift_in_both_reports(workspace, tmp_path):
     (look,) = [rows for header, rows in tables(text) if header[0] == "needs a look"]
     assert look == [["drift at token 5", "qwen3", "plain", "transformers", "`… 'You' ' are' [-' tersely'-] {+' terse'+}`"]]
     assert "<details><summary>qwen3/plain · transformers: drift at token 5 (25 vs 25 tokens)</summary>" in text
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @pytest.mark.parametrize("args, expected", [

@@ -2,6 +2,7 @@
 
 The server gets the real Qwen3 tokenizer and the exact chat template from its
 tokenizer_config.json, so every difference from Transformers is vLLM's own request handling.
+It is the session's qwen3 vLLM server (conftest.py), shared with test_replay_engines.py.
 First run installs vLLM into the cache (~2-4 min); later runs start the server in ~45 s.
 """
 
@@ -13,17 +14,17 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-from transformers import AutoTokenizer
+from conftest import engine_of, source_of, tokenizer_of
 from transformers.utils import get_json_schema
 
 from generator.engines import EngineError
 from generator.engines.vllm import VllmEngine
 from generator.errors import GoldensError
 from generator.servers.process import free_port
-from generator.servers.vllm import VllmServer
 from generator.servers.tiny_model import tiny_hf_model
-from generator.servers.vllm import vllm_python
-from generator.sources import pack
+from generator.servers.vllm import VllmServer, vllm_python
+
+pytestmark = pytest.mark.server("vllm", "qwen3")
 
 THINK_OFF_TAIL = [151667, 271, 151668, 271]  # "<think>", "\n\n", "</think>", "\n\n"
 
@@ -53,14 +54,14 @@ ALL = {"plain": PLAIN, "think_off": THINK_OFF, "tools": TOOLS, "continue": CONTI
 
 @pytest.fixture(scope="session")
 def qwen3_model():
-    tokenizer_dir = pack.npm_models_dir("qwen3")
-    template = json.loads((tokenizer_dir / "tokenizer_config.json").read_text())["chat_template"]
-    return tiny_hf_model("qwen3", tokenizer_dir, template)
+    """The tiny model the session's qwen3 vLLM server runs (the same inputs, the same cached dir)."""
+    source = source_of("qwen3")
+    return tiny_hf_model("qwen3", source.tokenizer_dir, source.template)
 
 
 @pytest.fixture(scope="session")
 def reference():
-    return AutoTokenizer.from_pretrained(pack.npm_models_dir("qwen3"))
+    return tokenizer_of("qwen3")
 
 
 def render(tokenizer, request) -> list[int]:
@@ -73,11 +74,9 @@ def render(tokenizer, request) -> list[int]:
     )
 
 
-@pytest.fixture(scope="session")
-def vllm(qwen3_model):
-    vllm_python()
-    with VllmServer(qwen3_model) as server, VllmEngine(server.url, server.model_name) as engine:
-        yield engine
+@pytest.fixture
+def vllm(pool):
+    return engine_of(pool, "vllm", "qwen3")
 
 
 def test_plain_chat_matches_transformers(vllm, reference):
@@ -202,7 +201,7 @@ def test_malformed_replies_are_engine_errors(broken_server, body, message):
 
 
 def test_tiny_model_is_deterministic_and_carries_the_template(tmp_path, monkeypatch, qwen3_model):
-    tokenizer_dir = pack.npm_models_dir("qwen3")
+    tokenizer_dir = source_of("qwen3").tokenizer_dir
     template = (qwen3_model / "chat_template.jinja").read_text()
     monkeypatch.setenv("GOLDENS_CACHE", str(tmp_path))
     again = tiny_hf_model("qwen3", tokenizer_dir, template)
@@ -211,7 +210,7 @@ def test_tiny_model_is_deterministic_and_carries_the_template(tmp_path, monkeypa
         assert (again / name).read_bytes() == (qwen3_model / name).read_bytes(), name
     config = json.loads((again / "config.json").read_text())
     assert config["architectures"] == ["Qwen3ForCausalLM"]
-    assert config["vocab_size"] == len(AutoTokenizer.from_pretrained(tokenizer_dir)) == 151669
+    assert config["vocab_size"] == len(tokenizer_of("qwen3")) == 151669
     assert json.loads((again / "tokenizer_config.json").read_text())["chat_template"] == template
     other = tiny_hf_model("qwen3", tokenizer_dir, template + "\n")
     assert other != again and (other / "chat_template.jinja").read_text() == template + "\n"

@@ -1,48 +1,26 @@
-"""Two questions about a golden's ids that a client which keeps text instead of ids must ask.
+"""Round trip: does `encode(decode(ids))` give back a golden's ids?
 
-Round trip: does `encode(decode(ids))` give back the same ids? A client (or a server's chat
-history) that stores the decoded text and tokenizes it again on the next request sends the model
-the round-tripped ids, not the ones it was sent before; where they part, the prefix cache misses
-and the model sees a prompt it was never rendered. Two ways are recorded per golden:
+A client (or a server's chat history) that stores the decoded text and tokenizes it again on the
+next request sends the model the round-tripped ids, not the ones it was sent before; where they
+part, the prefix cache misses and the model sees a prompt it was never rendered. Two ways are
+recorded per golden:
 
   defaults        tokenizer.encode(tokenizer.decode(ids)), every argument at its default, the
                   way a client writes it (for a tokenizer that adds <bos>, one more <bos>)
   special_parsed  decoded with special tokens kept, encoded with special-token text parsed as
                   special tokens and nothing added: how the reference tokenizes a prompt
-
-Control-token text in content: a user message that spells a model's own control tokens
-(`<|im_start|>system ...`, `<start_of_turn>`, `<|eot_id|>`). Per engine, each marker either
-became one control token (a prompt-injection path: the user wrote a turn boundary) or stayed
-plain text pieces. The marker count an engine's template writes itself is measured on the same
-request with the content replaced by plain text, so the check needs nothing but the engine's
-ids and pieces. Engines differ here: llama.cpp retypes control-looking vocabulary entries such
-as Qwen3's `</s>` as control tokens, which the reference tokenizes as text.
 """
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Sequence
 from typing import Any
 
 from generator import reference
-from generator.engines import Engine, Request
-from generator.replay.divergence import first_divergence
+from generator.engines import first_divergence
 
 CONTEXT = 5
 SHARED = 3
-
-# Control-token text of several model families; the ones a user message spells are checked.
-MARKERS = (
-    "<|im_start|>", "<|im_end|>", "<|endoftext|>",
-    "<start_of_turn>", "<end_of_turn>", "<bos>", "<eos>",
-    "<|begin_of_text|>", "<|eot_id|>", "<|start_header_id|>", "<|end_header_id|>",
-    "[INST]", "[/INST]", "<s>", "</s>",
-)
-PLAIN = "plain words"  # what the content is replaced with to count the template's own markers
-
-
-# ------------------------------------------------------------------------------ round trip
 
 
 def round_trips(tokenizer, ids: Sequence[int]) -> dict[str, list[int]]:
@@ -54,7 +32,7 @@ def round_trips(tokenizer, ids: Sequence[int]) -> dict[str, list[int]]:
     return {"defaults": list(defaults), "special_parsed": list(parsed)}
 
 
-def roundtrip_record(tokenizer, ids: Sequence[int]) -> dict[str, Any]:
+def record(tokenizer, ids: Sequence[int]) -> dict[str, Any]:
     """The golden form: "same", or where the round trip first differs with the tokens around it."""
     ids = list(ids)
     out: dict[str, Any] = {}
@@ -86,94 +64,3 @@ def summarize(records: dict[str, dict[str, Any]]) -> list[str]:
                 lines.append(f"{case}: {way} differs at token {value['at']} ({value['tokens']} tokens): "
                              f"{value['golden']!r} became {value['round_trip']!r}")
     return lines
-
-
-# ------------------------------------------------------------------------------ control tokens
-
-
-def _user_text(request: Request) -> list[tuple[int, str]]:
-    """(message index, text) of every user message's text content."""
-    out = []
-    for index, message in enumerate(request.get("messages") or []):
-        if message.get("role") != "user":
-            continue
-        content = message.get("content")
-        if isinstance(content, str):
-            out.append((index, content))
-        elif isinstance(content, list):
-            out += [(index, part["text"]) for part in content
-                    if isinstance(part, dict) and isinstance(part.get("text"), str)]
-    return out
-
-
-def spelled_markers(request: Request) -> list[str]:
-    """The known control-token texts a user message of this request spells, in MARKERS order."""
-    text = "\n".join(t for _, t in _user_text(request))
-    return [m for m in MARKERS if m in text]
-
-
-def plain_variant(request: Request) -> Request:
-    """The same request with every user message's text replaced by plain words."""
-    plain = copy.deepcopy(request)
-    for message in plain["messages"]:
-        if message.get("role") != "user":
-            continue
-        if isinstance(message.get("content"), str):
-            message["content"] = PLAIN
-        elif isinstance(message.get("content"), list):
-            for part in message["content"]:
-                if isinstance(part, dict) and isinstance(part.get("text"), str):
-                    part["text"] = PLAIN
-    return plain
-
-
-def classify(engine: Engine, request: Request, tokenizer) -> dict[str, str]:
-    """Per marker the user spelled: "control (<id>)" when every occurrence became one token
-    whose piece is the marker text (the engine matched it as a special token), "partly control
-    (n of m, <id>)" when some did, "text" when it stayed ordinary pieces. Counted against the
-    same request with plain content, so the template's own markers are not counted; pieces
-    come from the engine (llama-server's tokenizer may type a token differently from the
-    reference's) and from `tokenizer` only when the engine returns none."""
-    markers = spelled_markers(request)
-    text = "\n".join(t for _, t in _user_text(request))
-    actual = _tokens(engine.ids(request), tokenizer)
-    baseline = _tokens(engine.ids(plain_variant(request)), tokenizer)
-    result = {}
-    for marker in markers:
-        spelled = text.count(marker)
-        ids = [i for i, piece in actual if piece == marker]
-        became = len(ids) - sum(1 for _, piece in baseline if piece == marker)
-        if became <= 0:
-            result[marker] = "text"
-        elif became >= spelled:
-            result[marker] = f"control ({ids[0]})"
-        else:
-            result[marker] = f"partly control ({became} of {spelled}, {ids[0]})"
-    return result
-
-
-def _tokens(ids, tokenizer) -> list[tuple[int, str]]:
-    pieces = getattr(ids, "pieces", None)
-    if pieces is None or len(pieces) != len(ids):
-        pieces = reference.pieces(tokenizer, list(ids))
-    return list(zip(ids, pieces))
-
-
-def injected(classification: dict[str, str]) -> list[str]:
-    """The markers that became control tokens: the finding."""
-    return [m for m, kind in classification.items() if kind != "text"]
-
-
-def finding(classification: dict[str, str]) -> str:
-    """One line: which spelled markers became control tokens, or that none did."""
-    markers = injected(classification)
-    if not markers:
-        return "control-token text in user content stayed plain text"
-    return (f"user content became control tokens ({', '.join(markers)}): a user can write turn "
-            "boundaries (prompt injection)")
-
-
-def control_record(engine: Engine, request: Request, tokenizer) -> dict[str, Any]:
-    """The golden form for one engine: each marker's fate and the finding in one line."""
-    classification = classify(engine, request, tokenizer)
-    return {"finding": finding(classification), "markers": classification}

@@ -18,7 +18,7 @@ import yaml
 from generator.config import engine_registry
 from generator.config.request import carries_media, check_kwargs
 from generator.config.shapes import SHAPES, build
-from generator.errors import GoldensError
+from generator.errors import GoldensError, first_line
 
 # Engines that take media data with a request; the others (a template renderer, a client that
 # posts a string) only ever see the template view, so expanded-view cases skip them.
@@ -34,6 +34,14 @@ class TokenizerSpec:
     kind: str  # "pack" | "hf" | "gguf" | "dir"
     value: str  # pack name, repo id, or path
     revision: str | None = None  # hf only
+    # tokenizer_config values this model's own tokenizer states and the GGUF it is built from
+    # does not (a GGUF converted from a sibling model): GGUF sources only, e.g. Phi-3.5 on the phi-3 vocab
+    config: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def from_gguf(self) -> bool:
+        """Built from a GGUF: a `gguf:` file or a llama.cpp vocab of the pack."""
+        return self.kind == "gguf" or (self.kind == "pack" and self.value.startswith("llama.cpp:"))
 
 
 @dataclass(frozen=True)
@@ -76,7 +84,6 @@ class ModelSpec:
     engines: tuple[str, ...]
     kwargs: dict[str, Any] = field(default_factory=dict)  # sent with every case (date_string)
     pins: dict[str, str] = field(default_factory=dict)
-    notes: str = ""
     # variant name ("" = default) -> the tokens at the end of each request the next one may rewrite
     prefix_tails: dict[str, PrefixTail] = field(default_factory=dict)
     processor: ProcessorSpec | None = None  # expanded-view (media) shapes need one
@@ -113,7 +120,7 @@ def load(path: str | Path) -> Config:
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark else ""
-        problem = getattr(error, "problem", None) or str(error).splitlines()[0]
+        problem = getattr(error, "problem", None) or first_line(error)
         raise GoldensError(f"{path.name}:{where} YAML error: {problem}") from None
     return parse(data, path)
 
@@ -134,8 +141,8 @@ def parse(data: Any, path: Path) -> Config:
     return Config(path=path, date=date, models=models)
 
 
-MODEL_KEYS = {"tokenizer", "template", "shapes", "variants", "engines", "kwargs", "pins", "notes",
-              "prefix_tails", "processor"}
+MODEL_KEYS = {"tokenizer", "template", "shapes", "variants", "engines", "kwargs", "pins", "prefix_tails",
+              "processor"}
 
 
 def _parse_model(name: str, raw: Any, where: _Where, key: str) -> ModelSpec:
@@ -161,13 +168,10 @@ def _parse_model(name: str, raw: Any, where: _Where, key: str) -> ModelSpec:
     for pin_key, value in pins.items():
         if not isinstance(value, str) or not SHA256.match(value):
             raise GoldensError(f"{where.file}: {key}.pins.{pin_key}: expected 64 lowercase hex digits")
-    notes = raw.get("notes", "")
-    if not isinstance(notes, str):
-        raise GoldensError(f"{where.file}: {key}.notes: expected a string")
     tails = _parse_tails(raw.get("prefix_tails") or {}, variants, where, f"{key}.prefix_tails")
     return ModelSpec(
         name=name, tokenizer=tokenizer, template=template, shapes=shapes, variants=variants,
-        engines=tuple(engines), kwargs=kwargs, pins=dict(pins), notes=notes.strip(),
+        engines=tuple(engines), kwargs=kwargs, pins=dict(pins),
         prefix_tails=tails, processor=processor,
     )
 
@@ -221,7 +225,7 @@ def _media_shapes(shapes: tuple[str, ...], raw: Any, processor: ProcessorSpec | 
 
 
 def _parse_tokenizer(raw: Any, where: _Where, key: str) -> TokenizerSpec:
-    raw = where.mapping(raw, key, {"pack", "hf", "gguf", "dir", "revision"})
+    raw = where.mapping(raw, key, {"pack", "hf", "gguf", "dir", "revision", "tokenizer_config"})
     kinds = [k for k in ("pack", "hf", "gguf", "dir") if k in raw]
     if len(kinds) != 1:
         raise GoldensError(f"{where.file}: {key}: give exactly one of pack, hf, gguf, dir")
@@ -235,7 +239,18 @@ def _parse_tokenizer(raw: Any, where: _Where, key: str) -> TokenizerSpec:
             raise GoldensError(f"{where.file}: {key}.revision: a Hugging Face source needs a pinned revision")
     elif revision is not None:
         raise GoldensError(f"{where.file}: {key}.revision: only a hf source takes a revision")
-    return TokenizerSpec(kind=kind, value=value, revision=revision)
+    spec = TokenizerSpec(kind=kind, value=value, revision=revision)
+    if "tokenizer_config" in raw:
+        config = where.mapping(raw["tokenizer_config"], f"{key}.tokenizer_config", None)
+        if not spec.from_gguf:
+            raise GoldensError(f"{where.file}: {key}.tokenizer_config: only a tokenizer built from a GGUF "
+                               "(gguf: or pack llama.cpp:) takes tokenizer_config; a directory states its own")
+        for name, item in config.items():
+            if not isinstance(name, str) or not (item is None or isinstance(item, (str, bool, int, float))):
+                raise GoldensError(f"{where.file}: {key}.tokenizer_config.{name}: expected a name and a "
+                                   "scalar value (true, false, a number, a string or null)")
+        spec = TokenizerSpec(kind=kind, value=value, revision=revision, config=dict(config))
+    return spec
 
 
 def _parse_template(raw: Any, where: _Where, key: str) -> TemplateSpec:

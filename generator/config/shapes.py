@@ -28,7 +28,8 @@ SESSION = [
 ]
 
 # Exactly what transformers.utils.get_json_schema builds from a typed, documented function:
-# four keys, `return` included (tests/test_shapes.py keeps this equal to get_json_schema).
+# four keys, `return` included (tests/test_reference.py::test_get_weather_is_what_get_json_schema_builds
+# keeps this equal to get_json_schema).
 GET_WEATHER = {
     "type": "function",
     "function": {

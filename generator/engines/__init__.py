@@ -18,6 +18,7 @@ A request is an OpenAI-style chat body, the same dict every engine receives:
 from __future__ import annotations
 
 import datetime as _dt
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
     from generator.sources.source import Source
 
 Request = dict[str, Any]
+Decode = Callable[[Sequence[int]], list[str]]  # ids -> one piece per id (the reference's tokenizer)
 
 
 class Ids(list):
@@ -37,6 +39,27 @@ class Ids(list):
         super().__init__(ids)
         self.prompt = prompt
         self.pieces = pieces
+
+
+def pieces_of(ids: Sequence[int], decode: Decode | None = None, *,
+              given: Sequence[str] | None = None) -> list[str]:
+    """One piece per id: the engine's own (`given`, else `ids.pieces`) when there is one per id,
+    else `decode(ids)`, else an empty string per id. Engines that return pieces show what they
+    tokenized; the others are shown through the reference's tokenizer when one is at hand."""
+    pieces = given if given is not None else getattr(ids, "pieces", None)
+    if pieces is not None and len(pieces) == len(ids):
+        return list(pieces)
+    return decode(list(ids)) if decode is not None else [""] * len(ids)
+
+
+def first_divergence(a: Sequence, b: Sequence) -> int | None:
+    """Index of the first position where a and b differ (a length difference counts); None if equal."""
+    for index, (x, y) in enumerate(zip(a, b)):
+        if x != y:
+            return index
+    if len(a) != len(b):
+        return min(len(a), len(b))
+    return None
 
 
 @runtime_checkable

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from generator.engines import EngineError, Ids, Refused, Request
+from generator.errors import first_line
 from generator.sources.source import Source
 
 # TGI rewrites these in every template before compiling it (ChatTemplate::new), each a
@@ -122,7 +123,7 @@ class MinijinjaEngine:
         try:
             self.env.add_template("chat", tgi_template(source.template))
         except minijinja.TemplateError as error:
-            self.compile_error = _first_line(error)
+            self.compile_error = first_line(error)
         self._lock = threading.Lock()
 
     def render(self, request: Request) -> str:
@@ -145,7 +146,7 @@ class MinijinjaEngine:
         except TemplateRaised as error:
             raise Refused(f"{self.name}: template refused the request: raise_exception: {error}") from None
         except minijinja.TemplateError as error:
-            raise Refused(f"{self.name}: template refused the request: {_first_line(error)}") from None
+            raise Refused(f"{self.name}: template refused the request: {first_line(error)}") from None
         if request.get("continue_final_message"):
             prompt = continue_final(prompt, request["messages"][-1])
         return prompt
@@ -176,7 +177,3 @@ def continue_final(prompt: str, message: dict) -> str:
     at = prompt.rfind(content)
     return prompt if at < 0 else prompt[:at + len(content)].rstrip()
 
-
-def _first_line(error: BaseException) -> str:
-    text = str(error).strip()
-    return text.splitlines()[0] if text else type(error).__name__

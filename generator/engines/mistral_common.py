@@ -18,34 +18,29 @@ is not 9 alphanumerics on a v3 tokenizer).
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 from generator.engines import EngineError, Ids, Refused, Request
+from generator.errors import first_line
 from generator.sources.source import Source
-
-TEKKEN_NEMO = "tekken_240718.json"  # Mistral NeMo's tokenizer (v3 instruct format)
-
-
-def tekken_path(name: str = TEKKEN_NEMO) -> Path:
-    """A tokenizer file shipped inside the installed mistral_common package."""
-    import mistral_common
-
-    path = Path(mistral_common.__file__).parent / "data" / name
-    if not path.is_file():
-        raise EngineError(f"mistral-common: the installed package ships no data/{name}")
-    return path
 
 
 class MistralCommonEngine:
     name = "mistral-common"
 
-    def __init__(self, source: Source | None = None, *, tekken: Path | None = None):
+    def __init__(self, source: Source):
+        """Encodes with the tekken file the source's tokenizer was built from, so the reference
+        and mistral-common read the same vocabulary."""
         from mistral_common.tokens.tokenizers.mistral import MistralTokenizer
 
-        self.source = source  # only names the model: the tokenizer is mistral-common's own file
-        self.tekken = Path(tekken) if tekken is not None else tekken_path()
-        self.tokenizer = MistralTokenizer.from_file(str(self.tekken))
+        if source.tekken is None:
+            raise EngineError(f"{self.name}: {source.model}: its tokenizer is not built from a tekken file "
+                              "(use tokenizer: {pack: \"mistral-common:tekken\"})")
+        self.source = source
+        try:
+            self.tokenizer = MistralTokenizer.from_file(str(source.tekken))
+        except (OSError, ValueError, KeyError, TypeError) as error:
+            raise EngineError(f"{self.name}: {source.tekken}: cannot load the tekken file ({first_line(error)})") from None
 
     def request(self, request: Request):
         """The mistral-common ChatCompletionRequest for an OpenAI-style request (or Refused)."""

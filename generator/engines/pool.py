@@ -19,9 +19,6 @@ from generator.engines.remote import Connection, only_model
 from generator.errors import GoldensError
 from generator.sources.source import Source
 
-SERVER_ENGINES = {"llama-server": "llama-server", "client-completion": "llama-server", "vllm": "vllm"}
-
-
 def check_url(engine: str, url: str) -> str:
     """A --url must be an http(s) URL; say so in one line rather than failing on connect."""
     import httpx
@@ -67,11 +64,23 @@ class EnginePool:
         self._stack.close()
         self._servers.clear()
 
-    def release(self, model: str) -> None:
-        """Stop this model's servers now (a matrix run keeps at most one model's servers up)."""
-        for key in [k for k in self._servers if k[1] == model]:
+    def release(self, model: str, kind: str | None = None) -> None:
+        """Stop this model's servers now, or only its `kind` one ("llama-server", "vllm"): a
+        matrix run keeps at most one model's servers up."""
+        for key in [k for k in self._servers if k[1] == model and kind in (None, k[0])]:
             server = self._servers.pop(key)
             server.stop()
+
+    def server(self, kind: str, model: ModelSpec, source: Source):
+        """The managed server of `kind` ("llama-server" or "vllm") for the model, started on first
+        use and kept until released or the pool closes."""
+        if kind == "llama-server":
+            self._llama_server(model, source)
+        elif kind == "vllm":
+            self._vllm(model, source)
+        else:
+            raise GoldensError(f"no managed server kind {kind!r} (known: llama-server, vllm)")
+        return self._servers[(kind, model.name)]
 
     def engine(self, name: str, model: ModelSpec, source: Source) -> Engine:
         info = engine_registry.lookup(name)

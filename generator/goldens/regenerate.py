@@ -75,7 +75,7 @@ def annotate(case: Case, source: Source, config: Config, item: golden_file.Golde
     """The analyses a golden records beside its ids, all by the reference: `roundtrip` on every
     golden; `control_tokens` where a user message spells control-token text; `requests` and
     `prefix_breaks` (+ `prefix_tail` when declared) where the request stands for a multi-turn
-    conversation; `cache_busters` on the multi-turn shape (generator/prefix.py, roundtrip.py).
+    conversation; `cache_busters` on the multi-turn shape (generator/analysis/).
     An expanded-view golden names its view and its processor instead: the analyses are about
     the template's text, which its template-view sibling already covers."""
     if case.view == EXPANDED_VIEW:
@@ -86,14 +86,14 @@ def annotate(case: Case, source: Source, config: Config, item: golden_file.Golde
         return
     if item.outcome != "ok":
         return
-    from generator.analysis import prefix, roundtrip
+    from generator.analysis import busters, control_tokens, prefix, roundtrip
     from generator.engines.transformers import TransformersEngine
 
     tokenizer = reference.load_tokenizer(source.tokenizer_dir)
     engine = TransformersEngine(source, config.date)
-    item.extra["roundtrip"] = roundtrip.roundtrip_record(tokenizer, item.ids)
-    if roundtrip.spelled_markers(case.request):
-        item.extra["control_tokens"] = {engine.name: roundtrip.control_record(engine, case.request, tokenizer)}
+    item.extra["roundtrip"] = roundtrip.record(tokenizer, item.ids)
+    if control_tokens.spelled_markers(case.request):
+        item.extra["control_tokens"] = {engine.name: control_tokens.record(engine, case.request, tokenizer)}
     tail = config.models[case.model].prefix_tails.get(case.variant)
     if prefix.is_multi_request(case.request):
         result = prefix.check(engine, prefix.requests_of(case.request), tail)
@@ -104,7 +104,7 @@ def annotate(case: Case, source: Source, config: Config, item: golden_file.Golde
     if case.shape == "multi-turn":
         kwargs = case.request.get("chat_template_kwargs") or {}
         item.extra["cache_busters"] = {
-            r.buster.name: prefix.buster_record(r) for r in prefix.cache_busters(engine, kwargs, tail)
+            r.buster.name: busters.record(r) for r in busters.cache_busters(engine, kwargs, tail)
         }
 
 

@@ -9,18 +9,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from generator.engines import first_divergence, pieces_of
+
 WINDOW = 5
 EXCERPT = 40
-
-
-def first_divergence(a: Sequence, b: Sequence) -> int | None:
-    """Index of the first position where a and b differ (a length difference counts); None if equal."""
-    for index, (x, y) in enumerate(zip(a, b)):
-        if x != y:
-            return index
-    if len(a) != len(b):
-        return min(len(a), len(b))
-    return None
 
 
 def divergence_point(a: Sequence, b: Sequence) -> int | None:
@@ -70,8 +62,7 @@ def diverge(expected_ids: Sequence[int], expected_pieces: Sequence[str], expecte
     index = divergence_point(expected_ids, actual_ids)
     if index is None:
         return None
-    if actual_pieces is None or len(actual_pieces) != len(actual_ids):
-        actual_pieces = decode(actual_ids) if decode else [""] * len(actual_ids)
+    actual_pieces = pieces_of(actual_ids, decode, given=actual_pieces)
     result = Divergence(
         index=index, expected_len=len(expected_ids), actual_len=len(actual_ids),
         expected=_window(expected_ids, expected_pieces, index),

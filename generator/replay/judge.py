@@ -26,11 +26,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from generator.engines import Engine, EngineError, Ids, PromptCount, Refused, Served, Unreachable, http
-from generator.errors import GoldensError
+from generator.engines import (
+    Engine, EngineError, Ids, PromptCount, Refused, Served, Unreachable, first_divergence, http, pieces_of,
+)
+from generator.errors import GoldensError, first_line
 from generator.goldens import golden_file
 from generator.replay import ledger
-from generator.replay.divergence import Divergence, diverge, first_divergence, format_divergence
+from generator.replay.divergence import Divergence, diverge, format_divergence
 
 Answer = Ids | PromptCount | Refused  # what an engine made of a request: ids, a count, or a refusal
 STAND_IN = " stand-in"  # suffix of the column a stand-in finding is reported in
@@ -261,12 +263,9 @@ def record(engine: Engine, item: golden_file.Golden, root: Path, reason: str) ->
         actual = engine.ids(item.request)
     except Refused as refusal:
         # the URL's port changes per run; the ledger must not
-        message = re.sub(r"https?://[^\s/]+:\d+", "<server>", str(refusal).splitlines()[0])
+        message = re.sub(r"https?://[^\s/]+:\d+", "<server>", first_line(refusal))
         return ledger.write(root, item, engine.name, reason.strip(), [], [], None, refused=message)
     if list(actual) == item.ids:
         raise GoldensError(f"{item.case}: {engine.name} matches the reference; nothing to record")
-    pieces = getattr(actual, "pieces", None)
-    if pieces is None or len(pieces) != len(actual):
-        pieces = [""] * len(actual)
-    return ledger.write(root, item, engine.name, reason.strip(), list(actual), list(pieces),
+    return ledger.write(root, item, engine.name, reason.strip(), list(actual), pieces_of(actual),
                                 getattr(actual, "prompt", None))

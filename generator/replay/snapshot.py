@@ -21,6 +21,7 @@ from syrupy.extensions.single_file import SingleFileSnapshotExtension, WriteMode
 from generator import files
 from generator.engines import Ids, Refused
 from generator.goldens import golden_file
+from generator.engines import pieces_of
 from generator.reference import Rendered
 from generator.replay import judge, ledger
 
@@ -55,8 +56,7 @@ def golden_extension(root: Path, case_id: str, request: dict, provenance: dict[s
             elif isinstance(data, Refused):  # an engine's refusal (judge.answer)
                 ids, pieces, prompt, error = [], [], None, str(data)
             else:  # an engine's Ids
-                ids, pieces, prompt, error = list(data), getattr(data, "pieces", None), getattr(data, "prompt", None), None
-                pieces = pieces if pieces is not None and len(pieces) == len(ids) else [""] * len(ids)
+                ids, pieces, prompt, error = list(data), pieces_of(data), getattr(data, "prompt", None), None
             item = golden_file.Golden(
                 case=case_id, request=request, outcome="error" if error else "ok", ids=list(ids),
                 pieces=list(pieces), prompt=prompt, error=error, provenance=provenance,

@@ -5,17 +5,15 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import shutil
 import subprocess
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
 from generator.errors import GoldensError
-from generator.files import cache_dir, file_lock
+from generator.files import atomic_file, cache_dir, file_lock
 from generator.servers.process import ManagedServer
 from generator.sources import pack
 
@@ -84,15 +82,9 @@ def llama_server_binary() -> Path:
         built = build / "bin" / "llama-server"
         if not built.exists():
             raise GoldensError(f"building llama-server produced no {built}")
-        fd, tmp = tempfile.mkstemp(dir=root, prefix=".llama-server-")
-        os.close(fd)
-        try:
-            shutil.copy2(built, tmp)
-            _check_version(Path(tmp))
-            os.replace(tmp, target)
-        finally:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(tmp)
+        with atomic_file(target) as copy:
+            shutil.copy2(built, copy)
+            _check_version(copy)
     return target
 
 

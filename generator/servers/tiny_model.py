@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shutil
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -21,7 +19,7 @@ from safetensors.numpy import save_file
 from tokenizers import Tokenizer
 
 from generator.errors import GoldensError
-from generator.files import cache_dir
+from generator.files import atomic_dir, cache_dir
 
 # Bump when the layout below changes, so stale cached models are not reused.
 _FORMAT = 1
@@ -66,21 +64,12 @@ def tiny_hf_model(
     if (target / ".complete").exists():
         return target
 
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
-        build = Path(tmp) / "model"
-        build.mkdir()
+    with atomic_dir(target) as build:
         try:
             _write_model(build, sources, template, architecture)
         except (OSError, ValueError, KeyError, json.JSONDecodeError) as error:
             raise GoldensError(f"tiny model {name}: cannot build ({error})") from None
         (build / ".complete").write_text(digest.hexdigest() + "\n")
-        shutil.rmtree(target, ignore_errors=True)
-        try:
-            os.replace(build, target)
-        except OSError:
-            if not (target / ".complete").exists():  # else a concurrent build won the race
-                raise
     return target
 
 

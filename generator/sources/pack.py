@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from generator.errors import GoldensError
-from generator.files import cache_dir
+from generator.files import atomic_dir, cache_dir
 
 
 @dataclass(frozen=True)
@@ -84,20 +84,16 @@ def fetch(artifact: Artifact) -> Path:
     if (target / ".complete").exists():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
-        tmp_path = Path(tmp)
-        archive = _download(artifact, tmp_path)
+    with tempfile.TemporaryDirectory(dir=target.parent) as download:
+        archive = _download(artifact, Path(download))
         actual = sha256_file(archive)
         if actual != artifact.sha256:
             raise GoldensError(
                 f"{artifact.label}: sha256 {actual} does not match the pinned {artifact.sha256}"
             )
-        unpacked = tmp_path / "unpacked"
-        with tarfile.open(archive) as tar:
+        with atomic_dir(target) as unpacked, tarfile.open(archive) as tar:
             tar.extractall(unpacked, filter="data")
-        (unpacked / ".complete").write_text(artifact.sha256 + "\n")
-        shutil.rmtree(target, ignore_errors=True)
-        os.replace(unpacked, target)
+            (unpacked / ".complete").write_text(artifact.sha256 + "\n")
     return target
 
 

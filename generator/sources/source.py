@@ -19,8 +19,8 @@ from pathlib import Path
 
 from generator.config.models import Config, ModelSpec, TemplateSpec
 from generator.config.request import load_json
-from generator.errors import GoldensError
-from generator.sources import pack
+from generator.errors import GoldensError, first_line
+from generator.sources import gguf, llama3, pack, tekken
 
 HF_FILES = [
     "tokenizer.json",
@@ -45,6 +45,7 @@ class Source:
     gguf: Path | None  # the GGUF the tokenizer was read from, when it was one
     processor_dir: Path | None = None  # tokenizer + processor settings, when models.yaml has them
     processor_origin: str | None = None
+    tekken: Path | None = None  # the tekken file it was built from (mistral-common encodes with it)
 
     # Cached: provenance is stamped on every golden, and hashing a 30 MB tokenizer.json per case
     # (as the snapshot tests would) repeats the same I/O a hundred times.
@@ -81,17 +82,18 @@ def resolve(model: ModelSpec, config: Config) -> Source:
     """Fetch or locate the model's tokenizer and template; errors name the model and source."""
     base = config.path.parent
     spec = model.tokenizer
+    files: dict[str, Path] = {}  # the GGUF or tekken file the directory was built from
     try:
         if spec.kind == "pack":
-            directory, origin, gguf = _pack_tokenizer(spec.value)
+            directory, origin, files = _pack_tokenizer(spec.value, spec.config)
         elif spec.kind == "hf":
-            directory, origin, gguf = _hf_snapshot(spec.value, spec.revision), f"hf:{spec.value}@{spec.revision}", None
+            directory, origin = _hf_snapshot(spec.value, spec.revision), f"hf:{spec.value}@{spec.revision}"
         elif spec.kind == "gguf":
-            gguf = _local(base, spec.value)
-            directory, origin = _gguf_tokenizer(gguf), f"gguf:{spec.value}"
+            files["gguf"] = _local(base, spec.value)
+            directory, origin = gguf.tokenizer_dir(files["gguf"], config=spec.config), f"gguf:{spec.value}"
         else:
-            directory, origin, gguf = _tokenizer_dir(base, spec.value), f"dir:{spec.value}", None
-        template, template_origin = _template(model.template, directory, gguf, base)
+            directory, origin = _tokenizer_dir(base, spec.value), f"dir:{spec.value}"
+        template, template_origin = _template(model.template, directory, files.get("gguf"), base)
         _compiles(template, template_origin)
         processor = None
         if model.processor is not None:
@@ -102,7 +104,8 @@ def resolve(model: ModelSpec, config: Config) -> Source:
         raise GoldensError(f"{model.name}: {error}") from None
     return Source(
         model=model.name, tokenizer_dir=directory, template=template, origin=origin,
-        template_origin=template_origin, gguf=gguf, processor_dir=processor,
+        template_origin=template_origin, gguf=files.get("gguf"), tekken=files.get("tekken"),
+        processor_dir=processor,
         processor_origin=model.processor.origin if model.processor is not None else None,
     )
 
@@ -160,32 +163,27 @@ def _tokenizer_dir(base: Path, value: str) -> Path:
     return path
 
 
-def _pack_tokenizer(name: str):
+def _pack_tokenizer(name: str, config: dict) -> tuple[Path, str, dict[str, Path]]:
     """Built-in pack entries: `npm:<key>`, `llama.cpp:<vocab>`, `llama-models:llama3`,
-    `mistral-common:tekken`. Returns (dir, origin, the GGUF it was read from or None)."""
+    `mistral-common:tekken`. Returns (dir, origin, {"gguf" or "tekken": the file it was built from})."""
     registry, _, key = name.partition(":")
     if registry == "npm":
         artifact = pack.NPM_TOKENIZERS.get(key)
         if artifact is None:
             raise GoldensError(f"pack {name!r}: unknown (npm: {', '.join(pack.NPM_TOKENIZERS)})")
-        return pack.npm_models_dir(key), artifact.label, None
-    if registry not in ("llama.cpp", "llama-models", "mistral-common"):
-        raise GoldensError(
-            f"pack {name!r}: unknown (use npm:<key>, llama.cpp:<vocab>, llama-models:llama3, mistral-common:tekken)"
-        )
-    from generator.sources import vocab
-
+        return pack.npm_models_dir(key), artifact.label, {}
     if registry == "llama.cpp":
-        gguf = pack.llama_cpp_source() / "models" / f"ggml-vocab-{key}.gguf"
-        if not gguf.exists():
-            raise GoldensError(f"pack {name!r}: llama.cpp has no models/ggml-vocab-{key}.gguf")
-        matrix_name, overrides = vocab.vocab_overrides(key)
-        directory = vocab.gguf_tokenizer_dir(key, overrides=overrides, name=matrix_name)
-        return directory, f"{pack.LLAMA_CPP.label}:models/{gguf.name}", gguf
-    if registry == "llama-models" and key == "llama3":
-        return vocab.llama3_tokenizer_dir(), "pypi:llama-models==0.3.0 (Meta's Llama 3 tokenizer.model)", None
-    if registry == "mistral-common" and key == "tekken":
-        return vocab.tekken_tokenizer_dir(), "pypi:mistral-common==1.13.1 (tekken_240718.json)", None
+        try:
+            path = gguf.llama_cpp_vocab(key)
+        except GoldensError:
+            raise GoldensError(f"pack {name!r}: llama.cpp has no models/ggml-vocab-{key}.gguf") from None
+        directory = gguf.tokenizer_dir(path, config=config)
+        return directory, f"{pack.LLAMA_CPP.label}:models/{path.name}", {"gguf": path}
+    if name == "llama-models:llama3":
+        return llama3.tokenizer_dir(), "pypi:llama-models==0.3.0 (Meta's Llama 3 tokenizer.model)", {}
+    if name == "mistral-common:tekken":
+        path = tekken.tekken_file(tekken.TEKKEN_NEMO)
+        return tekken.tokenizer_dir(tekken=path), f"pypi:mistral-common==1.13.1 ({path.name})", {"tekken": path}
     raise GoldensError(
         f"pack {name!r}: unknown (use npm:<key>, llama.cpp:<vocab>, llama-models:llama3, mistral-common:tekken)"
     )
@@ -199,17 +197,10 @@ def _hf_snapshot(repo: str, revision: str) -> Path:
     try:
         return Path(snapshot_download(repo_id=repo, revision=revision, allow_patterns=HF_FILES))
     except (LocalEntryNotFoundError, HfHubHTTPError, OSError, ValueError) as error:
-        first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        raise GoldensError(f"hf:{repo}@{revision}: cannot fetch ({first})") from None
+        raise GoldensError(f"hf:{repo}@{revision}: cannot fetch ({first_line(error)})") from None
 
 
-def _gguf_tokenizer(gguf: Path) -> Path:
-    from generator.sources import vocab
-
-    return vocab.gguf_file_tokenizer_dir(gguf)
-
-
-def _template(spec: TemplateSpec, directory: Path, gguf: Path | None, base: Path) -> tuple[str, str]:
+def _template(spec: TemplateSpec, directory: Path, gguf_path: Path | None, base: Path) -> tuple[str, str]:
     if spec.kind == "inline":
         return spec.value, "models.yaml (inline)"
     if spec.kind == "file":
@@ -224,12 +215,10 @@ def _template(spec: TemplateSpec, directory: Path, gguf: Path | None, base: Path
             raise GoldensError(f"template pack {spec.value!r}: llama.cpp has no models/templates/{filename}")
         return _read_text(path, spec.value), f"{pack.LLAMA_CPP.label}:models/templates/{filename}"
     name = spec.name or "default"
-    if gguf is not None:
-        from generator.sources import vocab
-
-        templates = vocab.gguf_chat_templates(gguf)
+    if gguf_path is not None:
+        templates = gguf.chat_templates(gguf_path)
         if templates:
-            return _pick(templates, name, f"{gguf.name} metadata"), f"gguf metadata ({name})"
+            return _pick(templates, name, f"{gguf_path.name} metadata"), f"gguf metadata ({name})"
     jinja = directory / "chat_template.jinja"
     if jinja.exists() and name == "default":
         return _read_text(jinja, str(jinja)), "chat_template.jinja"
