@@ -224,7 +224,7 @@ def test_bad_sources_are_one_line_not_a_traceback(setup, needle, tmp_path):
     elif setup == "template-is-binary":
         (tmp_path / "tmpl.jinja").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00")
         template = "template: {file: tmpl.jinja}"
-    body = f"models:\n  m:\n    tokenizer: {{dir: tok}}\n    {template}\n    shapes: [plain]\n    notes: \"\u00e9\"\n"
+    body = f"models:\n  m:\n    tokenizer: {{dir: tok}}\n    {template}\n    shapes: [plain]\n    # \u00e9 (a non-ASCII byte for the latin-1 case)\n"
     path = config(tmp_path, body)
     if setup == "config-not-utf8":
         path.write_bytes(body.encode("latin-1"))
