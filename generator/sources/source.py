@@ -19,7 +19,7 @@ from pathlib import Path
 
 from generator.config.models import Config, ModelSpec, TemplateSpec
 from generator.errors import GoldensError
-from generator.sources import pack
+from generator.sources import gguf_metadata, pack
 
 HF_FILES = [
     "tokenizer.json",
@@ -167,9 +167,7 @@ def _template(spec: TemplateSpec, directory: Path, gguf: Path | None, base: Path
         return path.read_text(encoding="utf-8"), f"{pack.LLAMA_CPP.label}:models/templates/{filename}"
     name = spec.name or "default"
     if gguf is not None:
-        from generator.sources import vocab
-
-        templates = vocab.gguf_chat_templates(gguf)
+        templates = gguf_metadata.chat_templates(gguf)  # the header alone, not the vocabulary
         if templates:
             return _pick(templates, name, f"{gguf.name} metadata"), f"gguf metadata ({name})"
     jinja = directory / "chat_template.jinja"
