@@ -52,8 +52,9 @@ def main() -> None:
               help="Directory of golden files.")
 @click.option("--model", "model_names", multiple=True, help="Only this model (repeatable).")
 @click.option("--update-pins", is_flag=True, help="Accept changed template/tokenizer hashes and rewrite the pins.")
+@click.option("--force", is_flag=True, help="Render every model, even those whose inputs match the index.")
 @friendly
-def regenerate(config_path: Path, out: Path, model_names: tuple[str, ...], update_pins: bool) -> None:
+def regenerate(config_path: Path, out: Path, model_names: tuple[str, ...], update_pins: bool, force: bool) -> None:
     """Render every case with the reference and write the goldens that changed."""
     from generator.config import models
     from generator.config.cases import matrix
@@ -63,7 +64,7 @@ def regenerate(config_path: Path, out: Path, model_names: tuple[str, ...], updat
     config = models.load(config_path)
     total = len(matrix(config, model_names))
     with progress_bar(total, "rendering") as advance:
-        summary = regen.regenerate(config, out, model_names, update_pins=update_pins, advance=advance)
+        summary = regen.regenerate(config, out, model_names, update_pins=update_pins, advance=advance, force=force)
     click.echo(str(summary))
 
 

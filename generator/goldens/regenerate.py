@@ -2,14 +2,19 @@
 
 Everything is resolved and rendered in memory first and written last, so bad input or an
 unreachable source leaves goldens/ untouched; each write is atomic and skipped when the bytes
-are equal, so a run with nothing changed writes nothing.
+are equal, so a run with nothing changed writes nothing. A model whose inputs and goldens match
+the index (goldens/index.py) is not rendered at all: a run with nothing changed loads no tokenizer.
 """
 
 from __future__ import annotations
 
 import importlib.metadata
+import multiprocessing
+import os
+import signal
 from collections.abc import Callable
 from dataclasses import dataclass
+from multiprocessing import resource_tracker
 from pathlib import Path
 
 import yaml
@@ -18,7 +23,7 @@ from generator import files, reference
 from generator.config.cases import Case, model_cases
 from generator.config.models import Config, ModelSpec
 from generator.errors import GoldensError
-from generator.goldens import golden_file
+from generator.goldens import golden_file, index
 from generator.sources.source import Source, resolve
 
 REFERENCE_PACKAGES = ("transformers", "tokenizers", "jinja2")
@@ -133,31 +138,89 @@ def _child(node, key: str):
 Progress = Callable[[str], None]
 
 
-def build(config: Config, models: list[ModelSpec], update_pins: bool = False,
-          advance: Progress | None = None) -> dict[str, golden_file.Golden]:
-    """Every selected case's golden, keyed by case id; nothing touches the disk but re-pins."""
+def resolve_sources(config: Config, models: list[ModelSpec], update_pins: bool = False) -> dict[str, Source]:
+    """Every selected model's source, pins checked (and, with update_pins, rewritten)."""
     sources, moved = {}, []
     for model in models:
         sources[model.name] = resolve(model, config)
         moved += moved_pins(model, sources[model.name], config, update_pins)
     rewrite_pins(config, moved)
-    goldens = {}
-    for model in models:
-        source = sources[model.name]
-        stamp = provenance(source, config)
-        for case in model_cases(model):
-            goldens[case.id] = reference_golden(case, source, config, stamp)
-            if advance is not None:
-                advance(case.id)
-    return goldens
+    return sources
 
 
-def write(out: Path, goldens: dict[str, golden_file.Golden], models: list[ModelSpec],
+def render_model(model: ModelSpec, source: Source, config: Config) -> list[golden_file.Golden]:
+    """A model's goldens in case order (loads its tokenizer: the cost a regenerate avoids)."""
+    stamp = provenance(source, config)
+    return [reference_golden(case, source, config, stamp) for case in model_cases(model)]
+
+
+def render_models(config: Config, jobs: list[tuple[ModelSpec, Source]], advance: Progress | None = None,
+                  workers: int | None = None) -> dict[str, list[golden_file.Golden]]:
+    """Each model's goldens, keyed by model. Loading a tokenizer holds the GIL, so threads do
+    not overlap two loads; with two or more models and cores, each model renders in a worker
+    process (forkserver: no fork of a threaded parent) and results come back as Golden data.
+    `workers` caps the processes (default: one per core; 1 renders in this process)."""
+    workers = min(len(jobs), workers or len(os.sched_getaffinity(0)))
+    done: dict[str, list[golden_file.Golden]] = {}
+
+    def finished(model: ModelSpec, goldens: list[golden_file.Golden]) -> None:
+        done[model.name] = goldens
+        if advance is not None:
+            for item in goldens:
+                advance(item.case)
+
+    if workers < 2:
+        for model, source in jobs:
+            finished(model, render_model(model, source, config))
+        return done
+    context = multiprocessing.get_context("forkserver")
+    # The fork server imports Transformers once; every worker forked from it starts warm.
+    context.set_forkserver_preload(["generator.reference", "transformers", "tokenizers"])
+    # Ctrl-C reaches the whole process group, and a helper process interrupted while it imports
+    # prints a traceback. The fork server and its workers start with SIGINT blocked (the mask
+    # survives fork and exec; the resource tracker is started first because starting it
+    # unblocks SIGINT); this process gets a Ctrl-C typed meanwhile once the pool is up, and
+    # answers it alone (exit 130, one line), terminating the workers.
+    resource_tracker.ensure_running()
+    pool = None
+    unblocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        pool = context.Pool(workers)
+        signal.pthread_sigmask(signal.SIG_SETMASK, unblocked)
+        # Biggest tokenizer first (load time follows its files' size), so no core idles at the end.
+        queued = sorted(jobs, key=lambda job: -_tokenizer_bytes(job[1]))
+        pending = [(model, pool.apply_async(render_model, (model, source, config))) for model, source in queued]
+        for model, result in pending:
+            finished(model, result.get())
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, unblocked)
+        if pool is not None:
+            pool.terminate()  # after an error or Ctrl-C too: no orphan worker keeps rendering
+            pool.join()
+    return done
+
+
+def _tokenizer_bytes(source: Source) -> int:
+    return sum(path.stat().st_size for path in source.tokenizer_dir.iterdir() if path.is_file())
+
+
+def build(config: Config, models: list[ModelSpec], update_pins: bool = False,
+          advance: Progress | None = None) -> dict[str, golden_file.Golden]:
+    """Every selected case's golden, keyed by case id; nothing touches the disk but re-pins."""
+    sources = resolve_sources(config, models, update_pins)
+    rendered = render_models(config, [(model, sources[model.name]) for model in models], advance)
+    return {item.case: item for model in models for item in rendered[model.name]}
+
+
+def write(out: Path, goldens: dict[str, golden_file.Golden | None], models: list[ModelSpec],
           all_models: bool, known_models: set[str]) -> Summary:
     """Write what changed; remove goldens (and their ledger entries) of cases no longer in the
     matrix, within the selected models (and, on a full run, directories of removed models)."""
     summary = Summary()
     for case_id, item in goldens.items():
+        if item is None:  # not rendered: its inputs and its bytes are as the index recorded
+            summary.unchanged += 1
+            continue
         changed = files.atomic_write(golden_file.golden_path(out, case_id), golden_file.dumps(item))
         if changed:
             summary.written += 1
@@ -196,7 +259,34 @@ def _only_goldens(directory: Path) -> bool:
 
 
 def regenerate(config: Config, out: Path, model_names: tuple[str, ...] = (), update_pins: bool = False,
-               advance: Progress | None = None) -> Summary:
+               advance: Progress | None = None, force: bool = False, workers: int | None = None) -> Summary:
+    """Render the models whose inputs changed since `out`'s index (all with `force`), write
+    what changed, then record the index. A model skipped counts its goldens as unchanged."""
     models = config.select(model_names)
-    goldens = build(config, models, update_pins=update_pins, advance=advance)
-    return write(out, goldens, models, all_models=not model_names, known_models=set(config.models))
+    sources = resolve_sources(config, models, update_pins)
+    saved = index.load(out)
+    code, versions = index.code_fingerprint(), index.library_versions()
+    inputs, stale = {}, []
+    for model in models:
+        source = sources[model.name]
+        cases = model_cases(model)
+        inputs[model.name] = index.model_inputs(model, source, config, cases, provenance(source, config),
+                                                code, versions)
+        if force or not saved.fresh(model.name, inputs[model.name], [c.id for c in cases], out):
+            stale.append((model, source))
+        elif advance is not None:
+            for case in cases:
+                advance(case.id)
+    rendered = render_models(config, stale, advance, workers)
+    goldens: dict[str, golden_file.Golden | None] = {}
+    for model in models:  # None: a golden known to be on disk byte for byte, not rendered
+        for position, case in enumerate(model_cases(model)):
+            goldens[case.id] = rendered[model.name][position] if model.name in rendered else None
+    summary = write(out, goldens, models, all_models=not model_names, known_models=set(config.models))
+    for model, _ in stale:
+        written = {item.case: golden_file.dumps(item) for item in rendered[model.name]}
+        saved.record(model.name, inputs[model.name], written)
+    if not model_names:
+        saved.models = {name: entry for name, entry in saved.models.items() if name in config.models}
+    index.save(out, saved)
+    return summary
