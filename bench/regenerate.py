@@ -5,12 +5,15 @@ after the other, in this process (after Transformers is imported; its import is 
 reported on its own). Resolving sources is timed beside it, not in it. Against that floor, from
 the same run:
 
-- the full regenerate into an empty directory, in one process and with one worker per core;
+- the full regenerate into an empty directory, in one process and with one worker process per
+  core (what `goldens regenerate` does);
 - the no-change regenerate over what the full run wrote, in this process (with the number of
   tokenizers it loaded, which must be 0) and as the `goldens regenerate` command a user types.
 
-Other processes on the machine slow every phase; the ratios are taken within one run, and each
-figure is the best of --repeat runs.
+Wall time and CPU time are both printed: other processes on a shared machine stretch wall time,
+while CPU time says what the work costs (a worker run's CPU is its workers' and the fork
+server's, read from /proc). The ratios are taken within one run, each figure the best of
+--repeat runs.
 
     .venv/bin/python bench/regenerate.py [--config models.yaml] [--model NAME]... [--repeat N]
 """
@@ -18,6 +21,7 @@ figure is the best of --repeat runs.
 from __future__ import annotations
 
 import argparse
+import multiprocessing.forkserver
 import os
 import subprocess
 import sys
@@ -36,10 +40,22 @@ from generator.goldens import regenerate as regen  # noqa: E402
 from generator.sources.source import resolve  # noqa: E402
 
 
+def fork_server_cpu() -> float:
+    """CPU seconds of the fork server and of the workers it has reaped (0 before it starts)."""
+    pid = getattr(multiprocessing.forkserver._forkserver, "_forkserver_pid", None)
+    if pid is None:
+        return 0.0
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return sum(int(value) for value in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+
+
 def timed(function):
-    start = time.perf_counter()
+    """(wall seconds, CPU seconds of this process and of worker processes, result)."""
+    wall, cpu, workers = time.perf_counter(), time.process_time(), fork_server_cpu()
     result = function()
-    return time.perf_counter() - start, result
+    wall = time.perf_counter() - wall
+    time.sleep(0.2)  # the fork server reaps its last worker on SIGCHLD
+    return wall, time.process_time() - cpu + fork_server_cpu() - workers, result
 
 
 def import_transformers() -> None:
@@ -48,15 +64,18 @@ def import_transformers() -> None:
     from transformers import AutoTokenizer  # noqa: F401
 
 
-def floor(config: models.Config, names: tuple[str, ...]) -> tuple[float, float]:
-    """(seconds resolving sources, seconds loading tokenizers): only the second is the floor."""
+def floor(config: models.Config, names: tuple[str, ...]) -> tuple[tuple[float, float], tuple[float, float]]:
+    """((wall, CPU) resolving sources, (wall, CPU) loading tokenizers): only the second is the floor."""
     reference.load_tokenizer.cache_clear()
-    resolving = loading = 0.0
+    resolving, loading = [0.0, 0.0], [0.0, 0.0]
     for model in config.select(names):
-        seconds, source = timed(lambda: resolve(model, config))
-        resolving += seconds
-        loading += timed(lambda: reference.load_tokenizer(source.tokenizer_dir))[0]
-    return resolving, loading
+        wall, cpu, source = timed(lambda: resolve(model, config))
+        resolving[0] += wall
+        resolving[1] += cpu
+        wall, cpu, _ = timed(lambda: reference.load_tokenizer(source.tokenizer_dir))
+        loading[0] += wall
+        loading[1] += cpu
+    return tuple(resolving), tuple(loading)
 
 
 def full(config: models.Config, names: tuple[str, ...], out: Path, workers: int | None) -> regen.Summary:
@@ -68,22 +87,27 @@ def full(config: models.Config, names: tuple[str, ...], out: Path, workers: int 
 
 
 def no_change(config: models.Config, names: tuple[str, ...], out: Path) -> tuple[regen.Summary, int]:
-    """A regenerate over a complete directory: (summary, tokenizers it loaded)."""
+    """A regenerate over a complete directory: (summary, tokenizers it loaded). In this
+    process (workers=1), so a load would be seen."""
     reference.load_tokenizer.cache_clear()
-    summary = regen.regenerate(config, out, names)
+    summary = regen.regenerate(config, out, names, workers=1)
     return summary, reference.load_tokenizer.cache_info().misses
 
 
-def command(config_path: Path, names: tuple[str, ...], out: Path) -> str:
-    """`goldens regenerate` as a user runs it: a new Python process, its imports included."""
+def command(config_path: Path, names: tuple[str, ...], out: Path) -> tuple[float, str]:
+    """`goldens regenerate` as a user runs it: a new Python process, its imports included.
+    Returns (its CPU seconds, its summary line)."""
     args = [sys.executable, "-m", "generator.cli", "regenerate", "--config", str(config_path), "--out", str(out)]
     for name in names:
         args += ["--model", name]
     env = {**os.environ, "PYTHONPATH": str(ROOT), "CI": "1"}
+    before = os.times()
     result = subprocess.run(args, capture_output=True, text=True, env=env, timeout=600)
+    after = os.times()
     if result.returncode != 0:
         raise GoldensError(f"goldens regenerate exited {result.returncode}: {result.stderr.strip()[-300:]}")
-    return result.stdout.strip().splitlines()[-1]
+    cpu = after.children_user - before.children_user + after.children_system - before.children_system
+    return cpu, result.stdout.strip().splitlines()[-1]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -95,50 +119,50 @@ def main(argv: list[str] | None = None) -> int:
     names = tuple(args.model)
     cores = len(os.sched_getaffinity(0))
 
-    figures: dict[str, list[float]] = {k: [] for k in ("resolve", "floor", "full1", "fullN", "same", "cmd")}
+    runs: dict[str, list[tuple[float, float]]] = {k: [] for k in ("resolve", "floor", "full1", "fullN", "same", "cmd")}
     try:
         config = models.load(args.config)
         cases = len(matrix(config, names))
-        import_seconds, _ = timed(import_transformers)
+        import_seconds = timed(import_transformers)[0]
         with tempfile.TemporaryDirectory(prefix="goldens-bench-") as tmp:
             out = Path(tmp)
             for _ in range(max(1, args.repeat)):
                 resolving, loading = floor(config, names)
-                figures["resolve"].append(resolving)
-                figures["floor"].append(loading)
-                seconds, full_summary = timed(lambda: full(config, names, out, workers=1))
-                figures["full1"].append(seconds)
-                seconds, full_summary = timed(lambda: full(config, names, out, workers=None))
-                figures["fullN"].append(seconds)
-                seconds, (same_summary, loaded) = timed(lambda: no_change(config, names, out))
-                figures["same"].append(seconds)
-                seconds, command_summary = timed(lambda: command(args.config, names, out))
-                figures["cmd"].append(seconds)
+                runs["resolve"].append(resolving)
+                runs["floor"].append(loading)
+                wall, cpu, full_summary = timed(lambda: full(config, names, out, workers=1))
+                runs["full1"].append((wall, cpu))
+                wall, cpu, _ = timed(lambda: full(config, names, out, workers=None))
+                runs["fullN"].append((wall, cpu))
+                wall, cpu, (same_summary, loaded) = timed(lambda: no_change(config, names, out))
+                runs["same"].append((wall, cpu))
+                wall, _, (cpu, command_summary) = timed(lambda: command(args.config, names, out))
+                runs["cmd"].append((wall, cpu))
     except GoldensError as error:
         print(f"bench: error: {error}", file=sys.stderr)
         return 2
 
-    best = {key: min(values) for key, values in figures.items()}
-    runs = lambda key: ", ".join(f"{s:.3f}" for s in figures[key])  # noqa: E731
+    wall = {key: min(w for w, _ in values) for key, values in runs.items()}
+    cpu = {key: min(c for _, c in values) for key, values in runs.items()}
+
+    def row(label: str, key: str, note: str = "") -> None:
+        walls = ", ".join(f"{w:.2f}" for w, _ in runs[key])
+        print(f"{label:24s} {wall[key]:7.2f} s wall  {cpu[key]:7.2f} s CPU  (wall of each run: {walls}){note}")
+
     models_count = len(config.select(names))
-    print(f"config:                 {args.config} ({models_count} models, {cases} cases), {cores} cores, "
-          f"load average {os.getloadavg()[0]:.1f} at the end")
-    print(f"transformers import:    {import_seconds:7.3f} s  (once, in no figure)")
-    print(f"resolve sources:        {best['resolve']:7.3f} s  (not in the floor) best of: {runs('resolve')}")
-    print(f"floor:                  {best['floor']:7.3f} s  load {models_count} tokenizers, one by one; "
-          f"best of: {runs('floor')}")
-    print(f"full, 1 process:        {best['full1']:7.3f} s  best of: {runs('full1')}  ({full_summary})")
-    print(f"full, {cores} workers:        {best['fullN']:7.3f} s  best of: {runs('fullN')}")
-    print(f"no change, in process:  {best['same']:7.3f} s  best of: {runs('same')}  "
-          f"({same_summary}; {loaded} tokenizers loaded)")
-    print(f"no change, command:     {best['cmd']:7.3f} s  best of: {runs('cmd')}  ({command_summary})")
-    full_best = min(best["full1"], best["fullN"])
-    print(f"above the floor:        {full_best - best['floor']:7.3f} s  "
-          f"({(full_best - best['floor']) / max(cases, 1) * 1000:.1f} ms per case, the faster full run)")
-    print(f"ratio full / floor:     {best['full1'] / best['floor']:7.2f}x one process, "
-          f"{best['fullN'] / best['floor']:.2f}x {cores} workers")
-    print(f"ratio no change / floor:{best['cmd'] / best['floor']:7.2f}x (command), "
-          f"{best['same'] / best['floor']:.2f}x (in process)")
+    print(f"config: {args.config} ({models_count} models, {cases} cases); {cores} cores, load average "
+          f"{os.getloadavg()[0]:.1f} at the end; best of {max(1, args.repeat)} runs")
+    print(f"transformers import:     {import_seconds:7.2f} s wall  (once, in no figure)")
+    row("resolve sources", "resolve", "  not in the floor")
+    row("floor: load tokenizers", "floor", f"  {models_count}, one after the other")
+    row("full, 1 process", "full1", f"  {full_summary}")
+    row(f"full, {cores} workers", "fullN")
+    row("no change, in process", "same", f"  {same_summary}; {loaded} tokenizers loaded")
+    row("no change, command", "cmd", f"  {command_summary}")
+    print(f"full / floor:            {wall['full1'] / wall['floor']:5.2f}x wall, {cpu['full1'] / cpu['floor']:.2f}x CPU "
+          f"(1 process); {wall['fullN'] / wall['floor']:.2f}x wall, {cpu['fullN'] / cpu['floor']:.2f}x CPU ({cores} workers)")
+    print(f"no change / floor:       {wall['cmd'] / wall['floor']:5.2f}x wall, {cpu['cmd'] / cpu['floor']:.2f}x CPU (command); "
+          f"{wall['same'] / wall['floor']:.2f}x wall (in process)")
     return 0
 
 

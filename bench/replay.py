@@ -29,7 +29,7 @@ sys.path.insert(0, str(ROOT))  # runnable from a checkout without the editable i
 
 from generator.config import models  # noqa: E402
 from generator.config.cases import model_cases  # noqa: E402
-from generator.engines.llama_server import LlamaServerEngine, _chat_body  # noqa: E402
+from generator.engines.llama_server import TIMEOUT, LlamaServerEngine, _chat_body  # noqa: E402
 from generator.errors import GoldensError  # noqa: E402
 from generator.goldens import golden_file  # noqa: E402
 from generator.replay.judge import load_goldens, replay  # noqa: E402
@@ -58,6 +58,14 @@ def plain(url: str, goldens: list[golden_file.Golden], threads: int) -> int:
 
         with ThreadPoolExecutor(threads) as pool:
             return sum(pool.map(one, bodies))
+
+
+def replayed(url: str, goldens: list[golden_file.Golden], jobs: int) -> list:
+    """goldens' replay on a client of its own, closed after the pass: llama-server (cpp-httplib)
+    keeps a worker thread per open keep-alive connection, so connections left open by one pass
+    would hold workers the next pass waits for."""
+    with httpx.Client(timeout=TIMEOUT, limits=httpx.Limits(max_keepalive_connections=jobs)) as client:
+        return replay(LlamaServerEngine(url, client=client), goldens, ROOT / "goldens", jobs=jobs)
 
 
 def server_cpu(pid: int) -> float:
@@ -96,9 +104,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         pid, url = server.process.pid, server.url
-        engine = LlamaServerEngine(url)
         plain(url, goldens[:8], 4)  # warm both paths once
-        replay(engine, goldens[:8], ROOT / "goldens", jobs=args.jobs)
+        replayed(url, goldens[:8], args.jobs)
         passes: dict[str, list[tuple[float, float, float]]] = {f"plain-{n}": [] for n in THREADS}
         passes["replay"] = []
         outcomes, tokenized = [], 0
@@ -106,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
             for threads in THREADS:
                 figures, tokenized = measure(pid, lambda: plain(url, goldens, threads))
                 passes[f"plain-{threads}"].append(figures)
-            figures, outcomes = measure(pid, lambda: replay(engine, goldens, ROOT / "goldens", jobs=args.jobs))
+            figures, outcomes = measure(pid, lambda: replayed(url, goldens, args.jobs))
             passes["replay"].append(figures)
     finally:
         server.stop()

@@ -64,7 +64,8 @@ def regenerate(config_path: Path, out: Path, model_names: tuple[str, ...], updat
     config = models.load(config_path)
     total = len(matrix(config, model_names))
     with progress_bar(total, "rendering") as advance:
-        summary = regen.regenerate(config, out, model_names, update_pins=update_pins, advance=advance, force=force)
+        summary = regen.regenerate(config, out, model_names, update_pins=update_pins, advance=advance, force=force,
+                                   workers=None)
     click.echo(str(summary))
 
 
