@@ -95,3 +95,31 @@ def test_a_missing_or_empty_file_is_one_line(tmp_path):
         with pytest.raises(GoldensError) as raised:
             gguf_metadata.read(path)
         assert str(path) in str(raised.value) and "\n" not in str(raised.value)
+
+
+def _with_tensor(path, tokens, weight):
+    import gguf
+    import numpy as np
+
+    writer = gguf.GGUFWriter(path, "llama")
+    writer.add_token_list(tokens)
+    writer.add_chat_template("{{ messages }}")
+    writer.add_tensor("token_embd.weight", np.full((4, 8), weight, dtype=np.float32))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path
+
+
+def test_the_header_hash_covers_the_key_values_and_not_the_tensors(tmp_path):
+    base = _with_tensor(tmp_path / "a.gguf", ["a", "b", "c", "d"], 0.5)
+    other_weights = _with_tensor(tmp_path / "b.gguf", ["a", "b", "c", "d"], 1.5)
+    other_vocab = _with_tensor(tmp_path / "c.gguf", ["a", "b", "c", "e"], 0.5)
+    assert base.read_bytes() != other_weights.read_bytes()
+    assert gguf_metadata.header_sha256(base) == gguf_metadata.header_sha256(other_weights)
+    assert gguf_metadata.header_sha256(base) != gguf_metadata.header_sha256(other_vocab)
+    # The prefix it hashes is the file's own bytes, up to where the key-value pairs end.
+    data = base.read_bytes()
+    assert any(hashlib.sha256(data[:end]).hexdigest() == gguf_metadata.header_sha256(base)
+               for end in range(24, len(data)))

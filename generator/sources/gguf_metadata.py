@@ -4,7 +4,8 @@ gguf-py's GGUFReader decodes every field, array element by element, and indexes 
 on Command-R's 11 MB vocab GGUF that is 13 s for a chat template a few kilobytes long, paid on
 every `goldens regenerate`. This reader walks the header once with `struct`, steps over arrays
 (a string array by its length prefixes, anything else by its size) and stops before the tensor
-infos, so asking for a template costs a read of the header and nothing else.
+infos, so asking for a template costs a read of the header and nothing else, and a cache keyed
+on a GGUF's tokenizer hashes the header (header_sha256), not a model's gigabytes of tensors.
 
 Format (GGUF v2/v3, either byte order): magic `GGUF`, u32 version, u64 tensor count, u64 kv count,
 then per kv a string key (u64 length + UTF-8), a u32 value type and the value.
@@ -12,6 +13,7 @@ then per kv a string key (u64 length + UTF-8), a u32 value type and the value.
 
 from __future__ import annotations
 
+import hashlib
 import mmap
 import struct
 from pathlib import Path
@@ -90,16 +92,33 @@ class _Header:
 def read(path: Path, prefixes: tuple[str, ...] = ("general.", "tokenizer.")) -> dict[str, Any]:
     """The scalar and string values of the keys starting with `prefixes`; arrays are stepped over
     (for a vocabulary or merges use vocab.read_gguf_tokenizer)."""
+    return _mapped(path, lambda data: _read(data, prefixes)[0])
+
+
+def header_sha256(path: Path) -> str:
+    """sha256 of the header up to the tensor infos: magic, version, counts and every key-value
+    pair, all a tokenizer is built from. A model file's tensors (gigabytes) are never read, so
+    this stays cheap enough to key a cache on every run."""
+    def digest(data) -> str:
+        end = _read(data, ())[1]
+        with memoryview(data) as view:
+            return hashlib.sha256(view[:end]).hexdigest()
+
+    return _mapped(path, digest)
+
+
+def _mapped(path: Path, use):
     path = Path(path)
     try:
         with open(path, "rb") as handle, mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as data:
-            return _read(data, prefixes)
+            return use(data)
     except (OSError, ValueError, UnicodeDecodeError, struct.error) as error:
         reason = getattr(error, "strerror", None) or " ".join(str(error).split()) or type(error).__name__
         raise GoldensError(f"{path}: not a readable GGUF file ({reason})") from None
 
 
-def _read(data, prefixes: tuple[str, ...]) -> dict[str, Any]:
+def _read(data, prefixes: tuple[str, ...]) -> tuple[dict[str, Any], int]:
+    """(the values asked for, the offset where the key-value pairs end)."""
     header = _Header(data)
     if bytes(data[:4]) != MAGIC:
         raise ValueError("no GGUF magic")
@@ -119,7 +138,7 @@ def _read(data, prefixes: tuple[str, ...]) -> dict[str, Any]:
         value = header.value(kind, keep=key.startswith(prefixes))
         if value is not None and key.startswith(prefixes):
             out[key] = value
-    return out
+    return out, header.at
 
 
 def chat_templates(path: Path) -> dict[str, str]:
