@@ -5,7 +5,7 @@ depends on changed is a few hashes. `<out>/regenerate.index` records, per model,
 everything its golden bytes depend on (its inputs) and the sha256 of each golden as written.
 A model is skipped only when both still hold: the inputs hash equals the recorded one and every
 golden on disk has exactly the recorded bytes. Anything else (no index, an unreadable or stale
-one, a golden edited, missing or extra) renders the model again, so the index can cost a
+one, a golden edited or missing) renders the model again, so the index can cost a
 re-render but never a wrong skip; and as a re-render writes only changed bytes, a stale index
 rewrites no golden.
 

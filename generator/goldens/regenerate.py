@@ -277,22 +277,23 @@ def regenerate(config: Config, out: Path, model_names: tuple[str, ...] = (), upd
     sources = resolve_sources(config, models, update_pins)
     saved = index.load(out)
     code, versions = index.code_fingerprint(), index.library_versions()
+    cases = {model.name: model_cases(model) for model in models}
     inputs, stale = {}, []
     for model in models:
         source = sources[model.name]
-        cases = model_cases(model)
-        inputs[model.name] = index.model_inputs(model, source, config, cases, provenance(source, config),
-                                                code, versions)
-        if force or not saved.fresh(model.name, inputs[model.name], [c.id for c in cases], out):
+        inputs[model.name] = index.model_inputs(model, source, config, cases[model.name],
+                                                provenance(source, config), code, versions)
+        if force or not saved.fresh(model.name, inputs[model.name], [c.id for c in cases[model.name]], out):
             stale.append((model, source))
         elif advance is not None:
-            for case in cases:
+            for case in cases[model.name]:
                 advance(case.id)
     rendered = render_models(config, stale, advance, workers)
-    goldens: dict[str, golden_file.Golden | None] = {}
-    for model in models:  # None: a golden known to be on disk byte for byte, not rendered
-        for position, case in enumerate(model_cases(model)):
-            goldens[case.id] = rendered[model.name][position] if model.name in rendered else None
+    # None: a golden whose inputs and bytes on disk are what the index recorded; not rendered.
+    goldens: dict[str, golden_file.Golden | None] = {
+        case.id: rendered[model.name][position] if model.name in rendered else None
+        for model in models for position, case in enumerate(cases[model.name])
+    }
     summary = write(out, goldens, models, all_models=not model_names, known_models=set(config.models))
     for model, _ in stale:
         written = {item.case: golden_file.dumps(item) for item in rendered[model.name]}
