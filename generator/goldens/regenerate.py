@@ -168,7 +168,7 @@ def render_models(config: Config, jobs: list[tuple[ModelSpec, Source]], advance:
     """Each model's goldens, keyed by model. Loading a tokenizer holds the GIL, so threads do
     not overlap two loads; with `workers` > 1 (None: one per core) and two or more models, each
     model renders in a worker process (forkserver: no fork of a threaded parent) and comes back
-    as Golden data. Measured on 2 cores: the workers' CPU equals one process's plus about 0.3 s,
+    as Golden data. Measured on 2 cores: the workers' CPU is one process's plus about 0.5 s,
     so with a core free the wall time nearly halves. As with any multiprocessing start method but
     fork, a script that calls this with workers needs the `if __name__ == "__main__":` guard."""
     workers = min(len(jobs), workers or len(os.sched_getaffinity(0)))
