@@ -6,13 +6,14 @@ reported on its own). Resolving sources is timed beside it, not in it. Against t
 the same run:
 
 - the full regenerate into an empty directory, in one process and with one worker process per
-  core (what `goldens regenerate` does);
+  core (what `goldens regenerate` does), and `goldens regenerate --force` as a command (a new
+  process: its imports and its fork server's start included; it writes nothing);
 - the no-change regenerate over what the full run wrote, in this process (with the number of
   tokenizers it loaded, which must be 0) and as the `goldens regenerate` command a user types.
 
 Wall time and CPU time are both printed: other processes on a shared machine stretch wall time,
 while CPU time says what the work costs (a worker run's CPU is its workers' and the fork
-server's, read from /proc). The ratios are taken within one run, each figure the best of
+server's, read from /proc: Linux only). The ratios are taken within one run, each figure the best of
 --repeat runs.
 
     .venv/bin/python bench/regenerate.py [--config models.yaml] [--model NAME]... [--repeat N]
@@ -94,10 +95,11 @@ def no_change(config: models.Config, names: tuple[str, ...], out: Path) -> tuple
     return summary, reference.load_tokenizer.cache_info().misses
 
 
-def command(config_path: Path, names: tuple[str, ...], out: Path) -> tuple[float, str]:
-    """`goldens regenerate` as a user runs it: a new Python process, its imports included.
-    Returns (its CPU seconds, its summary line)."""
-    args = [sys.executable, "-m", "generator.cli", "regenerate", "--config", str(config_path), "--out", str(out)]
+def command(config_path: Path, names: tuple[str, ...], out: Path, *flags: str) -> tuple[float, str]:
+    """`goldens regenerate` as a user runs it: a new Python process, its imports (and its fork
+    server's) included. Returns (its CPU seconds and its children's, its summary line)."""
+    args = [sys.executable, "-m", "generator.cli", "regenerate", "--config", str(config_path), "--out", str(out),
+            *flags]
     for name in names:
         args += ["--model", name]
     env = {**os.environ, "PYTHONPATH": str(ROOT), "CI": "1"}
@@ -117,9 +119,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=3, help="runs of each phase; the best is reported")
     args = parser.parse_args(argv)
     names = tuple(args.model)
-    cores = len(os.sched_getaffinity(0))
+    cores = regen.cores()
 
-    runs: dict[str, list[tuple[float, float]]] = {k: [] for k in ("resolve", "floor", "full1", "fullN", "same", "cmd")}
+    runs: dict[str, list[tuple[float, float]]] = {
+        k: [] for k in ("resolve", "floor", "full1", "fullN", "forced", "same", "cmd")}
     try:
         config = models.load(args.config)
         cases = len(matrix(config, names))
@@ -132,8 +135,10 @@ def main(argv: list[str] | None = None) -> int:
                 runs["floor"].append(loading)
                 wall, cpu, full_summary = timed(lambda: full(config, names, out, workers=1))
                 runs["full1"].append((wall, cpu))
-                wall, cpu, _ = timed(lambda: full(config, names, out, workers=None))
+                wall, cpu, _ = timed(lambda: full(config, names, out, workers=cores))
                 runs["fullN"].append((wall, cpu))
+                wall, _, (cpu, forced_summary) = timed(lambda: command(args.config, names, out, "--force"))
+                runs["forced"].append((wall, cpu))
                 wall, cpu, (same_summary, loaded) = timed(lambda: no_change(config, names, out))
                 runs["same"].append((wall, cpu))
                 wall, _, (cpu, command_summary) = timed(lambda: command(args.config, names, out))
@@ -157,10 +162,12 @@ def main(argv: list[str] | None = None) -> int:
     row("floor: load tokenizers", "floor", f"  {models_count}, one after the other")
     row("full, 1 process", "full1", f"  {full_summary}")
     row(f"full, {cores} workers", "fullN")
+    row("full, command --force", "forced", f"  {forced_summary}; imports included")
     row("no change, in process", "same", f"  {same_summary}; {loaded} tokenizers loaded")
     row("no change, command", "cmd", f"  {command_summary}")
     print(f"full / floor:            {wall['full1'] / wall['floor']:5.2f}x wall, {cpu['full1'] / cpu['floor']:.2f}x CPU "
-          f"(1 process); {wall['fullN'] / wall['floor']:.2f}x wall, {cpu['fullN'] / cpu['floor']:.2f}x CPU ({cores} workers)")
+          f"(1 process); {wall['fullN'] / wall['floor']:.2f}x wall, {cpu['fullN'] / cpu['floor']:.2f}x CPU ({cores} workers); "
+          f"{wall['forced'] / wall['floor']:.2f}x wall (command --force)")
     print(f"no change / floor:       {wall['cmd'] / wall['floor']:5.2f}x wall, {cpu['cmd'] / cpu['floor']:.2f}x CPU (command); "
           f"{wall['same'] / wall['floor']:.2f}x wall (in process)")
     return 0

@@ -4,8 +4,8 @@ On a small machine a llama-server's own work per case (/apply-template runs its 
 Jinja engine, /tokenize its tokenizer) bounds any client, so a replay is not measured against a
 sequential loop but against the best a plain client gets from the same server: one keep-alive
 httpx client with 1, 4 and 16 threads, sending the same two calls per case (the bodies the
-llama-server engine sends) and judging nothing. The server's CPU time per case (from /proc) is
-printed beside both; on 2 cores it is the ceiling.
+llama-server engine sends) and judging nothing. The server's CPU time per case is
+printed beside both (read from /proc: Linux only); on 2 cores it is the ceiling.
 
 Other processes on the machine slow both sides alike; the ratio is taken within one run, and each
 figure is the best of --repeat passes.
@@ -32,6 +32,7 @@ from generator.config.cases import model_cases  # noqa: E402
 from generator.engines.llama_server import TIMEOUT, LlamaServerEngine, _chat_body  # noqa: E402
 from generator.errors import GoldensError  # noqa: E402
 from generator.goldens import golden_file  # noqa: E402
+from generator.goldens import regenerate as regen  # noqa: E402
 from generator.replay.judge import load_goldens, replay  # noqa: E402
 from generator.servers.llama_cpp import LlamaServer  # noqa: E402
 from generator.servers.tiny_gguf import tiny_gguf  # noqa: E402
@@ -122,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
     best = {name: min(values) for name, values in passes.items()}  # by wall time
     statuses = {status: sum(o.status == status for o in outcomes) for status in ("match", "known", "drift", "error")}
     print(f"{cases} cases ({args.model} x {args.rounds} rounds) against one llama-server b11434, "
-          f"{len(os.sched_getaffinity(0))} cores, load average {os.getloadavg()[0]:.1f} at the end")
+          f"{regen.cores()} cores, load average {os.getloadavg()[0]:.1f} at the end")
     for name, (wall, cpu, mine) in best.items():
         label = f"plain client, {name.split('-')[1]:>2} threads" if name != "replay" else f"goldens replay, --jobs {args.jobs}"
         print(f"{label:28s} {cases / wall:7.1f} cases/s  ({wall:6.3f} s; CPU a case: server "

@@ -4,7 +4,7 @@ renders again exactly the models it touches.
 Loads are observed, not timed: every AutoTokenizer.from_pretrained call of a run is recorded (the
 real loader still runs). The matrix is two models, `alpha` and `beta`, each with its own copy of
 Phi-3.5's tokenizer directory and its own template file, rendered in this process (workers=1) so
-every load is seen; the worker-process path is exercised through the command line.
+every load is seen; worker processes are checked to write the same bytes.
 """
 
 from __future__ import annotations
@@ -213,7 +213,6 @@ def test_a_removed_model_leaves_the_index(matrix):
 
 
 def test_force_renders_everything_and_writes_nothing_on_a_clean_tree(matrix):
-    """Through the command, whose two stale models render in worker processes."""
     before = matrix.state()
     result = CliRunner().invoke(main, ["regenerate", "--config", str(matrix.config), "--out",
                                        str(matrix.out), "--force"])

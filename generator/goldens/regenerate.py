@@ -3,7 +3,7 @@
 Everything is resolved and rendered in memory first and written last, so bad input or an
 unreachable source leaves goldens/ untouched; each write is atomic and skipped when the bytes
 are equal, so a run with nothing changed writes nothing. A model whose inputs and goldens match
-the index (goldens/index.py) is not rendered at all: a run with nothing changed loads no tokenizer.
+the index (generator/goldens/index.py) is not rendered at all: a run with nothing changed loads no tokenizer.
 """
 
 from __future__ import annotations
@@ -137,6 +137,9 @@ def _child(node, key: str):
 
 Progress = Callable[[str], None]
 
+# `goldens regenerate` renders in worker processes from this many stale models on.
+AUTO_WORKERS_FROM = 3
+
 # What a render imports, imported once by the fork server so that every worker forked from it
 # starts warm (about a second of imports each otherwise). A name a future Transformers moves is
 # skipped by the fork server; its workers then import it themselves.
@@ -166,12 +169,17 @@ def render_model(model: ModelSpec, source: Source, config: Config) -> list[golde
 def render_models(config: Config, jobs: list[tuple[ModelSpec, Source]], advance: Progress | None = None,
                   workers: int | None = 1) -> dict[str, list[golden_file.Golden]]:
     """Each model's goldens, keyed by model. Loading a tokenizer holds the GIL, so threads do
-    not overlap two loads; with `workers` > 1 (None: one per core) and two or more models, each
-    model renders in a worker process (forkserver: no fork of a threaded parent) and comes back
-    as Golden data. Measured on 2 cores: the workers' CPU is one process's plus about 0.5 s,
-    so with a core free the wall time nearly halves. As with any multiprocessing start method but
-    fork, a script that calls this with workers needs the `if __name__ == "__main__":` guard."""
-    workers = min(len(jobs), workers or len(os.sched_getaffinity(0)))
+    not overlap two loads; with `workers` > 1, each model renders in a worker process
+    (forkserver: no fork of a threaded parent) and comes back as Golden data. `None` picks: one
+    per core from AUTO_WORKERS_FROM models on, else this process. Measured on 2 cores: the pool
+    takes about a second to start (the fork server imports Transformers, as this process would)
+    and the workers' CPU is one process's plus about 0.5 s, so the wall time of the full matrix
+    drops by a fifth with a core free, and a model or two render faster here. As with any
+    multiprocessing start method but fork, a script that calls this with workers needs the
+    `if __name__ == "__main__":` guard."""
+    if workers is None:
+        workers = cores() if len(jobs) >= AUTO_WORKERS_FROM else 1
+    workers = min(len(jobs), workers)
     done: dict[str, list[golden_file.Golden]] = {}
 
     def finished(model: ModelSpec, goldens: list[golden_file.Golden]) -> None:
@@ -208,6 +216,13 @@ def render_models(config: Config, jobs: list[tuple[ModelSpec, Source]], advance:
             pool.terminate()  # after an error or Ctrl-C too: no orphan worker keeps rendering
             pool.join()
     return done
+
+
+def cores() -> int:
+    """The cores this process may run on (its affinity where the platform has one)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
 
 
 def _tokenizer_bytes(source: Source) -> int:
@@ -272,7 +287,7 @@ def regenerate(config: Config, out: Path, model_names: tuple[str, ...] = (), upd
                advance: Progress | None = None, force: bool = False, workers: int | None = 1) -> Summary:
     """Render the models whose inputs changed since `out`'s index (all with `force`), write
     what changed, then record the index. A model skipped counts its goldens as unchanged.
-    `workers`: see render_models (the command passes None, one per core)."""
+    `workers`: see render_models (the command passes None)."""
     models = config.select(model_names)
     sources = resolve_sources(config, models, update_pins)
     saved = index.load(out)
