@@ -137,8 +137,8 @@ def main(argv: list[str] | None = None) -> int:
                 runs["full1"].append((wall, cpu))
                 wall, cpu, _ = timed(lambda: full(config, names, out, workers=cores))
                 runs["fullN"].append((wall, cpu))
-                wall, _, (cpu, forced_summary) = timed(lambda: command(args.config, names, out, "--force"))
-                runs["forced"].append((wall, cpu))
+                wall, _, (_, forced_summary) = timed(lambda: command(args.config, names, out, "--force"))
+                runs["forced"].append((wall, float("nan")))  # its workers are not its children
                 wall, cpu, (same_summary, loaded) = timed(lambda: no_change(config, names, out))
                 runs["same"].append((wall, cpu))
                 wall, _, (cpu, command_summary) = timed(lambda: command(args.config, names, out))
@@ -152,7 +152,8 @@ def main(argv: list[str] | None = None) -> int:
 
     def row(label: str, key: str, note: str = "") -> None:
         walls = ", ".join(f"{w:.2f}" for w, _ in runs[key])
-        print(f"{label:24s} {wall[key]:7.2f} s wall  {cpu[key]:7.2f} s CPU  (wall of each run: {walls}){note}")
+        used = "    n/a  " if cpu[key] != cpu[key] else f"{cpu[key]:7.2f} s"
+        print(f"{label:24s} {wall[key]:7.2f} s wall  {used} CPU  (wall of each run: {walls}){note}")
 
     models_count = len(config.select(names))
     print(f"config: {args.config} ({models_count} models, {cases} cases); {cores} cores, load average "
