@@ -23,7 +23,7 @@ from conftest import source_of
 from generator import reference
 from generator.cli import main
 from generator.config import models
-from generator.goldens import golden_file, index
+from generator.goldens import index
 from generator.goldens import regenerate as regen
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -36,12 +36,13 @@ models:
     template: {{file: alpha.jinja}}
     shapes: [plain, tools]
     kwargs: {kwargs}
-  beta:
+{alpha_extra}  beta:
     tokenizer: {{dir: beta-tok}}
     template: {{file: beta.jinja}}
     shapes: [{beta_shapes}]
-"""
-DEFAULTS = {"date": "2026-01-15", "kwargs": "{}", "beta_shapes": "plain, no-system"}
+{beta_extra}"""
+DEFAULTS = {"date": "2026-01-15", "kwargs": "{}", "beta_shapes": "plain, no-system", "alpha_extra": "",
+            "beta_extra": ""}
 
 
 class Matrix:
@@ -123,8 +124,9 @@ CHANGES = {
     "shape-added": (lambda m: m.write(beta_shapes="plain, no-system, tools"), ["beta"], 1),
     "shape-removed": (lambda m: m.write(beta_shapes="plain"), ["beta"], 0),
     "kwargs": (lambda m: m.write(kwargs="{date_string: 15 Jan 2026}"), ["alpha"], 2),
-    "variant": (lambda m: m.write(beta_shapes="plain, no-system]\n    variants: {terse: {style: terse}}\n"
-                                  "    engines: [transformers"), ["beta"], 2),
+    "variant": (lambda m: m.write(beta_extra="    variants: {terse: {style: terse}}\n"), ["beta"], 2),
+    "prefix-tail": (lambda m: m.write(alpha_extra="    prefix_tails: {default: {tokens: 2, reason: by design}}\n"),
+                    ["alpha"], 0),
     "date": (lambda m: m.write(date="2026-02-01"), ["alpha", "beta"], 4),
 }
 
