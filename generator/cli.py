@@ -104,11 +104,12 @@ def main(debug: bool) -> None:
 @click.option("--update-pins", is_flag=True, help="Accept changed template/tokenizer hashes and rewrite the pins.")
 @click.option("--prune", is_flag=True,
               help="Also remove the goldens of models no longer in the config (left alone otherwise).")
+@click.option("--force", is_flag=True, help="Render every model, even those whose inputs match the index.")
 @friendly
 def regenerate(config_path: Path, out: Path, model_names: tuple[str, ...], update_pins: bool,
-               prune: bool) -> None:
-    """Render every case with the reference and write the goldens that changed; remove only
-    this matrix's own stale goldens and ledger entries, each one named."""
+               prune: bool, force: bool) -> None:
+    """Render the models whose inputs changed (every model with --force) and write the goldens
+    that changed; remove only this matrix's own stale goldens and ledger entries, each named."""
     from generator.config import models
     from generator.config.cases import matrix
     from generator.goldens import regenerate as regen
@@ -118,7 +119,7 @@ def regenerate(config_path: Path, out: Path, model_names: tuple[str, ...], updat
     total = len(matrix(config, model_names))
     with progress_bar(total, "rendering") as advance:
         summary = regen.regenerate(config, out, model_names, update_pins=update_pins, advance=advance,
-                                   prune=prune)
+                                   force=force, workers=None, prune=prune)
     for line in summary.lines():
         click.echo(line)
 

@@ -334,11 +334,16 @@ def test_regenerate_never_removes_a_file_that_is_not_its_own(tmp_path):
 
 
 def test_another_config_on_the_default_out_leaves_the_other_models_alone(workspace):
-    before = {p: p.read_bytes() for p in (workspace / "goldens").rglob("*") if p.is_file() and "qwen3" not in p.parts}
+    index = workspace / "goldens" / "regenerate.index"  # qwen3's lines in it change, the others' stay
+    others = [line for line in index.read_text().splitlines() if line.split()[1:2] != ["qwen3"]
+              and not line.startswith("golden qwen3/")]
+    before = {p: p.read_bytes() for p in (workspace / "goldens").rglob("*")
+              if p.is_file() and "qwen3" not in p.parts and p != index}
     path = config(workspace, f"models:\n  qwen3:\n    tokenizer: {QWEN}\n", name="other.yaml")
     result = _in(workspace, "regenerate", "--config", path)  # the default --out: ./goldens
     assert result.exit_code == 0, (result.stdout, result.stderr)
     assert {p: p.read_bytes() for p in before} == before
+    assert set(others) <= set(index.read_text().splitlines())
     removed = [line for line in result.stdout.splitlines() if line.startswith("removed ")]
     assert removed and all(line.startswith("removed goldens/qwen3/") for line in removed)  # its own stale
 

@@ -162,7 +162,7 @@ def test_model_option_limits_the_work(tmp_path):
     out = tmp_path / "out"
     config = write_config(tmp_path / "m.yaml", TWO_MODELS.format(qwen_shapes="plain, tools"))
     assert summary(invoke("regenerate", "--config", config, "--out", out, "--model", "gemma3")) == (1, 0, 0)
-    assert sorted(p.name for p in out.iterdir()) == ["gemma3"]
+    assert sorted(p.name for p in out.iterdir()) == ["gemma3", "regenerate.index"]
 
     # Other models' files, even stale ones, are left alone when --model narrows the run.
     stale = out / "qwen3" / "gone.json"
@@ -420,3 +420,31 @@ def test_ctrl_c_during_regenerate_exits_130_with_one_line(tmp_path, monkeypatch)
     assert result.exit_code == 130
     assert result.stderr.splitlines() == ["goldens: interrupted"]
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("delay", [0.5, 2.0, 4.0])
+def test_a_real_ctrl_c_stops_every_render_process_with_one_line(tmp_path, delay):
+    """SIGINT to the whole process group, as a terminal sends it, while models render in worker
+    processes (or while the fork server imports): exit 130, one line, nothing written, and no
+    process of the group left behind."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    out = tmp_path / "out"
+    args = [sys.executable, "-m", "generator.cli", "regenerate", "--config", str(MODELS_YAML), "--out", str(out)]
+    process = subprocess.Popen(args, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, text=True,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    time.sleep(delay)
+    os.killpg(process.pid, signal.SIGINT)
+    stdout, stderr = process.communicate(timeout=120)
+    assert (process.returncode, stdout, stderr) == (130, "", "goldens: interrupted\n")
+    assert not out.exists()
+    for _ in range(50):
+        left = subprocess.run(["ps", "-o", "pid=", "-g", str(process.pid)], capture_output=True, text=True).stdout
+        if not left.strip():
+            break
+        time.sleep(0.1)
+    assert not left.strip(), f"processes left in the group: {left.split()}"

@@ -11,7 +11,6 @@ vocab GGUF is Phi-3-mini's, used for Phi-3.5), so models.yaml says which templat
 
 from __future__ import annotations
 
-import functools
 import json
 import re
 from collections.abc import Mapping
@@ -19,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from generator.errors import GoldensError, first_line
-from generator.sources import hf_tokenizer, pack
+from generator.sources import gguf_metadata, hf_tokenizer, pack
 
 # llama.cpp's token types (gguf.TokenType): what each id of `tokenizer.ggml.token_type` means.
 _CONTROL, _USER_DEFINED = 3, 4
@@ -55,7 +54,9 @@ def tokenizer_dir(gguf_path: Path, *, config: Mapping[str, Any] | None = None) -
     `config` replacing tokenizer_config values (see build_tokenizer_dir)."""
     gguf_path = Path(gguf_path)
     # "overrides" is the cache key's name for `config`: renaming it would rebuild every cached directory
-    inputs = {"gguf": hf_tokenizer.sha256(gguf_path), "overrides": dict(config or {})}
+    # The header alone (the tokenizer is built from its key-value pairs): a model file's tensors
+    # are not hashed on every resolve.
+    inputs = {"gguf_header": gguf_metadata.header_sha256(gguf_path), "overrides": dict(config or {})}
     name = "gguf-" + gguf_path.stem.removeprefix("ggml-vocab-")
     return hf_tokenizer.cached(name, inputs, lambda out: build_tokenizer_dir(gguf_path, out, config=config))
 
@@ -103,35 +104,14 @@ def build_tokenizer_dir(gguf_path: Path, out_dir: Path, *, config: Mapping[str, 
 
 
 def chat_templates(gguf_path: Path) -> dict[str, str]:
-    """The chat templates a GGUF embeds: "default" (`tokenizer.chat_template`) and named ones.
+    """The chat templates a GGUF embeds: "default" (`tokenizer.chat_template`) and named ones,
+    read from the header alone (gguf_metadata), not through gguf-py, which decodes the whole
+    vocabulary first (13 s for Command-R's 256k tokens, on every resolve of the model).
 
     For Command-R this is the only plain-chat template at hand: llama.cpp's models/templates has
     Command-R+'s tool-use template, which needs `tools` and writes a long tool preamble.
-    Remembered per file version in this process: gguf-py decodes the whole vocabulary to reach
-    them (about 30 s for Command-R's 256k tokens), and every resolve of the model asks again.
     """
-    path = Path(gguf_path)
-    try:
-        info = path.stat()
-    except OSError:
-        return _chat_templates(path)  # the read names the problem
-    return dict(_remembered_templates(path, info.st_mtime_ns, info.st_size))
-
-
-@functools.lru_cache(maxsize=32)
-def _remembered_templates(path: Path, mtime_ns: int, size: int) -> dict[str, str]:
-    return _chat_templates(path)
-
-
-def _chat_templates(path: Path) -> dict[str, str]:
-    meta = read_metadata(path)
-    templates = {}
-    for key, value in meta.items():
-        if key == "tokenizer.chat_template":
-            templates["default"] = value
-        elif key.startswith("tokenizer.chat_template."):
-            templates[key.removeprefix("tokenizer.chat_template.")] = value
-    return dict(sorted(templates.items()))
+    return gguf_metadata.chat_templates(Path(gguf_path))
 
 
 def _gguf_backend(meta: Mapping[str, Any]) -> tuple[Any, dict[str, Any]]:

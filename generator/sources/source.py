@@ -58,12 +58,16 @@ class Source:
         return tokenizer_fingerprint(self.tokenizer_dir)
 
 
+# The files tokenizer_fingerprint hashes, in its order (goldens/index.py hashes the rest).
+FINGERPRINT_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json", "merges.txt",
+                     "special_tokens_map.json", "tokenizer_config.json")
+
+
 def tokenizer_fingerprint(directory: Path) -> str:
     """sha256 of the tokenizer itself: its files, with any chat template taken out of the config
     (the template has its own pin, so a template bump does not look like a vocab change)."""
     digest = hashlib.sha256()
-    for name in ("tokenizer.json", "tokenizer.model", "vocab.json", "merges.txt",
-                 "special_tokens_map.json", "tokenizer_config.json"):
+    for name in FINGERPRINT_FILES:
         path = directory / name
         if not path.exists():
             continue
@@ -216,7 +220,7 @@ def _template(spec: TemplateSpec, directory: Path, gguf_path: Path | None, base:
         return _read_text(path, spec.value), f"{pack.LLAMA_CPP.label}:models/templates/{filename}"
     name = spec.name or "default"
     if gguf_path is not None:
-        templates = gguf.chat_templates(gguf_path)
+        templates = gguf.chat_templates(gguf_path)  # the header alone, not the vocabulary
         if templates:
             return _pick(templates, name, f"{gguf_path.name} metadata"), f"gguf metadata ({name})"
     jinja = directory / "chat_template.jinja"

@@ -1,0 +1,201 @@
+"""What each model's goldens were rendered from, so `goldens regenerate` renders only what changed.
+
+Loading a model's tokenizer is most of a regenerate (seconds each); knowing that nothing it
+depends on changed is a few hashes. `<out>/regenerate.index` records, per model, one sha256 of
+everything its golden bytes depend on (its inputs) and the sha256 of each golden as written.
+A model is skipped only when both still hold: the inputs hash equals the recorded one and every
+golden on disk has exactly the recorded bytes. Anything else (no index, an unreadable or stale
+one, a golden edited or missing) renders the model again, so the index can cost a
+re-render but never a wrong skip; and as a re-render writes only changed bytes, a stale index
+rewrites no golden.
+
+The inputs of a model: the tokenizer (the provenance fingerprint plus every other file of its
+directory that is not weights), the template text, the built requests of every case (messages,
+tools, kwargs, variants: the requests themselves, not shape names), prefix tails, the date, the
+provenance strings, the versions of the libraries that render (transformers, tokenizers, jinja2,
+markupsafe, Python) and the source of this project's modules that shape golden bytes (CODE).
+
+The file is text, one line per model and per golden, sorted, so a diff or a merge touches only
+the lines of the models that moved. It is not a golden: its name ends neither in .json nor
+starts with a dot, so nothing that lists goldens picks it up.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import json
+import platform
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from generator import files
+from generator.config.cases import Case
+from generator.config.models import Config, ModelSpec
+from generator.goldens.golden_file import golden_path
+from generator.sources import processor
+from generator.sources.source import FINGERPRINT_FILES, Source
+
+NAME = "regenerate.index"
+FORMAT = 1
+HEADER = (
+    f"# goldens regenerate index, format {FORMAT} (generator/goldens/index.py): each model's inputs\n"
+    "# hash, then the sha256 of each golden as written. A model whose inputs or goldens no longer\n"
+    "# match is rendered again; delete this file (or pass --force) to render everything.\n"
+)
+
+# The libraries whose code renders a golden: Transformers' apply_chat_template and its Jinja
+# environment (jinja2 + markupsafe), the Rust tokenizer.
+LIBRARIES = ("transformers", "tokenizers", "jinja2", "markupsafe", "pillow")
+
+# This project's modules whose code shapes golden bytes, as globs below generator/. Sources
+# (pack, vocab, gguf_metadata) are left out on purpose: what they produce is hashed as data.
+# tests/test_index.py checks that every module a render imports is here or in that list.
+CODE = (
+    "reference.py",
+    "config/*.py",
+    "sources/source.py",
+    "sources/processor.py",  # builds the processor an expanded-view golden renders through
+    "engines/__init__.py",
+    "engines/transformers.py",
+    "analysis/*.py",
+    "replay/divergence.py",  # first_divergence places the prefix breaks and round trips
+    "goldens/*.py",
+)
+PACKAGE = Path(__file__).resolve().parents[1]
+
+# Files of a tokenizer directory that are model weights, never read by a tokenizer: a `dir:`
+# source may be a whole model checkout, and hashing gigabytes on every run would be the floor.
+WEIGHTS = (".safetensors", ".bin", ".gguf", ".pt", ".pth", ".ckpt", ".h5", ".msgpack", ".onnx", ".npz")
+
+
+def sha256(data: bytes | str) -> str:
+    return hashlib.sha256(data.encode("utf-8") if isinstance(data, str) else data).hexdigest()
+
+
+def code_files(package: Path = PACKAGE) -> list[Path]:
+    return sorted({path for pattern in CODE for path in package.glob(pattern)})
+
+
+def code_fingerprint(package: Path = PACKAGE) -> str:
+    """sha256 of the source of every module in CODE, by path relative to generator/."""
+    digest = hashlib.sha256()
+    for path in code_files(package):
+        digest.update(path.relative_to(package).as_posix().encode() + b"\0" + sha256(path.read_bytes()).encode())
+    return digest.hexdigest()
+
+
+def library_versions() -> dict[str, str]:
+    """From installed metadata: no import of Transformers (0.6 s) to learn its version."""
+    versions = {name: importlib.metadata.version(name) for name in LIBRARIES}
+    versions["python"] = platform.python_version()
+    return versions
+
+
+def tokenizer_extras(directory: Path) -> str:
+    """sha256 of the tokenizer directory's files that the provenance fingerprint leaves out
+    (added_tokens.json, config.json, a chat_template.jinja, ...), weights excepted."""
+    digest = hashlib.sha256()
+    for path in sorted(Path(directory).iterdir()):
+        if path.name in FINGERPRINT_FILES or path.name.endswith(WEIGHTS) or not path.is_file():
+            continue
+        digest.update(path.name.encode() + b"\0" + sha256(path.read_bytes()).encode())
+    return digest.hexdigest()
+
+
+def model_inputs(model: ModelSpec, source: Source, config: Config, cases: list[Case],
+                 stamp: Mapping[str, str], code: str, versions: Mapping[str, str]) -> str:
+    """One sha256 of everything a model's golden bytes depend on. Requests are hashed as
+    built, in their own key order (templates render tools with tojson, which keeps it)."""
+    tails = {variant: [tail.tokens, tail.reason] for variant, tail in sorted(model.prefix_tails.items())}
+    inputs: list[tuple[str, Any]] = [
+        ("format", FORMAT),
+        ("code", code),
+        ("versions", dict(sorted(versions.items()))),
+        ("date", config.date.isoformat()),
+        ("provenance", dict(sorted(stamp.items()))),
+        ("tokenizer", source.tokenizer_sha256),
+        ("tokenizer_extras", tokenizer_extras(source.tokenizer_dir)),
+        ("template", source.template_sha256),
+        ("prefix_tails", tails),
+        ("processor", processor.fingerprint(model.processor) if model.processor is not None else None),
+        ("cases", [[case.id, case.request] for case in cases]),
+    ]
+    return sha256(json.dumps(inputs, ensure_ascii=True, separators=(",", ":")))
+
+
+@dataclass
+class Entry:
+    inputs: str
+    goldens: dict[str, str] = field(default_factory=dict)  # case id -> sha256 of its golden file
+
+
+@dataclass
+class Index:
+    models: dict[str, Entry] = field(default_factory=dict)
+
+    def fresh(self, model: str, inputs: str, case_ids: Iterable[str], out: Path) -> bool:
+        """True only when the recorded inputs match and every golden on disk is byte for byte
+        the one recorded, for exactly these cases."""
+        entry = self.models.get(model)
+        case_ids = list(case_ids)
+        if entry is None or entry.inputs != inputs or sorted(entry.goldens) != sorted(case_ids):
+            return False
+        for case_id in case_ids:
+            try:
+                data = golden_path(out, case_id).read_bytes()
+            except OSError:
+                return False
+            if sha256(data) != entry.goldens[case_id]:
+                return False
+        return True
+
+    def record(self, model: str, inputs: str, written: Mapping[str, str]) -> None:
+        """`written`: case id -> the golden text exactly as written."""
+        self.models[model] = Entry(inputs, {case_id: sha256(text) for case_id, text in written.items()})
+
+    def dumps(self) -> str:
+        lines = [HEADER]
+        for name in sorted(self.models):
+            entry = self.models[name]
+            lines.append(f"model {name} {entry.inputs}\n")
+            lines += [f"golden {case_id} {digest}\n" for case_id, digest in sorted(entry.goldens.items())]
+        return "".join(lines)
+
+
+def loads(text: str) -> Index:
+    """The index in `text`; anything malformed (a merge conflict, a hand edit) is an empty
+    index: it only means rendering again."""
+    index = Index()
+    header_format = f"format {FORMAT} "
+    lines = text.splitlines()
+    if not lines or header_format not in lines[0]:
+        return Index()
+    for line in lines:
+        if not line.strip() or line.startswith("#"):
+            continue
+        parts = line.split(" ")
+        if len(parts) != 3 or len(parts[2]) != 64:
+            return Index()
+        kind, name, digest = parts
+        if kind == "model":
+            index.models[name] = Entry(digest)
+        elif kind == "golden" and name.split("/", 1)[0] in index.models:
+            index.models[name.split("/", 1)[0]].goldens[name] = digest
+        else:
+            return Index()
+    return index
+
+
+def load(out: Path) -> Index:
+    try:
+        return loads((Path(out) / NAME).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError):
+        return Index()
+
+
+def save(out: Path, index: Index) -> bool:
+    """Write the index (atomically, and only when its bytes changed)."""
+    return files.atomic_write(Path(out) / NAME, index.dumps())

@@ -1,0 +1,287 @@
+"""The regenerate index: a run with nothing changed loads no tokenizer, and one changed input
+renders again exactly the models it touches.
+
+Loads are observed, not timed: every AutoTokenizer.from_pretrained call of a run is recorded (the
+real loader still runs). The matrix is two models, `alpha` and `beta`, each with its own copy of
+Phi-3.5's tokenizer directory and its own template file, rendered in this process (workers=1) so
+every load is seen; worker processes are checked to write the same bytes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from conftest import source_of
+
+from generator import reference
+from generator.cli import main
+from generator.config import models
+from generator.goldens import index
+from generator.goldens import regenerate as regen
+
+ROOT = Path(__file__).resolve().parents[1]
+
+MATRIX = """\
+date: {date}
+models:
+  alpha:
+    tokenizer: {{dir: alpha-tok}}
+    template: {{file: alpha.jinja}}
+    shapes: [plain, tools]
+    kwargs: {kwargs}
+{alpha_extra}  beta:
+    tokenizer: {{dir: beta-tok}}
+    template: {{file: beta.jinja}}
+    shapes: [{beta_shapes}]
+{beta_extra}"""
+DEFAULTS = {"date": "2026-01-15", "kwargs": "{}", "beta_shapes": "plain, no-system", "alpha_extra": "",
+            "beta_extra": ""}
+
+
+class Matrix:
+    """A two-model matrix in a temporary directory, and the tokenizer loads of each run."""
+
+    def __init__(self, root: Path, monkeypatch):
+        self.root, self.out, self.config = root, root / "goldens", root / "models.yaml"
+        phi = source_of("phi3.5")
+        for name in ("alpha", "beta"):
+            shutil.copytree(phi.tokenizer_dir, root / f"{name}-tok")
+            (root / f"{name}.jinja").write_text(phi.template, encoding="utf-8")
+        self.values = dict(DEFAULTS)
+        self.write()
+        self.loads: list[str] = []
+        from transformers import AutoTokenizer
+
+        real = AutoTokenizer.from_pretrained
+
+        def recorded(directory, *args, **kwargs):
+            self.loads.append(Path(directory).name.removesuffix("-tok"))
+            return real(directory, *args, **kwargs)
+
+        monkeypatch.setattr(AutoTokenizer, "from_pretrained", recorded)
+
+    def write(self, **values: str) -> None:
+        self.values.update(values)
+        self.config.write_text(MATRIX.format(**self.values), encoding="utf-8")
+
+    def run(self, force: bool = False, prune: bool = False) -> tuple[tuple[int, int, int], list[str]]:
+        """(written, unchanged, removed) and the models whose tokenizer was loaded."""
+        reference.load_tokenizer.cache_clear()
+        self.loads.clear()
+        summary = regen.regenerate(models.load(self.config), self.out, force=force, workers=1, prune=prune)
+        return (summary.written, summary.unchanged, summary.removed), sorted(set(self.loads))
+
+    def state(self) -> dict[str, tuple[bytes, int]]:
+        return {str(p.relative_to(self.out)): (p.read_bytes(), p.stat().st_mtime_ns)
+                for p in sorted(self.out.rglob("*")) if p.is_file()}
+
+
+@pytest.fixture
+def matrix(tmp_path, monkeypatch) -> Matrix:
+    built = Matrix(tmp_path, monkeypatch)
+    assert built.run() == ((4, 0, 0), ["alpha", "beta"])
+    return built
+
+
+def test_a_run_with_nothing_changed_loads_no_tokenizer(matrix):
+    before = matrix.state()
+    assert "regenerate.index" in before
+    assert matrix.run() == ((0, 4, 0), [])
+    assert matrix.state() == before  # not a byte rewritten, not even the index
+
+
+def _add_dist_info(root: Path, name: str, version: str) -> Path:
+    """A distribution's metadata as pip installs it, first on sys.path: what importlib.metadata
+    (and so the index and the provenance) reports after an upgrade of `name`."""
+    site = root / "site"
+    info = site / f"{name}-{version}.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+    return site
+
+
+def _edit_json(path: Path, **changes) -> None:
+    data = json.loads(path.read_text(encoding="utf-8"))
+    data.update(changes)
+    path.write_text(json.dumps(data, indent=2), encoding="utf-8")
+
+
+# name -> (change, models rendered again, goldens written by that run)
+CHANGES = {
+    "template-byte": (lambda m: (m.root / "alpha.jinja").write_text(
+        (m.root / "alpha.jinja").read_text(encoding="utf-8") + "x", encoding="utf-8"), ["alpha"], 2),
+    "tokenizer-file": (lambda m: _edit_json(m.root / "alpha-tok" / "tokenizer_config.json",
+                                            model_max_length=4096), ["alpha"], 2),
+    "tokenizer-extra-file": (lambda m: (m.root / "beta-tok" / "added_tokens.json").write_text("{}\n"),
+                             ["beta"], 0),
+    "shape-added": (lambda m: m.write(beta_shapes="plain, no-system, tools"), ["beta"], 1),
+    "shape-removed": (lambda m: m.write(beta_shapes="plain"), ["beta"], 0),
+    "kwargs": (lambda m: m.write(kwargs="{date_string: 15 Jan 2026}"), ["alpha"], 2),
+    "variant": (lambda m: m.write(beta_extra="    variants: {terse: {style: terse}}\n"), ["beta"], 2),
+    "prefix-tail": (lambda m: m.write(alpha_extra="    prefix_tails: {default: {tokens: 2, reason: by design}}\n"),
+                    ["alpha"], 0),
+    "date": (lambda m: m.write(date="2026-02-01"), ["alpha", "beta"], 4),
+}
+
+
+@pytest.mark.parametrize("name", CHANGES)
+def test_one_changed_input_renders_exactly_its_models(matrix, name):
+    change, expected, written = CHANGES[name]
+    change(matrix)
+    (done, unchanged, removed), loaded = matrix.run()
+    assert loaded == expected
+    assert done == written
+    before = matrix.state()
+    assert matrix.run()[1] == []  # the index now records the change
+    assert matrix.state() == before
+
+
+def test_a_library_upgrade_renders_every_model(matrix, monkeypatch):
+    monkeypatch.syspath_prepend(str(_add_dist_info(matrix.root, "jinja2", "9.9.9")))
+    (written, _, _), loaded = matrix.run()
+    assert loaded == ["alpha", "beta"] and written == 4  # provenance records the new jinja2
+    data = json.loads((matrix.out / "alpha" / "plain.json").read_text(encoding="utf-8"))
+    assert data["provenance"]["jinja2"] == "9.9.9"
+
+
+def test_a_renderer_dependency_not_in_provenance_still_counts(matrix, monkeypatch):
+    monkeypatch.syspath_prepend(str(_add_dist_info(matrix.root, "markupsafe", "0.0.1")))
+    assert matrix.run() == ((0, 4, 0), ["alpha", "beta"])
+
+
+@pytest.mark.parametrize("damage", ["edited", "deleted", "extra-line"])
+def test_a_golden_that_is_not_what_was_written_renders_its_model_again(matrix, damage):
+    golden = matrix.out / "alpha" / "plain.json"
+    original = golden.read_bytes()
+    if damage == "edited":
+        golden.write_bytes(original.replace(b'"outcome": "ok"', b'"outcome": "ok" '))
+    elif damage == "deleted":
+        golden.unlink()
+    else:
+        golden.write_bytes(original + b"\n")
+    written = 1
+    assert matrix.run() == ((written, 3, 0), ["alpha"])
+    assert golden.read_bytes() == original
+
+
+@pytest.mark.parametrize("damage", ["missing", "empty", "merge-conflict", "other-format", "wrong-hash", "one-model-gone"])
+def test_a_missing_or_stale_index_renders_again_and_writes_nothing(matrix, damage):
+    path = matrix.out / index.NAME
+    text = path.read_text(encoding="utf-8")
+    expected = ["alpha", "beta"]
+    if damage == "missing":
+        path.unlink()
+    elif damage == "empty":
+        path.write_text("")
+    elif damage == "merge-conflict":
+        path.write_text(text.replace("model alpha", "<<<<<<< HEAD\nmodel alpha", 1))
+    elif damage == "other-format":
+        path.write_text(text.replace(f"format {index.FORMAT} ", "format 999 ", 1))
+    elif damage == "wrong-hash":
+        line = next(line for line in text.splitlines() if line.startswith("model beta "))
+        path.write_text(text.replace(line, "model beta " + "0" * 64))
+        expected = ["beta"]
+    else:
+        path.write_text("\n".join(line for line in text.splitlines() if " beta" not in line) + "\n")
+        expected = ["beta"]
+    goldens = {k: v for k, v in matrix.state().items() if k != index.NAME}
+    assert matrix.run() == ((0, 4, 0), expected)
+    assert {k: v for k, v in matrix.state().items() if k != index.NAME} == goldens
+    assert path.read_text(encoding="utf-8") == text  # rewritten as it was
+
+
+def test_model_option_keeps_the_other_models_entries(matrix):
+    text = (matrix.out / index.NAME).read_text(encoding="utf-8")
+    matrix.write(date="2026-03-01")
+    summary = regen.regenerate(models.load(matrix.config), matrix.out, ("beta",), workers=1)
+    assert (summary.written, summary.unchanged) == (2, 0)
+    after = (matrix.out / index.NAME).read_text(encoding="utf-8")
+    alpha = [line for line in text.splitlines() if "alpha" in line]
+    assert alpha == [line for line in after.splitlines() if "alpha" in line]
+    assert matrix.run() == ((2, 2, 0), ["alpha"])
+
+
+def test_a_removed_model_leaves_the_index(matrix):
+    matrix.config.write_text(MATRIX.format(**DEFAULTS).split("  beta:")[0], encoding="utf-8")
+    assert matrix.run() == ((0, 2, 0), [])  # beta's directory and index lines are left alone without --prune
+    assert " beta" in (matrix.out / index.NAME).read_text(encoding="utf-8")
+    assert matrix.run(prune=True) == ((0, 2, 2), [])
+    assert " beta" not in (matrix.out / index.NAME).read_text(encoding="utf-8")
+
+
+def test_force_renders_everything_and_writes_nothing_on_a_clean_tree(matrix):
+    before = matrix.state()
+    result = CliRunner().invoke(main, ["regenerate", "--config", str(matrix.config), "--out",
+                                       str(matrix.out), "--force"])
+    assert result.exit_code == 0, (result.stderr, result.exception)
+    assert result.stdout.strip().splitlines()[-1] == "0 written, 4 unchanged, 0 removed"
+    assert matrix.state() == before
+    assert matrix.run(force=True) == ((0, 4, 0), ["alpha", "beta"])
+
+
+def test_worker_processes_write_the_same_bytes(matrix, tmp_path):
+    elsewhere = tmp_path / "workers"
+    summary = regen.regenerate(models.load(matrix.config), elsewhere, workers=2)
+    assert (summary.written, summary.unchanged, summary.removed) == (4, 0, 0)
+    ours = {k: v[0] for k, v in matrix.state().items()}
+    theirs = {str(p.relative_to(elsewhere)): p.read_bytes() for p in sorted(elsewhere.rglob("*")) if p.is_file()}
+    assert theirs == ours
+
+
+# --- the code the index hashes ----------------------------------------------------------------
+
+
+def test_every_module_a_render_imports_is_hashed_or_produces_hashed_data():
+    """A new module on the render path must join index.CODE (or be one whose output the index
+    hashes as data), or a change to it would not render anything again."""
+    script = (
+        "import sys, datetime\n"
+        "from generator.config import models\n"
+        "from generator.goldens import regenerate\n"
+        "config = models.load(sys.argv[1])\n"
+        "model = config.models['qwen3']\n"
+        "sources = regenerate.resolve_sources(config, [model])\n"
+        "regenerate.render_models(config, [(model, sources['qwen3'])], workers=1)\n"
+        "print('\\n'.join(sorted(m for m in sys.modules if m.startswith('generator'))))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", script, str(ROOT / "models.yaml")], cwd=ROOT,
+                            capture_output=True, text=True, timeout=300,
+                            env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert result.returncode == 0, result.stderr
+    imported = set(result.stdout.split())
+    assert "generator.analysis.prefix" in imported and "generator.reference" in imported
+    hashed = {".".join(("generator",) + p.relative_to(index.PACKAGE).with_suffix("").parts).removesuffix(".__init__")
+              for p in index.code_files()}
+    # Package markers, the error type and the file writer shape no bytes; what sources produce
+    # (tokenizer directories, template text) is hashed as data.
+    outside = {"generator", "generator.sources", "generator.replay", "generator.errors", "generator.files",
+               "generator.sources.pack", "generator.sources.gguf_metadata", "generator.sources.gguf",
+               "generator.sources.hf_tokenizer", "generator.sources.llama3", "generator.sources.tekken"}
+    assert imported - hashed - outside == set()
+
+
+def test_the_code_fingerprint_moves_with_each_hashed_module_only(tmp_path):
+    package = tmp_path / "generator"
+    shutil.copytree(index.PACKAGE, package, ignore=shutil.ignore_patterns("__pycache__"))
+    base = index.code_fingerprint(package)
+    assert base == index.code_fingerprint()
+    hashed = index.code_files(package)
+    assert {p.relative_to(package).as_posix() for p in hashed} >= {
+        "reference.py", "config/shapes.py", "analysis/prefix.py", "analysis/roundtrip.py",
+        "goldens/golden_file.py", "goldens/regenerate.py", "engines/transformers.py", "sources/source.py",
+        "replay/divergence.py"}
+    for path in hashed:
+        original = path.read_bytes()
+        path.write_bytes(original + b"\n")
+        assert index.code_fingerprint(package) != base, path
+        path.write_bytes(original)
+    other = package / "servers" / "process.py"
+    other.write_bytes(other.read_bytes() + b"\n")
+    assert index.code_fingerprint(package) == base
