@@ -194,7 +194,7 @@ def gemma3_text_gguf():
 def fewer_tokens_server(gemma3_text_gguf):
     """llama-server on the managed gemma3 text GGUF with a projector built for 64 tokens."""
     from generator.servers.llama_cpp import LlamaServer
-    from generator.servers.tiny_gguf import N_EMBD
+    from generator.servers.tiny_gguf_writer import N_EMBD
     from generator.servers.tiny_mmproj import tiny_mmproj
 
     mmproj = tiny_mmproj("gemma3", _processor(64), N_EMBD)
@@ -205,7 +205,7 @@ def fewer_tokens_server(gemma3_text_gguf):
 def test_the_mmproj_carries_the_converters_keys():
     import gguf
 
-    from generator.servers.tiny_gguf import N_EMBD
+    from generator.servers.tiny_gguf_writer import N_EMBD
     from generator.servers.tiny_mmproj import tiny_mmproj
 
     def fields(path):

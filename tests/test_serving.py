@@ -54,7 +54,7 @@ def test_llama_server_check_confirms_every_case_on_the_serving_path(tmp_path):
                     "--engine", "llama-server", "--report", md, "--junit", xml, "--no-confirm")
     assert result.exit_code == 0, (result.stdout, result.stderr)
     assert NO_CONFIRM in result.stdout
-    assert md.read_text(encoding="utf-8").rstrip().endswith("> " + NO_CONFIRM)
+    assert "\n> " + NO_CONFIRM + "\n" in md.read_text(encoding="utf-8")  # under the verdict
     notes = [p.get("value") for p in ET.parse(xml).getroot().iter("property") if p.get("name") == "note"]
     assert notes == [NO_CONFIRM]
 

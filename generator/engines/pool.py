@@ -180,7 +180,7 @@ class EnginePool:
             elif model.processor is None:
                 gguf = tiny_gguf(model.name, source.tokenizer_dir, source.template)
             else:  # a vision model: its image token in the vocab, and a projector (--mmproj)
-                from generator.servers.tiny_gguf import N_EMBD
+                from generator.servers.tiny_gguf_writer import N_EMBD  # the text model the projector feeds
                 from generator.servers.tiny_mmproj import tiny_mmproj, vocab_with_added
 
                 gguf = tiny_gguf(model.name, source.tokenizer_dir, source.template,
