@@ -179,8 +179,8 @@ def check(config_path: Path, engines: tuple[str, ...], model_names: tuple[str, .
     if "" in url_map:
         if len(engines) != 1:
             raise GoldensError("--url without ENGINE= needs exactly one --engine")
-        url_map[engines[0]] = url_map.pop("")
-    work = checking.plan(config, engines, model_names)
+        url_map[engines[0].partition("@")[0]] = url_map.pop("")
+    work = checking.plan(config, engines, model_names, url_map)
     report.check_destination(junit_path, report_path)
     _probe(url_map)
     total = sum(len(model_cases(config.models[m])) * len(e) for m, e in work)
@@ -195,6 +195,8 @@ def check(config_path: Path, engines: tuple[str, ...], model_names: tuple[str, .
     for outcome in outcomes:
         if outcome.status in ("drift", "error"):
             click.echo(f"{outcome.status.upper()} {outcome.case} [{outcome.engine}]: {outcome.detail}")
+    for label, version in checking.versions(outcomes).items():
+        click.echo(f"{label}: {version}")
     click.echo(checking.summary(outcomes))
     sys.exit(checking.exit_code(outcomes))
 
@@ -221,7 +223,7 @@ def ledger(config_path: Path, engine_name: str, case_ids: tuple[str, ...], reaso
     for case_id in case_ids:
         by_model.setdefault(case_id.split("/", 1)[0], []).append(case_id)
     config.select(list(by_model))
-    with EnginePool(config.date, {engine_name: url} if url else None,
+    with EnginePool(config.date, {engine_name.partition("@")[0]: url} if url else None, versions=config.engine_versions,
                     on_start=lambda message: click.echo(message, err=True)) as pool:
         for model_name, ids in by_model.items():
             model = config.models[model_name]
@@ -248,8 +250,9 @@ def diff_command(rev: str, root: Path, markdown: bool, context: int) -> None:
 @main.command()
 @CONFIG_OPTION
 @click.option("--model", "model_name", required=True, help="A model of the matrix.")
-@click.option("--engine", "engine_name", default="transformers", show_default=True,
-              help="The engine whose ids are checked (a server engine starts a managed server).")
+@click.option("--engine", "engine_names", multiple=True, default=("transformers",), show_default=True,
+              help="The engine whose ids are checked, NAME or NAME@VERSION (repeatable: side by side; "
+                   "a server engine starts a managed server).")
 @click.option("--kwargs", "kwargs_json", metavar="JSON",
               help="Chat-template kwargs, e.g. '{\"enable_thinking\": false}' (default: every variant).")
 @click.option("--conversation", "conversation_file", type=click.File("r"),
@@ -259,7 +262,7 @@ def diff_command(rev: str, root: Path, markdown: bool, context: int) -> None:
 @click.option("--cache-busters", "busters", is_flag=True,
               help="Also show the client behaviours that break the prefix, each with its fix.")
 @friendly
-def prefix(config_path: Path, model_name: str, engine_name: str, kwargs_json: str | None,
+def prefix(config_path: Path, model_name: str, engine_names: tuple[str, ...], kwargs_json: str | None,
            conversation_file, url: str | None, busters: bool) -> None:
     """Check that every request of a conversation starts with the one before it; exit 1 on a break
     outside the tail models.yaml declares for the model and kwargs."""
@@ -267,16 +270,45 @@ def prefix(config_path: Path, model_name: str, engine_name: str, kwargs_json: st
     from generator.config import models
 
     config = models.load(config_path)
+    if url and len(engine_names) != 1:
+        raise GoldensError("--url needs exactly one --engine")
     kwargs = prefix_check.parse_kwargs(kwargs_json)
     conversation, name = None, "conversation"
     if conversation_file is not None:
         name = getattr(conversation_file, "name", "conversation")
         conversation = prefix_check.load_conversation(conversation_file.read(), name)
     code = prefix_check.run_command(
-        config, model_name, engine_name, kwargs, conversation, name, url, busters,
+        config, model_name, engine_names, kwargs, conversation, name, url, busters,
         echo=click.echo, note=lambda message: click.echo(message, err=True),
     )
     sys.exit(code)
+
+
+@main.command(name="bisect")
+@CONFIG_OPTION
+@click.option("--engine", "engine_name", required=True,
+              help="llama-server (or client-completion): llama.cpp builds; transformers: PyPI releases.")
+@click.option("--good", required=True, help="A release whose ids are the baseline, e.g. 10429 or 4.57.6.")
+@click.option("--bad", required=True, help="A release whose ids differ from the good one's.")
+@click.option("--model", "model_names", multiple=True, help="Only this model (repeatable).")
+@click.option("--case", "case_ids", multiple=True, help="Only this case, e.g. qwen3/tools (repeatable).")
+@friendly
+def bisect_command(config_path: Path, engine_name: str, good: str, bad: str, model_names: tuple[str, ...],
+                   case_ids: tuple[str, ...]) -> None:
+    """Binary search over the published releases from --good to --bad for the first whose ids
+    differ from --good's; exit 0 found, 1 good and bad agree, 2 bad input."""
+    from generator.config import engine_spec, models
+    from generator.config.models import ENGINE_NAMES
+    from generator.replay import bisect
+
+    config = models.load(config_path)
+    name = engine_spec.parse(engine_name, ENGINE_NAMES).name
+    if "@" in engine_name:
+        raise GoldensError(f"--engine {engine_name}: bisect takes the versions from --good and --bad")
+    good = engine_spec.normalize(name, good, "--good")
+    bad = engine_spec.normalize(name, bad, "--bad")
+    sys.exit(bisect.bisect(config, name, good, bad, model_names, case_ids, echo=click.echo,
+                           note=lambda message: click.echo(message, err=True)))
 
 
 if __name__ == "__main__":

@@ -394,7 +394,7 @@ def buster_record(result: BusterResult) -> dict[str, str]:
 
 def multi_turn_shapes(model: ModelSpec) -> list[str]:
     """The model's shapes that stand for two or more requests."""
-    return [s for s in model.shapes if is_multi_request(shapes.build(s, {}))]
+    return [s for s in model.shapes if is_multi_request(model.request(s, {}))]
 
 
 def load_conversation(text: str, where: str) -> list[Request]:
@@ -483,17 +483,25 @@ def _with_kwargs(requests: list[Request], kwargs: dict[str, Any]) -> list[Reques
     return out
 
 
-def run_command(config, model_name: str, engine_name: str = "transformers", kwargs: dict | None = None,
+def run_command(config, model_name: str, engine_name: str | Sequence[str] = "transformers",
+                kwargs: dict | None = None,
                 conversation: list[Request] | None = None, conversation_name: str = "conversation",
                 url: str | None = None, busters: bool = False,
                 echo: Callable[[str], None] = print, note: Callable[[str], None] | None = None) -> int:
     """`goldens prefix`: the multi-turn shapes (every variant, or the one --kwargs names) or one
-    conversation, through one engine; prints every request's length and every break with the
-    tokens around it. Returns 1 when a break lies outside a declared tail, else 0."""
+    conversation, through one engine or several (`llama-server@11000 llama-server@11434`, then a
+    table puts their breaks side by side); prints every request's length and every break with
+    the tokens around it. Returns 1 when a break lies outside a declared tail, else 0."""
     from generator import reference
-    from generator.engines.pool import EnginePool
+    from generator.config import engine_spec
+    from generator.config.models import ENGINE_NAMES
+    from generator.engines.pool import EnginePool, check_available
     from generator.sources.source import resolve
 
+    specs = [engine_spec.parse(name, ENGINE_NAMES)
+             for name in ([engine_name] if isinstance(engine_name, str) else engine_name)]
+    for spec in specs if not url else ():
+        check_available(spec, config.engine_versions)
     (model,) = config.select([model_name])
     source = resolve(model, config)
     tokenizer = reference.load_tokenizer(source.tokenizer_dir)
@@ -511,27 +519,53 @@ def run_command(config, model_name: str, engine_name: str = "transformers", kwar
         runs = [(variant, {**model.kwargs, **vkw}) for variant, vkw in model.variants.items()]
 
     results: list[Result] = []
-    with EnginePool(config.date, urls={engine_name: url} if url else None, on_start=note) as pool:
-        engine = pool.engine(engine_name, model, source)
-        for variant, run_kwargs in runs:
-            suffix = f" [{variant or 'default'}]" if variant or len(runs) > 1 else ""
-            if conversation is not None:
-                requests = _with_kwargs(conversation, run_kwargs)
-                tail = tail_for(model, requests[0]["chat_template_kwargs"])
-                jobs = [(f"{model.name} {conversation_name}{suffix}", requests)]
-            else:
-                tail = tail_for(model, run_kwargs)
-                jobs = [(f"{model.name}/{shape}{suffix}", requests_of(shapes.build(shape, run_kwargs)))
-                        for shape in multi_turn_shapes(model)]
-            for label, requests in jobs:
-                result = check(engine, requests, tail, label, decode)
-                results.append(result)
-                echo(format_result(result))
-            if busters:
-                for item in cache_busters(engine, run_kwargs, tail, decode):
-                    echo(format_buster(item))
+    urls = {specs[0].name: url} if url else None
+    with EnginePool(config.date, urls=urls, on_start=note, versions=config.engine_versions) as pool:
+        for spec in specs:
+            engine = pool.engine(spec, model, source)
+            if len(specs) > 1:
+                echo(f"== {spec.label}")
+            for variant, run_kwargs in runs:
+                suffix = f" [{variant or 'default'}]" if variant or len(runs) > 1 else ""
+                if conversation is not None:
+                    requests = _with_kwargs(conversation, run_kwargs)
+                    tail = tail_for(model, requests[0]["chat_template_kwargs"])
+                    jobs = [(f"{model.name} {conversation_name}{suffix}", requests)]
+                else:
+                    tail = tail_for(model, run_kwargs)
+                    jobs = [(f"{model.name}/{shape}{suffix}", requests_of(model.request(shape, run_kwargs)))
+                            for shape in multi_turn_shapes(model)]
+                for label, requests in jobs:
+                    result = check(engine, requests, tail, label, decode)
+                    result.engine = spec.label
+                    results.append(result)
+                    echo(format_result(result))
+                if busters:
+                    for item in cache_busters(engine, run_kwargs, tail, decode):
+                        echo(format_buster(item))
+    if len(specs) > 1:
+        echo(side_by_side(results, [spec.label for spec in specs]))
     breaks = [b for r in results for b in r.breaks]
     undeclared = [b for b in breaks if not b.declared]
     echo(f"{len(results)} conversation(s), {sum(len(r.sent) for r in results)} requests: "
          f"{len(breaks)} break(s), {len(undeclared)} undeclared")
     return 1 if undeclared else 0
+
+
+def side_by_side(results: Sequence[Result], engines: Sequence[str]) -> str:
+    """One row per conversation, one column per engine: its breaks, where, and whether declared."""
+
+    def cell(result: Result | None) -> str:
+        if result is None:
+            return "-"
+        if not result.breaks:
+            return "no break"
+        return ", ".join(f"token {b.position} ({b.earlier} -> {b.later} messages)"
+                         + ("" if b.declared else " undeclared")
+                         for b in result.breaks)
+
+    labels = list(dict.fromkeys(r.label for r in results))
+    grid = {(r.label, r.engine): r for r in results}
+    rows = [["conversation", *engines]] + [[label, *(cell(grid.get((label, e))) for e in engines)] for label in labels]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in rows)

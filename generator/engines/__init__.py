@@ -1,7 +1,7 @@
 """Engines: every path that turns a chat request into the token ids a model sees.
 
 One protocol, as small as the question it answers: a `name`, and `ids(request)` returning the
-token ids. Each engine lives in its own module; replay, prefix checks and reports never know
+token ids (an engine may also say what it is with `version()`, see reported_version). Each engine lives in its own module; replay, prefix checks and reports never know
 which one they are talking to.
 
 A request is an OpenAI-style chat body, the same dict every engine receives:
@@ -36,6 +36,19 @@ class Engine(Protocol):
     name: str
 
     def ids(self, request: Request) -> Ids: ...
+
+
+def reported_version(engine: Engine) -> str:
+    """What an engine says it is, for reports and ledger entries: an optional `version()`
+    method (llama-server's /props build_info, vLLM's /version, a library's own version);
+    "" when the engine has none or cannot say."""
+    method = getattr(engine, "version", None)
+    if method is None:
+        return ""
+    try:
+        return str(method() or "")
+    except GoldensError:
+        return ""
 
 
 class EngineError(GoldensError):

@@ -52,7 +52,12 @@ def _post(engine: str, client: httpx.Client, url: str, body: dict) -> dict:
     if response.status_code >= 400:
         # 400 is the server answering that it will not render this request (a template that
         # raises, a content type its parser rejects): an outcome to compare, not an outage.
-        error = Refused if response.status_code == 400 else EngineError
+        # Older builds (b9093) answer a template's own raise_exception ("Jinja Exception: ...")
+        # with HTTP 500 instead: the same answer, from an older build.
+        refused = response.status_code == 400 or (
+            response.status_code == 500 and "Jinja Exception:" in response.text
+        )
+        error = Refused if refused else EngineError
         raise error(f"{engine}: POST {url} returned HTTP {response.status_code}: {_short(response.text)}")
     try:
         data = response.json()
@@ -61,6 +66,19 @@ def _post(engine: str, client: httpx.Client, url: str, body: dict) -> dict:
     if not isinstance(data, dict):
         raise EngineError(f"{engine}: POST {url} returned {type(data).__name__}, expected an object")
     return data
+
+
+def build_info(engine: str, client: httpx.Client, base: str) -> str:
+    """The build the server reports in GET /props (`build_info`, e.g. "b11434-<commit>")."""
+    url = f"{base}/props"
+    try:
+        response = client.get(url)
+        info = response.json().get("build_info") if response.status_code == 200 else None
+    except (httpx.HTTPError, ValueError, AttributeError) as error:
+        raise EngineError(f"{engine}: GET {url} failed: {error}") from None
+    if not isinstance(info, str) or not info:
+        raise EngineError(f"{engine}: GET {url} names no build_info")
+    return info
 
 
 def _short(text: str, limit: int = 500) -> str:
@@ -128,6 +146,9 @@ class LlamaServerEngine:
     def __repr__(self) -> str:
         return f"<LlamaServerEngine {self.url}>"
 
+    def version(self) -> str:
+        return build_info(self.name, self.client, self.url)
+
     def prompt(self, request: Request) -> str:
         """The prompt string the server's chat path renders for this request."""
         url = f"{self.url}/apply-template"
@@ -184,6 +205,9 @@ class ClientCompletionEngine:
 
     def __repr__(self) -> str:
         return f"<ClientCompletionEngine {self.url}>"
+
+    def version(self) -> str:
+        return build_info(self.name, self.client, self.url)
 
     def ids(self, request: Request) -> Ids:
         try:

@@ -47,6 +47,11 @@ class MistralCommonEngine:
         self.tekken = Path(tekken) if tekken is not None else tekken_path()
         self.tokenizer = MistralTokenizer.from_file(str(self.tekken))
 
+    def version(self) -> str:
+        from importlib.metadata import version
+
+        return version("mistral-common")
+
     def request(self, request: Request):
         """The mistral-common ChatCompletionRequest for an OpenAI-style request (or Refused)."""
         from mistral_common.exceptions import MistralCommonException

@@ -36,6 +36,17 @@ class VllmEngine:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def version(self) -> str:
+        """The release the server reports at GET /version."""
+        where = self._where("/version")
+        try:
+            value = self._client.get("/version").json().get("version")
+        except (httpx.HTTPError, ValueError, AttributeError) as error:
+            raise EngineError(f"{where}: {error}") from None
+        if not isinstance(value, str) or not value:
+            raise EngineError(f"{where}: names no version")
+        return value
+
     def _chat_fields(self, request: Request) -> dict[str, Any]:
         body: dict[str, Any] = {
             "model": self.model_name,

@@ -14,7 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from generator.engines import Engine, EngineError, Refused
+from generator.engines import Engine, EngineError, Refused, reported_version
 from generator.errors import GoldensError
 from generator.goldens import golden_file
 from generator.replay import ledger
@@ -29,6 +29,7 @@ class Outcome:
     detail: str = ""
     divergence: Divergence | None = None
     reason: str | None = None  # the ledger's, for "known"
+    version: str = ""  # what the engine said it is (llama-server's build_info, vLLM's /version)
 
     @property
     def ok(self) -> bool:
@@ -36,54 +37,61 @@ class Outcome:
 
 
 def judge(engine: Engine, item: golden_file.Golden, root: Path,
-          decode: Callable[[Sequence[int]], list[str]] | None = None) -> Outcome:
-    """Replay one golden through one engine."""
+          decode: Callable[[Sequence[int]], list[str]] | None = None,
+          label: str | None = None) -> Outcome:
+    """Replay one golden through one engine; `label` names it in the outcome when several
+    versions of one engine run (`llama-server@11000`), the ledger is the engine's own."""
+    label = label or engine.name
     entry = ledger.read(root, item.case, engine.name)
     try:
         actual = engine.ids(item.request)
     except Refused as refusal:
         if entry is not None and entry.refused is not None:
-            return Outcome(item.case, engine.name, "known", entry.reason, reason=entry.reason)
+            return Outcome(item.case, label, "known", entry.reason, reason=entry.reason)
         if item.outcome == "error" and entry is None:
-            return Outcome(item.case, engine.name, "match", f"refused, as the reference did: {item.error}")
-        return Outcome(item.case, engine.name, "drift", f"engine refused: {refusal}")
+            return Outcome(item.case, label, "match", f"refused, as the reference did: {item.error}")
+        return Outcome(item.case, label, "drift", f"engine refused: {refusal}")
     except EngineError as error:
-        return Outcome(item.case, engine.name, "error", str(error))
+        return Outcome(item.case, label, "error", str(error))
     if item.outcome == "error":
-        return Outcome(item.case, engine.name, "drift",
-                       f"the reference refused ({item.error}) but {engine.name} rendered {len(actual)} tokens")
+        return Outcome(item.case, label, "drift",
+                       f"the reference refused ({item.error}) but {label} rendered {len(actual)} tokens")
     prompt = getattr(actual, "prompt", None)
     pieces = getattr(actual, "pieces", None)
     if entry is not None and entry.refused is not None:
-        return Outcome(item.case, engine.name, "drift",
-                       f"{engine.name} now renders {len(actual)} tokens; the ledger entry "
+        return Outcome(item.case, label, "drift",
+                       f"{label} now renders {len(actual)} tokens; the ledger entry "
                        f"{entry.path.name} recorded a refusal (was: {entry.reason})")
     if entry is not None:
         if list(actual) == entry.ids:
-            return Outcome(item.case, engine.name, "known", entry.reason, reason=entry.reason)
+            return Outcome(item.case, label, "known", entry.reason, reason=entry.reason)
         if list(actual) == item.ids:
-            return Outcome(item.case, engine.name, "drift",
-                           f"{engine.name} now matches the reference; the ledger entry "
+            return Outcome(item.case, label, "drift",
+                           f"{label} now matches the reference; the ledger entry "
                            f"{entry.path.name} is stale (was: {entry.reason})")
         div = diverge(entry.ids, entry.pieces, entry.prompt, actual, pieces, prompt, decode)
-        return Outcome(item.case, engine.name, "drift",
-                       "moved from its ledger entry: " + format_divergence(div, "ledger", engine.name),
+        return Outcome(item.case, label, "drift",
+                       "moved from its ledger entry: " + format_divergence(div, "ledger", label),
                        divergence=div)
     div = diverge(item.ids, item.pieces, item.prompt, actual, pieces, prompt, decode)
     if div is None:
-        return Outcome(item.case, engine.name, "match")
-    return Outcome(item.case, engine.name, "drift", format_divergence(div, "reference", engine.name),
+        return Outcome(item.case, label, "match")
+    return Outcome(item.case, label, "drift", format_divergence(div, "reference", label),
                    divergence=div)
 
 
 def replay(engine: Engine, goldens: Iterable[golden_file.Golden], root: Path, jobs: int = 8,
            decode: Callable[[Sequence[int]], list[str]] | None = None,
-           advance: Callable[[str], None] | None = None) -> list[Outcome]:
-    """Judge every golden, `jobs` requests in flight; outcomes in the goldens' order."""
+           advance: Callable[[str], None] | None = None,
+           label: str | None = None) -> list[Outcome]:
+    """Judge every golden, `jobs` requests in flight; outcomes in the goldens' order, each
+    carrying the version the engine reports."""
     items = list(goldens)
+    version = reported_version(engine)
 
     def one(item: golden_file.Golden) -> Outcome:
-        outcome = judge(engine, item, root, decode)
+        outcome = judge(engine, item, root, decode, label)
+        outcome.version = version
         if advance is not None:
             advance(item.case)
         return outcome
@@ -117,11 +125,12 @@ def record(engine: Engine, item: golden_file.Golden, root: Path, reason: str) ->
     except Refused as refusal:
         # the URL's port changes per run; the ledger must not
         message = re.sub(r"https?://[^\s/]+:\d+", "<server>", str(refusal).splitlines()[0])
-        return ledger.write(root, item, engine.name, reason.strip(), [], [], None, refused=message)
+        return ledger.write(root, item, engine.name, reason.strip(), [], [], None, refused=message,
+                            engine_version=reported_version(engine))
     if list(actual) == item.ids:
         raise GoldensError(f"{item.case}: {engine.name} matches the reference; nothing to record")
     pieces = getattr(actual, "pieces", None)
     if pieces is None or len(pieces) != len(actual):
         pieces = [""] * len(actual)
     return ledger.write(root, item, engine.name, reason.strip(), list(actual), list(pieces),
-                                getattr(actual, "prompt", None))
+                        getattr(actual, "prompt", None), engine_version=reported_version(engine))

@@ -120,6 +120,9 @@ def junit_xml(outcomes: Sequence[Outcome], elapsed: float = 0.0,
         })
         properties = ET.SubElement(suite, "properties")
         ET.SubElement(properties, "property", {"name": "engine", "value": _xml_safe(engine)})
+        version = next((o.version for o in items if o.version), "")
+        if version:
+            ET.SubElement(properties, "property", {"name": "version", "value": _xml_safe(version)})
         known = []
         for outcome in items:
             model, stem = split_case(outcome.case)
@@ -225,7 +228,10 @@ def markdown(outcomes: Sequence[Outcome], title: str = "goldens check") -> str:
     engines: list[str] = []
     cases: list[str] = []
     grid: dict[tuple[str, str], Outcome] = {}
+    versions: dict[str, str] = {}
     for outcome in outcomes:
+        if outcome.version:
+            versions.setdefault(outcome.engine, outcome.version)
         if outcome.engine not in engines:
             engines.append(outcome.engine)
         if outcome.case not in cases:
@@ -237,7 +243,9 @@ def markdown(outcomes: Sequence[Outcome], title: str = "goldens check") -> str:
     for case in cases:
         model, stem = split_case(case)
         rows.append([model, stem] + [cell(grid[case, e]) if (case, e) in grid else "—" for e in engines])
-    lines += markdown_table(["model", "shape", *engines], rows)
+    header = [f"{e} ({versions[e]})" if e in versions and not e.endswith("@" + versions[e]) else e
+              for e in engines]
+    lines += markdown_table(["model", "shape", *header], rows)
 
     bad = [o for o in outcomes if o.status in ("drift", "error")]
     if bad:

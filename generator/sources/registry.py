@@ -95,6 +95,8 @@ def nearest(published: list[str], wanted: str, count: int = 3) -> list[str]:
         target = Version(wanted)
     except InvalidVersion:
         return published[-count:]
+    if not target.is_prerelease:  # a release is near releases, not release candidates
+        published = [v for v in published if not Version(v).is_prerelease]
     below = [v for v in published if Version(v) < target][-count:]
     above = [v for v in published if Version(v) > target][:count]
     return below[-((count + 1) // 2):] + above[: count // 2 + 1]
