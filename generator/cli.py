@@ -102,6 +102,10 @@ def list_models(config_path: Path, do_resolve: bool) -> None:
     from generator.sources.source import resolve
 
     config = models.load(config_path)
+    if config.engine_versions:
+        pins = ", ".join(f"{name} {'b' if name == 'llama-server' else ''}{version}"
+                         for name, version in config.engine_versions.items())
+        click.echo(f"engine versions: {pins}")
     for model in config.models.values():
         spec = model.tokenizer
         where = f"{spec.kind}:{spec.value}" + (f"@{spec.revision}" if spec.revision else "")

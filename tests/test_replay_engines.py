@@ -30,7 +30,7 @@ REPLAYED = [
 
 @pytest.fixture(scope="session")
 def pool():
-    with EnginePool(CONFIG.date) as engines:
+    with EnginePool(CONFIG.date, versions=CONFIG.engine_versions) as engines:  # the pins in models.yaml
         yield engines
 
 

@@ -57,3 +57,15 @@ def test_whole_matrix_through_transformers_4_57_is_a_verdict(tmp_path):
     assert f"transformers@{RELEASE}: {RELEASE}" in result.stdout
     (suite,) = ET.parse(junit).getroot()
     assert suite.get("name") == f"goldens.transformers@{RELEASE}" and suite.get("tests") == str(cases)
+
+
+def test_prefix_puts_two_releases_side_by_side():
+    result = CliRunner().invoke(main, ["prefix", "--config", str(ROOT / "models.yaml"), "--model", "qwen3",
+                                       "--engine", f"transformers@{RELEASE}", "--engine", "transformers"])
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert f"== transformers@{RELEASE}" in lines and "== transformers" in lines
+    at = next(i for i, line in enumerate(lines) if line.startswith("conversation "))
+    assert lines[at].split() == ["conversation", f"transformers@{RELEASE}", "transformers"]
+    row = next(line for line in lines[at:] if line.startswith("qwen3/multi-turn [thinking-off]"))
+    assert row.count("token 25 (2 -> 4 messages)") == 2  # the declared tail, in both releases
