@@ -159,6 +159,10 @@ def list_models(config_path: Path, do_resolve: bool) -> None:
     from generator.sources.source import resolve
 
     config = models.load(config_path)
+    if config.engine_versions:
+        pins = ", ".join(f"{name} {'b' if name == 'llama-server' else ''}{version}"
+                         for name, version in config.engine_versions.items())
+        click.echo(f"engine versions: {pins}")
     for model in config.models.values():
         spec = model.tokenizer
         where = f"{spec.kind}:{spec.value}" + (f"@{spec.revision}" if spec.revision else "")
@@ -254,13 +258,13 @@ def check(config_path: Path, engines: tuple[str, ...], model_names: tuple[str, .
     if "" in url_map:
         if len(engines) != 1:
             raise GoldensError("--url without ENGINE= needs exactly one --engine")
-        url_map[engines[0]] = url_map.pop("")
+        url_map[engines[0].partition("@")[0]] = url_map.pop("")
     connection = _connection(config, model_names, served, headers, api_key_env, jobs)
     model_names = model_names or tuple(connection.served)
-    work = checking.plan(config, engines, model_names)
+    work = checking.plan(config, engines, model_names, url_map)
     report.check_destination(junit_path, report_path)
     _probe(url_map, request_timeout)
-    total = sum(1 for m, names in work for c in model_cases(config.models[m]) for e in names if replays(c, e))
+    total = sum(1 for m, names in work for c in model_cases(config.models[m]) for e in names if replays(c, e.name))
     notes = [checking.NO_CONFIRM] if no_confirm else []
     started = time.monotonic()
     with report.claim(junit_path, report_path), progress_bar(total, "replaying") as advance:
@@ -280,6 +284,8 @@ def check(config_path: Path, engines: tuple[str, ...], model_names: tuple[str, .
         click.echo(line, err=True)
     for line in notes:
         click.echo(line)
+    for label, version in checking.versions(outcomes).items():
+        click.echo(f"{label}: {version}")
     click.echo(summary)
     github.publish(report.markdown(outcomes, notes=notes), github.check_annotations(outcomes, root),
                    lambda line: click.echo(line, err=True))
@@ -353,7 +359,7 @@ def ledger(config_path: Path, engine_name: str, case_ids: tuple[str, ...], reaso
     for case_id in case_ids:
         by_model.setdefault(case_id.split("/", 1)[0], []).append(case_id)
     config.select(list(by_model))
-    with EnginePool(config.date, {engine_name: url} if url else None,
+    with EnginePool(config.date, {engine_name.partition("@")[0]: url} if url else None, versions=config.engine_versions,
                     on_start=lambda message: click.echo(message, err=True)) as pool:
         for model_name, ids in by_model.items():
             model = config.models[model_name]
@@ -391,8 +397,9 @@ def diff_command(rev: str, root: Path, markdown: bool, report_path: Path | None,
 @main.command()
 @CONFIG_OPTION
 @click.option("--model", "model_name", required=True, help="A model of the matrix.")
-@click.option("--engine", "engine_name", default="transformers", show_default=True,
-              help="The engine whose ids are checked (a server engine starts a managed server).")
+@click.option("--engine", "engine_names", multiple=True, default=("transformers",), show_default=True,
+              help="The engine whose ids are checked, NAME or NAME@VERSION (repeatable: side by side; "
+                   "a server engine starts a managed server).")
 @click.option("--kwargs", "kwargs_json", metavar="JSON",
               help="Chat-template kwargs, e.g. '{\"enable_thinking\": false}' (default: every variant).")
 @click.option("--conversation", "conversation_file", type=click.File("rb"),
@@ -402,7 +409,7 @@ def diff_command(rev: str, root: Path, markdown: bool, report_path: Path | None,
 @click.option("--cache-busters", "busters", is_flag=True,
               help="Also show the client behaviours that break the prefix, each with its fix.")
 @friendly
-def prefix(config_path: Path, model_name: str, engine_name: str, kwargs_json: str | None,
+def prefix(config_path: Path, model_name: str, engine_names: tuple[str, ...], kwargs_json: str | None,
            conversation_file, url: str | None, busters: bool) -> None:
     """Check that every request of a conversation starts with the one before it; exit 1 on a break
     outside the tail models.yaml declares for the model and kwargs."""
@@ -411,16 +418,44 @@ def prefix(config_path: Path, model_name: str, engine_name: str, kwargs_json: st
     from generator.config import models
 
     config = models.load(config_path)
+    if url and len(engine_names) != 1:
+        raise GoldensError("--url needs exactly one --engine")
     kwargs = prefix_command.parse_kwargs(kwargs_json)
     conversation, name = None, "conversation"
     if conversation_file is not None:
         name = getattr(conversation_file, "name", "<stdin>")
         conversation = load_conversation(conversation_file.read(), name)
     code = prefix_command.run(
-        config, model_name, engine_name, kwargs, conversation, name, url, busters,
+        config, model_name, engine_names, kwargs, conversation, name, url, busters,
         echo=click.echo, note=lambda message: click.echo(message, err=True),
     )
     sys.exit(code)
+
+
+@main.command(name="bisect")
+@CONFIG_OPTION
+@click.option("--engine", "engine_name", required=True,
+              help="llama-server (or client-completion): llama.cpp builds; transformers: PyPI releases.")
+@click.option("--good", required=True, help="A release whose ids are the baseline, e.g. 10429 or 4.57.6.")
+@click.option("--bad", required=True, help="A release whose ids differ from the good one's.")
+@click.option("--model", "model_names", multiple=True, help="Only this model (repeatable).")
+@click.option("--case", "case_ids", multiple=True, help="Only this case, e.g. qwen3/tools (repeatable).")
+@friendly
+def bisect_command(config_path: Path, engine_name: str, good: str, bad: str, model_names: tuple[str, ...],
+                   case_ids: tuple[str, ...]) -> None:
+    """Binary search over the published releases from --good to --bad for the first whose ids
+    differ from --good's; exit 0 found, 1 good and bad agree, 2 bad input."""
+    from generator.config import engine_spec, models
+    from generator.replay import bisect
+
+    config = models.load(config_path)
+    name = engine_spec.parse(engine_name).name
+    if "@" in engine_name:
+        raise GoldensError(f"--engine {engine_name}: bisect takes the versions from --good and --bad")
+    good = engine_spec.normalize(name, good, "--good")
+    bad = engine_spec.normalize(name, bad, "--bad")
+    sys.exit(bisect.bisect(config, name, good, bad, model_names, case_ids, echo=click.echo,
+                           note=lambda message: click.echo(message, err=True)))
 
 
 if __name__ == "__main__":

@@ -73,7 +73,7 @@ _USES: collections.Counter = collections.Counter()  # (kind, model) -> marked te
 @pytest.fixture(scope="session")
 def pool():
     """The session's EnginePool: it owns every managed server and stops them at the end."""
-    with EnginePool(CONFIG.date) as engines:
+    with EnginePool(CONFIG.date, versions=CONFIG.engine_versions) as engines:  # the pins in models.yaml
         _POOL.append(engines)
         yield engines
         _POOL.clear()

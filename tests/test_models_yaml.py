@@ -10,6 +10,7 @@ into a silently smaller matrix.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -160,6 +161,30 @@ BAD_CONFIGS = {
         "models:\n  m:\n    tokenizer: {pack: 'llama.cpp:phi-3', tokenizer_config: {add_bos_token: [no]}}\n",
         ["models.m.tokenizer.tokenizer_config.add_bos_token", "scalar value"],
     ),
+    "unknown-pinned-engine": (
+        f"engines:\n  sglang: {{version: 0.5.0}}\nmodels:\n  m:\n    tokenizer: {QWEN}\n",
+        ["engines.sglang", "unknown key"],
+    ),
+    "unknown-engine-pin-key": (
+        f"engines:\n  llama-server: {{version: 11434}}\nmodels:\n  m:\n    tokenizer: {QWEN}\n",
+        ["engines.llama-server.version", "unknown key"],
+    ),
+    "bad-llama-build": (
+        f"engines:\n  llama-server: {{build: latest}}\nmodels:\n  m:\n    tokenizer: {QWEN}\n",
+        ["engines.llama-server.build", "a llama.cpp build is a number"],
+    ),
+    "unquoted-float-version": (
+        f"engines:\n  vllm: {{version: 0.32}}\nmodels:\n  m:\n    tokenizer: {QWEN}\n",
+        ["engines.vllm.version", "quoted release"],
+    ),
+    "requests-glob-matches-nothing": (
+        f"models:\n  m:\n    tokenizer: {QWEN}\n    shapes: {{requests: [requests/*.json]}}\n",
+        ["models.m.shapes.requests[0]", "matches no file"],
+    ),
+    "only-and-all-except": (
+        f"models:\n  m:\n    tokenizer: {QWEN}\n    shapes: {{only: [plain], all_except: [tools]}}\n",
+        ["models.m.shapes", "at most one of all_except, only"],
+    ),
 }
 
 
@@ -249,8 +274,9 @@ def test_bad_request_file_names_the_file(tmp_path):
 def test_models_command_lists_the_committed_matrix():
     result = run_in_process(["models", "--config", str(ROOT / "models.yaml")])
     assert result.returncode == 0, result.stderr
-    assert "qwen3: 28 cases" in result.stdout
-    assert "gemma3: 18 cases" in result.stdout
+    assert "engine versions: llama-server b11434, vllm 0.32.0" in result.stdout
+    assert "qwen3: 30 cases" in result.stdout
+    assert "gemma3: 19 cases" in result.stdout
     assert "processor: google/gemma-3-4b-it processor_config.json" in result.stdout
     assert "tokenizer: pack:npm:qwen3" in result.stdout
     assert 'tokenizer: pack:llama.cpp:phi-3 with tokenizer_config {"add_bos_token": false}' in result.stdout
@@ -276,3 +302,58 @@ def test_committed_models_yaml_is_valid():
     # the override belongs to the model (Phi-3.5's own tokenizer_config), not to the phi-3 vocab
     assert config.models["phi3.5"].tokenizer.config == {"add_bos_token": False}
     assert all(not m.tokenizer.config for name, m in config.models.items() if name != "phi3.5")
+    assert config.engine_versions == {"llama-server": "11434", "vllm": "0.32.0"}
+    assert config.pinned("client-completion") == "11434" and config.pinned("minijinja") is None
+
+
+# request files -> (file name, body, what the one line must contain besides the config and file)
+BAD_REQUEST_FILES = {
+    "not-json": ("checkout.json", '{"messages": [', ["not valid JSON"]),
+    "no-messages": ("checkout.json", '{"model": "x", "temperature": 0}', ["`messages` must be a non-empty list"]),
+    "bad-role": ("checkout.json", '{"messages": [{"role": "robot", "content": "hi"}]}', ["messages[0]", "needs a role"]),
+    "tools-not-a-list": ("checkout.json", '{"messages": [{"role": "user", "content": "hi"}], "tools": {}}',
+                         ["`tools` must be a list"]),
+    "stem-is-a-builtin-shape": ("tools.json", '{"messages": [{"role": "user", "content": "hi"}]}',
+                                ["shape 'tools' is already defined"]),
+    "stem-with-double-dash": ("a--b.json", '{"messages": [{"role": "user", "content": "hi"}]}',
+                              ["stem names its shape"]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_REQUEST_FILES))
+def test_bad_request_file_shape_is_one_line_naming_config_key_and_file(case, tmp_path):
+    """A team's request body is checked as `goldens render` checks one, before anything runs."""
+    name, body, needles = BAD_REQUEST_FILES[case]
+    (tmp_path / "requests").mkdir()
+    (tmp_path / "requests" / name).write_text(body, encoding="utf-8")
+    config = tmp_path / CONFIG_NAME
+    config.write_text(f"models:\n  m:\n    tokenizer: {QWEN}\n"
+                      "    shapes: {only: [plain], requests: [requests/*.json]}\n", encoding="utf-8")
+    before = snapshot(tmp_path)
+    result = run_in_process(["regenerate", "--config", str(config), "--out", str(tmp_path / "out")])
+    assert_one_line_error(result, CONFIG_NAME, "models.m.shapes.requests[0]", f"requests/{name}", *needles)
+    assert snapshot(tmp_path) == before
+
+
+def test_request_files_become_shapes_named_by_their_stem(tmp_path):
+    """Both files load as shapes after the built-ins chosen; matrix kwargs go over the file's own."""
+    (tmp_path / "requests").mkdir()
+    (tmp_path / "requests" / "checkout.json").write_text(json.dumps({
+        "model": "ours", "temperature": 0.3,
+        "messages": [{"role": "user", "content": "Pay the bill."}],
+        "chat_template_kwargs": {"enable_thinking": True, "custom": 1},
+    }), encoding="utf-8")
+    (tmp_path / "requests" / "refund.json").write_text(
+        '{"messages": [{"role": "user", "content": "Refund it."}]}', encoding="utf-8")
+    config = tmp_path / CONFIG_NAME
+    config.write_text(f"models:\n  m:\n    tokenizer: {QWEN}\n"
+                      "    shapes: {only: [plain], requests: [requests/*.json]}\n"
+                      "    variants:\n      thinking-off: {enable_thinking: false}\n", encoding="utf-8")
+    model = models.load(config).models["m"]
+    assert model.shapes == ("plain", "checkout", "refund")
+    request = model.request("checkout", {"enable_thinking": False})
+    assert request["messages"] == [{"role": "user", "content": "Pay the bill."}]
+    assert request["chat_template_kwargs"] == {"enable_thinking": False, "custom": 1}
+    assert "temperature" not in request and "model" not in request
+    assert request["add_generation_prompt"] is True and request["continue_final_message"] is False
+    assert model.request("checkout", {})["chat_template_kwargs"] == {"enable_thinking": True, "custom": 1}

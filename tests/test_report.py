@@ -11,6 +11,7 @@ import re
 import shutil
 import threading
 import xml.etree.ElementTree as ET
+from importlib.metadata import version
 from pathlib import Path
 
 import pytest
@@ -25,6 +26,8 @@ from generator.goldens import golden_file
 from generator.replay import divergence, report
 from generator.replay.judge import Outcome
 from generator.servers.process import free_port
+
+transformers_version = version("transformers")
 
 TIMESTAMP = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d$")
 DECIMAL = re.compile(r"^-?\d+(\.\d+)?$")
@@ -122,7 +125,7 @@ def test_check_on_the_committed_goldens_writes_both_reports(workspace, tmp_path)
     summary, header, rows = table(out_md.read_text(encoding="utf-8"))
     assert summary.startswith("**goldens check: passed**")
     assert f"{len(listed)} checked: {len(listed)} match" in summary
-    assert header == ["model", "shape", "transformers"]
+    assert header == ["model", "shape", f"transformers ({transformers_version})"]  # the version it reported
     assert sorted(f"{m}/{s}" for m, s, _ in rows) == sorted(listed)
     assert {cell for *_, cell in rows} == {"ok"}
     assert not list(tmp_path.glob("out/.*"))  # no temp file left beside the reports

@@ -26,10 +26,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from generator.analysis.diagnosis import diagnose
-from generator.config import shapes
 from generator.config.models import ModelSpec, PrefixTail
 from generator.config.request import load_json, validate_request
-from generator.engines import Decode, Engine, Refused, Request, first_divergence, pieces_of
+from generator.engines import (
+    Decode,
+    Engine,
+    Refused,
+    Request,
+    first_divergence,
+    pieces_of,
+)
 from generator.errors import GoldensError
 
 CONTEXT = 5  # tokens shown on each side of a break
@@ -88,7 +94,7 @@ def tail_for(model: ModelSpec, kwargs: dict[str, Any]) -> PrefixTail | None:
 
 def multi_turn_shapes(model: ModelSpec) -> list[str]:
     """The model's shapes that stand for two or more requests."""
-    return [s for s in model.shapes if is_multi_request(shapes.build(s, {}))]
+    return [s for s in model.shapes if is_multi_request(model.request(s, {}))]
 
 
 def load_conversation(text: str | bytes, where: str) -> list[Request]:

@@ -3,6 +3,8 @@ it and its hint, and for a cache-buster the fix and what the fixed client gets."
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from generator.analysis.busters import BusterResult
 from generator.analysis.prefix import Result
 
@@ -41,3 +43,22 @@ def format_buster(result: BusterResult) -> str:
     lines.append("  fixed client: " + ("no undeclared breaks" if not fixed
                                        else "; ".join(b.summary() for b in fixed)))
     return "\n".join(lines)
+
+
+def side_by_side(results: Sequence[Result], engines: Sequence[str]) -> str:
+    """One row per conversation, one column per engine: its breaks, where, and whether declared."""
+
+    def cell(result: Result | None) -> str:
+        if result is None:
+            return "-"
+        if not result.breaks:
+            return "no break"
+        return ", ".join(f"token {b.position} ({b.earlier} -> {b.later} messages)"
+                         + ("" if b.declared else " undeclared")
+                         for b in result.breaks)
+
+    labels = list(dict.fromkeys(r.label for r in results))
+    grid = {(r.label, r.engine): r for r in results}
+    rows = [["conversation", *engines]] + [[label, *(cell(grid.get((label, e))) for e in engines)] for label in labels]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in rows)

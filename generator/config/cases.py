@@ -9,7 +9,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from generator.config import shapes
 from generator.config.models import MEDIA_ENGINES, Config, ModelSpec
 from generator.config.request import carries_media
 
@@ -48,7 +47,7 @@ def model_cases(model: ModelSpec) -> list[Case]:
     cases = []
     for variant, kwargs in model.variants.items():
         for shape in model.shapes:
-            request = shapes.build(shape, {**model.kwargs, **kwargs})
+            request = model.request(shape, {**model.kwargs, **kwargs})
             cases.append(Case(model=model.name, shape=shape, variant=variant, request=request))
     return cases
 

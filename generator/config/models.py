@@ -7,7 +7,10 @@ matrix that gates CI must never turn into a silently smaller matrix.
 
 from __future__ import annotations
 
+import copy
 import datetime as _dt
+import glob
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,15 +18,17 @@ from typing import Any
 
 import yaml
 
-from generator.config import engine_registry
-from generator.config.request import carries_media, check_kwargs
-from generator.config.shapes import SHAPES, build
+from generator.config import engine_registry, engine_spec
+from generator.config.request import carries_media, check_kwargs, parse_request
+from generator.config.shapes import SHAPES
+from generator.config.shapes import build as build_shape
 from generator.errors import GoldensError, first_line
 
 # Engines that take media data with a request; the others (a template renderer, a client that
 # posts a string) only ever see the template view, so expanded-view cases skip them.
 MEDIA_ENGINES = ("transformers", "llama-server", "vllm")
 VARIANT_NAME = re.compile(r"^[a-z0-9][a-z0-9-]*$")
+SHAPE_NAME = re.compile(r"^[a-z0-9][a-z0-9_.-]*$")
 SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
 
@@ -87,6 +92,22 @@ class ModelSpec:
     # variant name ("" = default) -> the tokens at the end of each request the next one may rewrite
     prefix_tails: dict[str, PrefixTail] = field(default_factory=dict)
     processor: ProcessorSpec | None = None  # expanded-view (media) shapes need one
+    # a team's own request bodies (shapes.requests files): shape name (the file stem) -> body
+    requests: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def request(self, shape: str, chat_template_kwargs: dict[str, Any]) -> dict[str, Any]:
+        """The full request for one of this model's shapes, built-in or a request file; the
+        matrix's kwargs (model, then variant) go over a file's own chat_template_kwargs."""
+        if shape not in self.requests:
+            return build_shape(shape, chat_template_kwargs)
+        request = copy.deepcopy(self.requests[shape])
+        request["chat_template_kwargs"] = {**request["chat_template_kwargs"], **chat_template_kwargs}
+        return request
+
+
+# The managed engines whose version models.yaml pins under top-level `engines:`, and the key
+# each takes; bumping one and running `goldens check` is the whole upgrade flow.
+PINNED_ENGINES = {"llama-server": "build", "vllm": "version", "transformers": "version"}
 
 
 @dataclass(frozen=True)
@@ -94,6 +115,11 @@ class Config:
     path: Path
     date: _dt.date
     models: dict[str, ModelSpec]
+    engine_versions: dict[str, str] = field(default_factory=dict)  # engine -> pinned version
+
+    def pinned(self, engine: str) -> str | None:
+        """The version models.yaml pins for an engine (client-completion is llama-server's)."""
+        return self.engine_versions.get("llama-server" if engine == "client-completion" else engine)
 
     def select(self, names: tuple[str, ...] | list[str]) -> list[ModelSpec]:
         """The named models in file order (all when none named); an unknown name is an error."""
@@ -126,9 +152,10 @@ def load(path: str | Path) -> Config:
 
 
 def parse(data: Any, path: Path) -> Config:
-    where = _Where(path.name)
-    top = where.mapping(data, "", {"date", "models"}, required={"models"})
+    where = _Where(path.name, path.parent)
+    top = where.mapping(data, "", {"date", "models", "engines"}, required={"models"})
     date = _parse_date(top.get("date", "2026-01-15"), where, "date")
+    engine_versions = _parse_engines(top.get("engines") or {}, where)
     models_raw = where.mapping(top["models"], "models", None)
     if not models_raw:
         raise GoldensError(f"{path.name}: models: at least one model is required")
@@ -138,7 +165,17 @@ def parse(data: Any, path: Path) -> Config:
         if not isinstance(name, str) or not VARIANT_NAME.match(name.replace(".", "-")):
             raise GoldensError(f"{path.name}: {key}: model names are lowercase letters, digits, '-', '.'")
         models[name] = _parse_model(name, raw, where, key)
-    return Config(path=path, date=date, models=models)
+    return Config(path=path, date=date, models=models, engine_versions=engine_versions)
+
+
+def _parse_engines(raw: Any, where: _Where) -> dict[str, str]:
+    """`engines: {llama-server: {build: 11434}, vllm: {version: "0.32.0"}}`."""
+    versions = {}
+    for name, spec in where.mapping(raw, "engines", set(PINNED_ENGINES)).items():
+        key = PINNED_ENGINES[name]
+        spec = where.mapping(spec, f"engines.{name}", {key}, required={key})
+        versions[name] = engine_spec.normalize(name, spec[key], f"{where.file}: engines.{name}.{key}")
+    return versions
 
 
 MODEL_KEYS = {"tokenizer", "template", "shapes", "variants", "engines", "kwargs", "pins", "prefix_tails",
@@ -150,8 +187,8 @@ def _parse_model(name: str, raw: Any, where: _Where, key: str) -> ModelSpec:
     tokenizer = _parse_tokenizer(raw["tokenizer"], where, f"{key}.tokenizer")
     template = _parse_template(raw.get("template"), where, f"{key}.template")
     processor = _parse_processor(raw.get("processor"), where, f"{key}.processor")
-    shapes = _parse_shapes(raw.get("shapes", "all"), where, f"{key}.shapes")
-    shapes = _media_shapes(shapes, raw.get("shapes", "all"), processor, where, f"{key}.shapes")
+    shapes, requests = _parse_shapes(raw.get("shapes", "all"), where, f"{key}.shapes")
+    shapes = _media_shapes(shapes, requests, raw.get("shapes", "all"), processor, where, f"{key}.shapes")
     variants: dict[str, dict[str, Any]] = {"": {}}
     for vname, kwargs in where.mapping(raw.get("variants") or {}, f"{key}.variants", None).items():
         vkey = f"{key}.variants.{vname}"
@@ -172,7 +209,7 @@ def _parse_model(name: str, raw: Any, where: _Where, key: str) -> ModelSpec:
     return ModelSpec(
         name=name, tokenizer=tokenizer, template=template, shapes=shapes, variants=variants,
         engines=tuple(engines), kwargs=kwargs, pins=dict(pins),
-        prefix_tails=tails, processor=processor,
+        prefix_tails=tails, processor=processor, requests=requests,
     )
 
 
@@ -211,14 +248,14 @@ def _parse_processor(raw: Any, where: _Where, key: str) -> ProcessorSpec | None:
     return ProcessorSpec(origin=" ".join(raw["origin"].split()), **configs)
 
 
-def _media_shapes(shapes: tuple[str, ...], raw: Any, processor: ProcessorSpec | None,
-                  where: _Where, key: str) -> tuple[str, ...]:
+def _media_shapes(shapes: tuple[str, ...], requests: dict[str, dict[str, Any]], raw: Any,
+                  processor: ProcessorSpec | None, where: _Where, key: str) -> tuple[str, ...]:
     """Shapes that carry media data are rendered by the model's processor: without one they are
     left out of `all` / `all_except`, and naming one explicitly is an error."""
     if processor is not None:
         return shapes
-    media = [s for s in shapes if carries_media(build(s, {}))]
-    if media and isinstance(raw, list):
+    media = [s for s in shapes if carries_media(requests[s] if s in requests else build_shape(s, {}))]
+    if media and (isinstance(raw, list) or (isinstance(raw, dict) and "only" in raw)):
         raise GoldensError(f"{where.file}: {key}: shape {media[0]!r} carries an image and needs "
                            f"`processor:` settings for this model")
     return tuple(s for s in shapes if s not in media)
@@ -271,17 +308,57 @@ def _parse_template(raw: Any, where: _Where, key: str) -> TemplateSpec:
     return TemplateSpec(kind=kinds[0], value=value)
 
 
-def _parse_shapes(raw: Any, where: _Where, key: str) -> tuple[str, ...]:
+def _parse_shapes(raw: Any, where: _Where, key: str) -> tuple[tuple[str, ...], dict[str, dict]]:
+    """`all`, a list of built-in names, or a mapping: `all_except` or `only` (built-ins; neither
+    means all) and `requests` (globs of request files, relative to models.yaml)."""
     if raw == "all":
-        return tuple(SHAPES)
-    if isinstance(raw, dict):
-        raw = where.mapping(raw, key, {"all_except"}, required={"all_except"})
-        skip = where.string_list(raw["all_except"], f"{key}.all_except")
+        return tuple(SHAPES), {}
+    if not isinstance(raw, dict):
+        names = where.string_list(raw, key)
+        _check_shapes(names, where, key)
+        return tuple(names), {}
+    raw = where.mapping(raw, key, {"all_except", "only", "requests"})
+    if "all_except" in raw and "only" in raw:
+        raise GoldensError(f"{where.file}: {key}: give at most one of all_except, only")
+    if "only" in raw:
+        names = where.string_list(raw["only"], f"{key}.only")
+        _check_shapes(names, where, f"{key}.only")
+        builtin = tuple(names)
+    else:
+        skip = where.string_list(raw.get("all_except", []), f"{key}.all_except")
         _check_shapes(skip, where, f"{key}.all_except")
-        return tuple(s for s in SHAPES if s not in skip)
-    names = where.string_list(raw, key)
-    _check_shapes(names, where, key)
-    return tuple(names)
+        builtin = tuple(s for s in SHAPES if s not in skip)
+    if "all_except" not in raw and "only" not in raw and "requests" not in raw:
+        raise GoldensError(f"{where.file}: {key}: give all_except, only or requests")
+    requests = _request_files(raw.get("requests", []), where, f"{key}.requests")
+    return builtin + tuple(requests), requests
+
+
+def _request_files(raw: Any, where: _Where, key: str) -> dict[str, dict]:
+    """Each file matched by the globs: an OpenAI-style chat body, checked like `goldens render`
+    checks one; its stem names the shape."""
+    requests: dict[str, dict] = {}
+    for i, pattern in enumerate(where.string_list(raw, key)):
+        matches = sorted(Path(p) for p in glob.glob(os.path.join(where.base, pattern)) if os.path.isfile(p))
+        if not matches:
+            raise GoldensError(f"{where.file}: {key}[{i}]: {pattern!r} matches no file")
+        for path in matches:
+            shape = path.stem if path.suffix == ".json" else path.name
+            shown = os.path.relpath(path, where.base) if not Path(pattern).is_absolute() else str(path)
+            if not SHAPE_NAME.match(shape) or "--" in shape:
+                raise GoldensError(
+                    f"{where.file}: {key}[{i}]: {shown}: a request file's stem names its shape: "
+                    "lowercase letters, digits, '_', '.' and single '-'"
+                )
+            if shape in SHAPES or shape in requests:
+                raise GoldensError(f"{where.file}: {key}[{i}]: {shown}: shape {shape!r} is already defined")
+            try:
+                text = path.read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError) as error:
+                reason = getattr(error, "strerror", None) or error
+                raise GoldensError(f"{where.file}: {key}[{i}]: {shown}: cannot read ({reason})") from None
+            requests[shape] = parse_request(text, f"{where.file}: {key}[{i}]: {shown}")
+    return requests
 
 
 def _check_shapes(names: list[str], where: _Where, key: str) -> None:
@@ -333,8 +410,9 @@ class _StrictLoader(yaml.SafeLoader):
 class _Where:
     """Type checks that name the file and key path in their one-line errors."""
 
-    def __init__(self, file: str):
+    def __init__(self, file: str, base: Path = Path(".")):
         self.file = file
+        self.base = base  # the directory relative paths in the file are resolved against
 
     def mapping(self, value: Any, key: str, allowed: set[str] | None, required: set[str] = frozenset()):
         label = key or "top level"

@@ -156,6 +156,23 @@ SHAPES: dict[str, tuple[str, Callable[[], dict]]] = {
             ]
         ),
     ),
+    "agentic-turn": (
+        "after the last user turn: assistant reasoning + a tool call (JSON arguments), then its result",
+        lambda: _request(
+            [
+                SYSTEM,
+                {"role": "user", "content": "What is the weather in Paris?"},
+                {
+                    "role": "assistant",
+                    "content": "",
+                    "reasoning_content": "The user wants the weather in Paris. I will call get_weather.",
+                    "tool_calls": [_call(WEATHER_CALL, CALL_1, True)],
+                },
+                {"role": "tool", "tool_call_id": CALL_1, "name": "get_weather", "content": "sunny, 21 C"},
+            ],
+            tools=TOOLS,
+        ),
+    ),
     "image": (
         "an image content part before the text",
         lambda: _request(

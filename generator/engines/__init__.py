@@ -1,13 +1,13 @@
 """Engines: every path that turns a chat request into the token ids a model sees.
 
 One protocol, as small as the question it answers: a `name`, and `ids(request)` returning the
-token ids. Each engine lives in its own module; replay, prefix checks and reports never know
-which one they are talking to. An engine that cannot see the ids (a server reporting only
-usage.prompt_tokens) returns a PromptCount instead, which replay judges as a count and says so.
-An engine whose `ids` reads an endpoint that only stands in for serving (llama-server's
-/apply-template + /tokenize, vLLM's /tokenize) also names it in `stand_in` and offers
-`serve(request, ids) -> Served`, what its serving path fed the model, so `goldens check` can
-confirm the stand-in on every case.
+token ids (an engine may also say what it is with `version()`, see reported_version). Each
+engine lives in its own module; replay, prefix checks and reports never know which one they are
+talking to. An engine that cannot see the ids (a server reporting only usage.prompt_tokens)
+returns a PromptCount instead, which replay judges as a count and says so. An engine whose `ids`
+reads an endpoint that only stands in for serving (llama-server's /apply-template + /tokenize,
+vLLM's /tokenize) also names it in `stand_in` and offers `serve(request, ids) -> Served`, what
+its serving path fed the model, so `goldens check` can confirm the stand-in on every case.
 
 A request is an OpenAI-style chat body, the same dict every engine receives:
     {"messages": [...], "tools": [...],                 # tools optional
@@ -110,6 +110,19 @@ class PromptCount:
 
     def __repr__(self) -> str:
         return f"PromptCount({self.tokens}, {self.field})"
+
+
+def reported_version(engine: Engine) -> str:
+    """What an engine says it is, for reports and ledger entries: an optional `version()`
+    method (llama-server's /props build_info, vLLM's /version, a library's own version);
+    "" when the engine has none or cannot say."""
+    method = getattr(engine, "version", None)
+    if method is None:
+        return ""
+    try:
+        return str(method() or "")
+    except GoldensError:
+        return ""
 
 
 class EngineError(GoldensError):

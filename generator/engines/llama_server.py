@@ -27,7 +27,24 @@ from generator.engines import EngineError, Ids, Refused, Request, Served, http, 
 
 
 def _post(engine: str, url: str, body: dict, timeout: float) -> dict:
-    return http.post_json(url, body, where=f"{engine} at {url}", timeout=timeout)
+    try:
+        return http.post_json(url, body, where=f"{engine} at {url}", timeout=timeout)
+    except EngineError as error:
+        # Older builds (b9093) answer a template's own raise_exception ("Jinja Exception: ...")
+        # with HTTP 500 where b11434 answers 400: the same answer, from an older build.
+        text = str(error)
+        if type(error) is EngineError and "HTTP 500" in text and "Jinja Exception:" in text:
+            raise Refused(text) from None
+        raise
+
+
+def build_info(engine: str, base: str, timeout: float = http.TIMEOUT) -> str:
+    """The build the server reports in GET /props (`build_info`, e.g. "b11434-<commit>")."""
+    url = f"{base}/props"
+    info = http.get_json(url, where=f"{engine} at {url}", timeout=timeout).get("build_info")
+    if not isinstance(info, str) or not info:
+        raise EngineError(f"{engine}: GET {url} names no build_info")
+    return info
 
 
 def _short(text: str, limit: int = 500) -> str:
@@ -109,6 +126,9 @@ class LlamaServerEngine:
 
     def __repr__(self) -> str:
         return f"<LlamaServerEngine {self.url}>"
+
+    def version(self) -> str:
+        return build_info(self.name, self.url, self.timeout)
 
     def prompt(self, request: Request) -> str:
         """The prompt string the server's chat path renders for this request."""
@@ -223,6 +243,9 @@ class ClientCompletionEngine:
 
     def __repr__(self) -> str:
         return f"<ClientCompletionEngine {self.url}>"
+
+    def version(self) -> str:
+        return build_info(self.name, self.url, self.timeout)
 
     def ids(self, request: Request) -> Ids:
         try:

@@ -126,6 +126,11 @@ class MinijinjaEngine:
             self.compile_error = first_line(error)
         self._lock = threading.Lock()
 
+    def version(self) -> str:
+        from importlib.metadata import version
+
+        return version("minijinja")
+
     def render(self, request: Request) -> str:
         """The prompt string (raises Refused when the template raises or cannot render)."""
         import minijinja

@@ -42,6 +42,11 @@ class MistralCommonEngine:
         except (OSError, ValueError, KeyError, TypeError) as error:
             raise EngineError(f"{self.name}: {source.tekken}: cannot load the tekken file ({first_line(error)})") from None
 
+    def version(self) -> str:
+        from importlib.metadata import version
+
+        return version("mistral-common")
+
     def request(self, request: Request):
         """The mistral-common ChatCompletionRequest for an OpenAI-style request (or Refused)."""
         from mistral_common.exceptions import MistralCommonException

@@ -2,8 +2,8 @@
 
 Tests and `goldens check` get engines from here. A managed engine builds what it needs from the
 model's resolved source (a tiny GGUF for llama-server, a tiny model directory for vLLM, both
-carrying the real tokenizer and template), starts one server per (server kind, model) and stops
-them all when the pool closes.
+carrying the real tokenizer and template), starts one server per (server kind, version, model)
+and stops them all when the pool closes.
 """
 
 from __future__ import annotations
@@ -12,7 +12,8 @@ import contextlib
 import datetime as _dt
 from collections.abc import Callable
 
-from generator.config import engine_registry
+from generator.config import engine_registry, engine_spec
+from generator.config.engine_spec import EngineSpec
 from generator.config.models import ModelSpec
 from generator.engines import Engine, EngineContext
 from generator.engines.remote import Connection, only_model
@@ -42,16 +43,48 @@ def _framing(model: ModelSpec) -> tuple[str, str, str] | None:
     return MTMD_FRAMING.get(projector_type(model.processor))
 
 
+def check_available(spec: EngineSpec, versions: dict[str, str] | None = None) -> None:
+    """Refuse in one line, before any server starts, an engine version that was never published
+    or cannot be installed here (vllm@0.16.0: its torch pin); a bare name checks the pin."""
+    pinned = (versions or {}).get("llama-server" if spec.name == "client-completion" else spec.name)
+    version = spec.version or pinned
+    if version is None:
+        return
+    if spec.name in ("llama-server", "client-completion"):
+        from generator.servers.llama_cpp import require_available
+
+        require_available(int(version))
+    elif spec.name == "transformers":
+        from importlib.metadata import version as installed
+
+        from generator.servers.transformers_venv import require_available
+
+        if version != installed("transformers"):
+            require_available(version)
+    elif spec.name == "vllm":
+        from generator.servers.vllm import require_available
+
+        require_available(version)
+
+
 class EnginePool:
-    """Opens engines on demand and owns the servers it started (a context manager)."""
+    """Opens engines on demand and owns the servers it started (a context manager).
+
+    An engine is named by an EngineSpec (or its text, `llama-server@11000`); a bare name runs
+    the version `versions` pins (models.yaml `engines:`), else the one goldens was made with.
+    Servers are keyed by (kind, version, model), so two builds of llama-server run side by side.
+    """
 
     def __init__(self, date: _dt.date, urls: dict[str, str] | None = None,
-                 on_start: Callable[[str], None] | None = None, connection: Connection | None = None):
+                 on_start: Callable[[str], None] | None = None, connection: Connection | None = None,
+                 versions: dict[str, str] | None = None):
         self.date = date
         self.urls = {name: check_url(name, url) for name, url in (urls or {}).items()}
         self.on_start = on_start or (lambda message: None)
         self.connection = connection or Connection()
-        self._servers: dict[tuple[str, str], object] = {}
+        self.versions = dict(versions or {})
+        self._servers: dict[tuple[str, str, str], object] = {}
+        self._workers: dict[str, object] = {}
         self._stack = contextlib.ExitStack()
 
     def __enter__(self) -> EnginePool:
@@ -67,7 +100,7 @@ class EnginePool:
     def release(self, model: str, kind: str | None = None) -> None:
         """Stop this model's servers now, or only its `kind` one ("llama-server", "vllm"): a
         matrix run keeps at most one model's servers up."""
-        for key in [k for k in self._servers if k[1] == model and kind in (None, k[0])]:
+        for key in [k for k in self._servers if k[2] == model and kind in (None, k[0])]:
             server = self._servers.pop(key)
             server.stop()
 
@@ -75,23 +108,29 @@ class EnginePool:
         """The managed server of `kind` ("llama-server" or "vllm") for the model, started on first
         use and kept until released or the pool closes."""
         if kind == "llama-server":
-            self._llama_server(model, source)
-        elif kind == "vllm":
-            self._vllm(model, source)
-        else:
-            raise GoldensError(f"no managed server kind {kind!r} (known: llama-server, vllm)")
-        return self._servers[(kind, model.name)]
+            build = self._build(EngineSpec("llama-server"))
+            self._llama_server(model, source, build)
+            return self._servers[(kind, str(build), model.name)]
+        if kind == "vllm":
+            from generator.servers.vllm import VLLM_VERSION
 
-    def engine(self, name: str, model: ModelSpec, source: Source) -> Engine:
+            version = self.versions.get("vllm") or VLLM_VERSION
+            self._vllm(model, source, version)
+            return self._servers[(kind, version, model.name)]
+        raise GoldensError(f"no managed server kind {kind!r} (known: llama-server, vllm)")
+
+    def engine(self, name: str | EngineSpec, model: ModelSpec, source: Source) -> Engine:
+        spec = name if isinstance(name, EngineSpec) else engine_spec.parse(name)
+        name = spec.name
         info = engine_registry.lookup(name)
+        if spec.version is not None and name in self.urls:
+            raise GoldensError(f"--engine {spec.label}: a --url for {name} already names the server")
         if name in ("openai", "ollama"):
             return self._remote(name, model)
         if info.entry_point is not None:
             return self._plugin(info, model, source)
         if name == "transformers":
-            from generator.engines.transformers import TransformersEngine
-
-            return TransformersEngine(source, self.date)
+            return self._transformers(spec, source)
         if name == "minijinja":
             from generator.engines.minijinja import MinijinjaEngine
 
@@ -106,7 +145,9 @@ class EnginePool:
                 LlamaServerEngine,
             )
 
-            url = self.urls.get(name) or self.urls.get("llama-server") or self._llama_server(model, source)
+            url = self.urls.get(name) or self.urls.get("llama-server")
+            if url is None or spec.version is not None:
+                url = self._llama_server(model, source, self._build(spec))
             if name == "llama-server":
                 return LlamaServerEngine(url, media=_framing(model))
             from generator import reference
@@ -119,8 +160,33 @@ class EnginePool:
 
         if "vllm" in self.urls:
             return VllmEngine(self.urls["vllm"], self._served_model(self.urls["vllm"]))
-        url, served = self._vllm(model, source)
+        from generator.servers.vllm import VLLM_VERSION
+
+        url, served = self._vllm(model, source, spec.version or self.versions.get("vllm") or VLLM_VERSION)
         return VllmEngine(url, served)
+
+    def _build(self, spec: EngineSpec) -> int:
+        from generator.sources import pack
+
+        return int(spec.version or self.versions.get("llama-server") or pack.LLAMA_CPP_BUILD)
+
+    def _transformers(self, spec: EngineSpec, source: Source) -> Engine:
+        """The installed Transformers, or another release through a worker in its own venv."""
+        from importlib.metadata import version as installed
+
+        from generator.engines.transformers import TransformersEngine, WorkerTransformersEngine
+
+        release = spec.version or self.versions.get("transformers")
+        if release is None or release == installed("transformers"):
+            return TransformersEngine(source, self.date)
+        if release not in self._workers:
+            from generator.servers.transformers_venv import TransformersWorker
+
+            self.on_start(f"starting a Transformers {release} worker (its venv is installed once, about a minute)")
+            worker = TransformersWorker(release)
+            self._stack.callback(worker.stop)
+            self._workers[release] = worker.start()
+        return WorkerTransformersEngine(self._workers[release], source, self.date)
 
     def _remote(self, name: str, model: ModelSpec) -> Engine:
         """A server the user runs (openai, ollama): --url is required, the served model name is
@@ -167,13 +233,13 @@ class EnginePool:
             self._stack.callback(close)
         return engine
 
-    def _llama_server(self, model: ModelSpec, source: Source) -> str:
-        key = ("llama-server", model.name)
+    def _llama_server(self, model: ModelSpec, source: Source, build: int) -> str:
+        key = ("llama-server", str(build), model.name)
         if key not in self._servers:
             from generator.servers.llama_cpp import LlamaServer
             from generator.servers.tiny_gguf import tiny_gguf
 
-            self.on_start(f"building a tiny GGUF and starting llama-server for {model.name}")
+            self.on_start(f"building a tiny GGUF and starting llama-server b{build} for {model.name}")
             extra: list[str] = []
             if source.gguf is not None:
                 gguf = tiny_gguf(model.name, None, source.template, vocab_gguf=source.gguf)
@@ -186,20 +252,20 @@ class EnginePool:
                 gguf = tiny_gguf(model.name, source.tokenizer_dir, source.template,
                                  vocab_size=vocab_with_added(source.tokenizer_dir))
                 extra = ["--mmproj", str(tiny_mmproj(model.name, model.processor, N_EMBD))]
-            server = LlamaServer(gguf, extra_args=extra)
+            server = LlamaServer(gguf, extra_args=extra, build=build)
             self._stack.callback(server.stop)
             self._servers[key] = server.start()
         return self._servers[key].url
 
-    def _vllm(self, model: ModelSpec, source: Source) -> tuple[str, str]:
-        key = ("vllm", model.name)
+    def _vllm(self, model: ModelSpec, source: Source, version: str) -> tuple[str, str]:
+        key = ("vllm", version, model.name)
         if key not in self._servers:
-            from generator.servers.vllm import VllmServer
             from generator.servers.tiny_model import tiny_hf_model
+            from generator.servers.vllm import VllmServer
 
-            self.on_start(f"building a tiny model and starting vLLM for {model.name} (about a minute)")
+            self.on_start(f"building a tiny model and starting vLLM {version} for {model.name} (about a minute)")
             directory = tiny_hf_model(model.name, source.tokenizer_dir, source.template)
-            server = VllmServer(directory, served_model_name=model.name)
+            server = VllmServer(directory, served_model_name=model.name, version=version)
             self._stack.callback(server.stop)
             self._servers[key] = server.start()
         server = self._servers[key]

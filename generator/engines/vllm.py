@@ -32,6 +32,14 @@ class VllmEngine:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def version(self) -> str:
+        """The release the server reports at GET /version."""
+        where = self._where("/version")
+        value = http.get_json(f"{self.url}/version", where=where, timeout=self.timeout).get("version")
+        if not isinstance(value, str) or not value:
+            raise EngineError(f"{where}: names no version")
+        return value
+
     def _chat_fields(self, request: Request) -> dict[str, Any]:
         body: dict[str, Any] = {
             "model": self.model_name,

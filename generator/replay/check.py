@@ -17,11 +17,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 from generator import reference
-from generator.config import engine_registry
+from generator.config import engine_registry, engine_spec
 from generator.config.cases import model_cases, replays
+from generator.config.engine_spec import EngineSpec
 from generator.config.models import Config, ModelSpec
 from generator.engines import Engine, http
-from generator.engines.pool import EnginePool
+from generator.engines.pool import EnginePool, check_available
 from generator.engines.remote import Connection
 from generator.errors import GoldensError, one_line
 from generator.replay import report
@@ -32,19 +33,30 @@ NO_CONFIRM = ("--no-confirm: stand-in endpoints (llama-server /apply-template + 
               "were not confirmed on the serving path")
 
 
-def plan(config: Config, engines: tuple[str, ...], models: tuple[str, ...]) -> list[tuple[str, list[str]]]:
-    """(model, engines to replay it through) for the selection; unknown names are errors. An
-    engine that serves any model (openai, ollama, a plugin) also applies to each model named
-    explicitly, whether or not models.yaml lists it there."""
-    anywhere = [name for name in engines if engine_registry.lookup(name).any_model]
+def plan(config: Config, engines: tuple[str, ...], models: tuple[str, ...],
+         urls: dict[str, str] | None = None) -> list[tuple[str, list[EngineSpec]]]:
+    """(model, engines to replay it through) for the selection; unknown names are errors.
+    `llama-server@11000 llama-server@11434` replays a model listing llama-server through both;
+    a version for an engine whose server a --url names is a contradiction. An engine that serves
+    any model (openai, ollama, a plugin) also applies to each model named explicitly, whether or
+    not models.yaml lists it there."""
+    specs = [engine_spec.parse(text) for text in engines]
+    for spec in specs:
+        if spec.version is not None and spec.name in (urls or {}):
+            raise GoldensError(f"--engine {spec.label}: a --url for {spec.name} already names the server")
+    anywhere = [spec for spec in specs if engine_registry.lookup(spec.name).any_model]
     out = []
     for model in config.select(models):
-        chosen = [e for e in model.engines if not engines or e in engines]
-        chosen += [e for e in anywhere if models and e not in chosen]
+        if specs:
+            chosen = [spec for spec in specs if spec.name in model.engines]
+        else:
+            chosen = [EngineSpec(name) for name in model.engines]
+        chosen += [spec for spec in anywhere if models and spec not in chosen]
         if chosen:
             out.append((model.name, chosen))
     if not out:
-        hint = f" ({', '.join(anywhere)} serves any model: name it with --model)" if anywhere else ""
+        names = ", ".join(spec.name for spec in anywhere)
+        hint = f" ({names} serves any model: name it with --model)" if anywhere else ""
         raise GoldensError(f"nothing to check: no selected model lists the selected engine(s) in models.yaml{hint}")
     return out
 
@@ -59,7 +71,10 @@ def run(config: Config, root: Path, engines: tuple[str, ...] = (), models: tuple
     """Every (model, engine) of the plan, judged. `confirm` sends each case down the serving
     path of engines read through a stand-in; `timeout` bounds the whole run and
     `request_timeout` each request to an engine, in seconds."""
-    work = plan(config, engines, models)
+    work = plan(config, engines, models, urls)
+    for spec in dict.fromkeys(spec for _, specs in work for spec in specs):
+        if spec.name not in (urls or {}):
+            check_available(spec, config.engine_versions)
     outcomes: list[Outcome] = []
     started = time.monotonic()
 
@@ -69,7 +84,8 @@ def run(config: Config, root: Path, engines: tuple[str, ...] = (), models: tuple
         return None
 
     with http.deadlines(timeout, request_timeout), \
-            EnginePool(config.date, urls, on_start=note, connection=connection) as pool:
+            EnginePool(config.date, urls, on_start=note, connection=connection,
+                       versions=config.engine_versions) as pool:
         for model_name, engine_names in work:
             model = config.models[model_name]
             source = resolve(model, config)
@@ -77,29 +93,31 @@ def run(config: Config, root: Path, engines: tuple[str, ...] = (), models: tuple
             goldens = dict(zip([c.id for c in cases], load_goldens(root, [c.id for c in cases])))
             tokenizer = reference.load_tokenizer(source.tokenizer_dir)
             decode = lambda ids: reference.pieces(tokenizer, list(ids))  # noqa: E731
-            for engine_name in engine_names:
-                chosen = [goldens[c.id] for c in cases if replays(c, engine_name)]
+            for spec in engine_names:
+                chosen = [goldens[c.id] for c in cases if replays(c, spec.name)]
                 engine, reason = None, halt()
                 if reason is None:
-                    engine, reason = _open(pool, engine_name, model, source)
+                    engine, reason = _open(pool, spec, model, source)
                 if reason is not None:
                     for item in chosen:
-                        outcomes.append(Outcome(item.case, engine_name, "error", reason))
+                        outcomes.append(Outcome(item.case, spec.label, "error", reason))
                         if advance is not None:
                             advance(item.case)
                     continue
                 replayed = replay(engine, chosen, root, jobs=jobs, decode=decode, advance=advance,
-                                  confirm=confirm, halt=halt)
-                outcomes += all_refused(model_name, engine_name, replayed)
+                                  confirm=confirm, halt=halt, label=spec.label)
+                outcomes += all_refused(model_name, spec.label, replayed)
             pool.release(model_name)
     return outcomes
 
 
-def _open(pool: EnginePool, name: str, model: ModelSpec, source: Source) -> tuple[Engine | None, str | None]:
+def _open(pool: EnginePool, spec: EngineSpec, model: ModelSpec,
+          source: Source) -> tuple[Engine | None, str | None]:
     """The engine, or in one line why it is unavailable: a server that cannot start costs its
     own cases, not the run."""
+    name = spec.label
     try:
-        return pool.engine(name, model, source), None
+        return pool.engine(spec, model, source), None
     except Exception as error:
         text = str(error) if isinstance(error, GoldensError) else f"internal error: {type(error).__name__}: {error}"
         return None, f"{name} unavailable for {model.name}: {one_line(text)}"
@@ -123,6 +141,15 @@ def exit_code(outcomes: list[Outcome]) -> int:
     if any(o.status == "drift" for o in outcomes):
         return 1
     return 0
+
+
+def versions(outcomes: list[Outcome]) -> dict[str, str]:
+    """engine label -> the version it reported, in run order (one line each in the terminal)."""
+    out: dict[str, str] = {}
+    for outcome in outcomes:
+        if outcome.version and outcome.engine not in out:
+            out[outcome.engine] = outcome.version
+    return out
 
 
 def summary(outcomes: list[Outcome]) -> str:

@@ -28,6 +28,7 @@ from pathlib import Path
 
 from generator.engines import (
     Engine, EngineError, Ids, PromptCount, Refused, Served, Unreachable, first_divergence, http, pieces_of,
+    reported_version,
 )
 from generator.errors import GoldensError, first_line
 from generator.goldens import golden_file
@@ -50,6 +51,7 @@ class Outcome:
     refused: bool = False  # the engine's answer was a refusal
     unreachable: bool = False  # the engine stopped answering (timeout, connection lost)
     finding: Outcome | None = None  # the stand-in disagreed with the serving path
+    version: str = ""  # what the engine said it is (llama-server's build_info, vLLM's /version)
 
     @property
     def ok(self) -> bool:
@@ -139,23 +141,27 @@ def _longer(n: int, expected: int) -> str:
     difference = abs(n - expected)
     return f"{difference} token{'s' if difference != 1 else ''} {'longer' if n > expected else 'shorter'}"
 def judge(engine: Engine, item: golden_file.Golden, root: Path,
-          decode: Callable[[Sequence[int]], list[str]] | None = None, confirm: bool = False) -> Outcome:
-    """Replay one golden through one engine (and, with `confirm`, down its serving path)."""
+          decode: Callable[[Sequence[int]], list[str]] | None = None, confirm: bool = False,
+          label: str | None = None) -> Outcome:
+    """Replay one golden through one engine (and, with `confirm`, down its serving path);
+    `label` names it in the outcome when several versions of one engine run
+    (`llama-server@11000`); the ledger is the engine's own."""
+    label = label or engine.name
     entry = ledger.read(root, item.case, engine.name)
     try:
         got = answer(engine, item.request)
         served = _serve(engine, item.request, got) if confirm else None
     except EngineError as error:
-        return Outcome(item.case, engine.name, "error", str(error),
+        return Outcome(item.case, label, "error", str(error),
                        unreachable=isinstance(error, Unreachable))
     except Exception as error:  # a bug (ours or an engine library's): this case is not judged
-        return Outcome(item.case, engine.name, "error",
-                       f"{engine.name}: internal error: {type(error).__name__}: {error}")
+        return Outcome(item.case, label, "error",
+                       f"{label}: internal error: {type(error).__name__}: {error}")
     if served is None:
-        return verdict(item, entry, engine.name, got, decode)
+        return verdict(item, entry, label, got, decode)
     serving = served.answer()
-    outcome = verdict(item, entry, engine.name, serving if serving is not None else got, decode)
-    outcome.finding = _stand_in_finding(item.case, engine, got, served)
+    outcome = verdict(item, entry, label, serving if serving is not None else got, decode)
+    outcome.finding = _stand_in_finding(item.case, engine, got, served, label)
     return outcome
 
 
@@ -166,10 +172,11 @@ def _serve(engine: Engine, request: dict, got: Answer) -> Served | None:
     return serve(request, None if isinstance(got, (Refused, PromptCount)) else list(got))
 
 
-def _stand_in_finding(case: str, engine: Engine, got: Answer, served: Served) -> Outcome | None:
+def _stand_in_finding(case: str, engine: Engine, got: Answer, served: Served,
+                      label: str) -> Outcome | None:
     """The stand-in's answer against the serving path's; None when they agree."""
     stand_in = getattr(engine, "stand_in", "stand-in")
-    column = engine.name + STAND_IN
+    column = label + STAND_IN
     if isinstance(got, Refused):
         if served.refused is not None:
             return None
@@ -198,9 +205,10 @@ def _stand_in_finding(case: str, engine: Engine, got: Answer, served: Served) ->
 def replay(engine: Engine, goldens: Iterable[golden_file.Golden], root: Path, jobs: int = 8,
            decode: Callable[[Sequence[int]], list[str]] | None = None,
            advance: Callable[[str], None] | None = None, confirm: bool = False,
-           halt: Callable[[], str | None] | None = None) -> list[Outcome]:
+           halt: Callable[[], str | None] | None = None, label: str | None = None) -> list[Outcome]:
     """Judge every golden, `jobs` requests in flight; outcomes in the goldens' order, each
-    followed by its stand-in finding if it has one.
+    followed by its stand-in finding if it has one, and each carrying the version the engine
+    reports.
 
     An engine that stops answering (a timeout, a refused or dropped connection) is not sent the
     remaining cases: they are errors carrying that fault, so a dead server costs one deadline,
@@ -208,16 +216,18 @@ def replay(engine: Engine, goldens: Iterable[golden_file.Golden], root: Path, jo
     items = list(goldens)
     fault: list[str] = []
     lock = threading.Lock()
+    version = reported_version(engine)
 
     def one(item: golden_file.Golden) -> Outcome:
         reason = (halt() if halt is not None else None) or (fault[0] if fault else None)
         if reason is not None:
-            outcome = Outcome(item.case, engine.name, "error", reason)
+            outcome = Outcome(item.case, label or engine.name, "error", reason)
         else:
-            outcome = judge(engine, item, root, decode, confirm)
+            outcome = judge(engine, item, root, decode, confirm, label)
             if outcome.unreachable:
                 with lock:
                     fault.append(outcome.detail)
+        outcome.version = version
         if advance is not None:
             advance(item.case)
         return outcome
@@ -264,8 +274,9 @@ def record(engine: Engine, item: golden_file.Golden, root: Path, reason: str) ->
     except Refused as refusal:
         # the URL's port changes per run; the ledger must not
         message = re.sub(r"https?://[^\s/]+:\d+", "<server>", first_line(refusal))
-        return ledger.write(root, item, engine.name, reason.strip(), [], [], None, refused=message)
+        return ledger.write(root, item, engine.name, reason.strip(), [], [], None, refused=message,
+                            engine_version=reported_version(engine))
     if list(actual) == item.ids:
         raise GoldensError(f"{item.case}: {engine.name} matches the reference; nothing to record")
     return ledger.write(root, item, engine.name, reason.strip(), list(actual), pieces_of(actual),
-                                getattr(actual, "prompt", None))
+                        getattr(actual, "prompt", None), engine_version=reported_version(engine))

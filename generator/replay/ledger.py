@@ -29,6 +29,7 @@ class Entry:
     prompt: str | None
     path: Path | None = None
     refused: str | None = None  # the engine's refusal, when what was reviewed is that it refuses
+    engine_version: str | None = None  # what the engine reported when it was reviewed
 
 
 def entry_path(root: Path, case_id: str, engine: str) -> Path:
@@ -46,20 +47,23 @@ def read(root: Path, case_id: str, engine: str) -> Entry | None:
     if item.extra.get("engine") != engine:
         raise GoldensError(f"{path}: `engine` must be {engine!r}")
     return Entry(case=item.case, engine=engine, reason=reason, ids=item.ids, pieces=item.pieces,
-                       prompt=item.prompt, path=path, refused=item.error if item.outcome == "error" else None)
+                       prompt=item.prompt, path=path, refused=item.error if item.outcome == "error" else None,
+                       engine_version=item.extra.get("engine_version"))
 
 
 def write(root: Path, golden: golden_file.Golden, engine: str, reason: str,
                  ids: Sequence[int], pieces: Sequence[str], prompt: str | None,
-                 refused: str | None = None) -> Path:
+                 refused: str | None = None, engine_version: str = "") -> Path:
     """Record a reviewed divergence beside its golden (same format, plus engine and reason);
-    `refused` records that the engine declines a request the reference renders."""
+    `refused` records that the engine declines a request the reference renders, and
+    `engine_version` what the engine reported itself as when it was reviewed."""
     index = None if refused else divergence_point(golden.ids, ids)
     entry = golden_file.Golden(
         case=golden.case, request=golden.request, outcome="error" if refused else "ok",
         ids=[] if refused else list(ids), pieces=[] if refused else list(pieces),
         prompt=None if refused else prompt, error=refused, provenance=golden.provenance,
-        extra={"engine": engine, "reason": reason, "diverges_at": index},
+        extra={"engine": engine, "engine_version": engine_version or None, "reason": reason,
+               "diverges_at": index},
     )
     path = entry_path(root, golden.case, engine)
     files.atomic_write(path, golden_file.dumps(entry))

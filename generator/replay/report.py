@@ -179,6 +179,9 @@ def junit_xml(outcomes: Sequence[Outcome], elapsed: float = 0.0,
             ET.SubElement(properties, "property", {"name": "count_only", "value": str(count_only)})
         for note in notes:
             ET.SubElement(properties, "property", {"name": "note", "value": _xml_safe(note)})
+        version = next((o.version for o in items if o.version), "")
+        if version:
+            ET.SubElement(properties, "property", {"name": "version", "value": _xml_safe(version)})
         known = []
         for outcome in items:
             model, stem = split_case(outcome.case)
@@ -320,7 +323,10 @@ def _grid(outcomes: Sequence[Outcome]) -> list[str]:
     engines: list[str] = []
     cases: list[str] = []
     grid: dict[tuple[str, str], Outcome] = {}
+    versions: dict[str, str] = {}
     for outcome in outcomes:
+        if outcome.version:
+            versions.setdefault(outcome.engine, outcome.version)
         if outcome.engine not in engines:
             engines.append(outcome.engine)
         if outcome.case not in cases:
@@ -330,7 +336,9 @@ def _grid(outcomes: Sequence[Outcome]) -> list[str]:
     for case in cases:
         model, stem = split_case(case)
         rows.append([model, stem] + [cell(grid[case, e]) if (case, e) in grid else "—" for e in engines])
-    return md.table(["model", "shape", *engines], rows)
+    header = [f"{e} ({versions[e]})" if e in versions and not e.endswith("@" + versions[e]) else e
+              for e in engines]
+    return md.table(["model", "shape", *header], rows)
 
 
 def markdown(outcomes: Sequence[Outcome], title: str = "goldens check", notes: Sequence[str] = ()) -> str:

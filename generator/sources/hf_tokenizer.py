@@ -24,7 +24,7 @@ from generator.files import atomic_dir, cache_dir
 from generator.sources import pack
 
 # Bump when a build recipe changes, so cached directories built by an older recipe are not reused.
-RECIPE_VERSION = 1
+RECIPE_VERSION = 2
 
 # The files a built tokenizer directory is made of.
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
@@ -77,7 +77,8 @@ def save(backend: Any, config: Mapping[str, Any], out_dir: Path) -> Path:
         for key in ("chat_template", "name_or_path", "tokenizer_file", "vocab_file", "auto_map"):
             saved.pop(key, None)
         saved.update(config)
-        saved["tokenizer_class"] = "TokenizersBackend"  # load tokenizer.json as-is, no class rebuild
+        # load tokenizer.json as-is, no class rebuild; a name Transformers 4.x knows too (transformers@4.57)
+        saved["tokenizer_class"] = "PreTrainedTokenizerFast"
         text = json.dumps(saved, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
         (tmp / "tokenizer_config.json").write_text(text, encoding="utf-8")
         loaded = AutoTokenizer.from_pretrained(tmp)

@@ -10,18 +10,16 @@ and reused afterwards.
 from __future__ import annotations
 
 import hashlib
-import json
-import os
 import shutil
 import subprocess
 import tarfile
 import tempfile
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
 from generator.errors import GoldensError
 from generator.files import atomic_dir, cache_dir
+from generator.sources import registry
 
 
 @dataclass(frozen=True)
@@ -124,28 +122,11 @@ def _npm_pack(artifact: Artifact, into: Path) -> Path:
     return tarballs[0]
 
 
-def _simple_index() -> str:
-    """pip's own index (PIP_INDEX_URL, else pip's default), so no host is hard-coded here."""
-    configured = os.environ.get("PIP_INDEX_URL")
-    if configured:
-        return configured.rstrip("/")
-    from pip._internal.models.index import PyPI  # pip's default index
-
-    return PyPI.simple_url.rstrip("/")
-
-
 def _pypi_sdist(artifact: Artifact, into: Path) -> Path:
     """The sdist file itself (pip download would try to build its metadata, which needs cmake)."""
-    url = f"{_simple_index()}/{artifact.name}/"
-    request = urllib.request.Request(url, headers={"Accept": "application/vnd.pypi.simple.v1+json"})
-    with urllib.request.urlopen(request, timeout=120) as response:
-        listing = json.load(response)
-    for entry in listing["files"]:
-        if entry.get("hashes", {}).get("sha256") == artifact.sha256:
-            path = into / entry["filename"]
-            with urllib.request.urlopen(entry["url"], timeout=600) as response, open(path, "wb") as out:
-                shutil.copyfileobj(response, out)
-            return path
+    for entry in registry.files(artifact.name):
+        if entry.sha256 == artifact.sha256:
+            return registry.download(entry, into)
     raise GoldensError(f"{artifact.label}: no file with the pinned sha256 on the package index")
 
 

