@@ -313,7 +313,9 @@ def _passes_title(outcomes: Sequence[Outcome]) -> str:
     for engine, items in engines.items():
         passed = sum(1 for o in items if kind(o).passing)
         known = sum(1 for o in items if o.status == "known")
-        parts.append(f"{engine} {passed}/{len(items)}" + (f" ({known} known divergence)" if known else ""))
+        version = next((o.version for o in items if o.version), "")  # what the engine said it is
+        name = f"{engine} ({version})" if version else engine
+        parts.append(f"{name} {passed}/{len(items)}" + (f" ({known} known divergence)" if known else ""))
     total = sum(1 for o in outcomes if kind(o).passing)
     return " · ".join([f"{total} of {len(outcomes)} passed", *parts])
 
