@@ -10,7 +10,10 @@ neighbours.
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
+import sys
 import time
 import xml.etree.ElementTree as ET
 
@@ -156,3 +159,42 @@ def test_ledger_entry_records_the_version_it_was_reviewed_on(tmp_path):
     assert recorded["engine_version"].startswith("b11434-"), recorded["engine_version"]
     committed = json.loads((GOLDENS / "qwen3" / "tools.llama-server.json").read_text())
     assert recorded["tokens"] == committed["tokens"]
+
+
+HOLDER = """
+import shutil, sys, time
+from pathlib import Path
+from generator.files import file_lock
+root, binary, ready = Path(sys.argv[1]), sys.argv[2], Path(sys.argv[3])
+with file_lock(root / ".build.lock"):
+    ready.write_text("locked")
+    time.sleep(3)
+    shutil.copy2(binary, root / "llama-server")  # what a finishing build does last
+"""
+
+
+def test_a_second_process_wanting_the_same_build_waits_and_reuses_it(older, tmp_path):
+    """Two processes, one build: the second waits on the build's lock, then takes the binary the
+    first put there and builds nothing."""
+    cache = tmp_path / "cache"
+    root = cache / "llama.cpp" / f"b{OLDER}"
+    root.mkdir(parents=True)
+    ready = tmp_path / "ready"
+    env = {**os.environ, "GOLDENS_CACHE": str(cache), "PYTHONPATH": str(ROOT)}
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(root), str(older.binary), str(ready)], env=env)
+    try:
+        while not ready.exists():
+            assert holder.poll() is None, "the lock holder exited early"
+            time.sleep(0.05)
+        started = time.monotonic()
+        second = subprocess.run(
+            [sys.executable, "-c", "from generator.servers import llama_cpp\n"
+             f"b = llama_cpp.build_llama_server({OLDER})\nprint(b.built, b.binary)"],
+            env=env, capture_output=True, text=True, timeout=120)
+        waited = time.monotonic() - started
+    finally:
+        holder.wait(timeout=30)
+    assert second.returncode == 0, second.stderr
+    assert second.stdout.split() == ["False", str(root / "llama-server")]
+    assert waited >= 2, waited
+    assert not (root / "src").exists() and not (root / "build").exists()
