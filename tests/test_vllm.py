@@ -217,15 +217,15 @@ def test_tiny_model_is_deterministic_and_carries_the_template(tmp_path, monkeypa
 
 
 def test_failed_venv_install_leaves_nothing_marked_complete(tmp_path, monkeypatch):
-    """A torch version no index has: pip fails fast, and the half venv is removed."""
-    from generator.servers import vllm as vllm_env
+    """A torch version no index has: pip fails fast, the error is one line, the half venv is gone."""
+    from generator.servers import venv
 
     monkeypatch.setenv("GOLDENS_CACHE", str(tmp_path))
-    monkeypatch.setattr(vllm_env, "TORCH_VERSION", "0.0.0")
-    with pytest.raises(GoldensError, match=r"vllm venv: install torch==0\.0\.0 failed") as error:
-        vllm_env.vllm_python()
+    plan = lambda: [("install torch==0.0.0", [*venv.PIP_INSTALL, "torch==0.0.0"])]  # noqa: E731
+    with pytest.raises(GoldensError, match=r"vllm-cpu-x venv: install torch==0\.0\.0 failed") as error:
+        venv.ensure("vllm-cpu-x", plan, "print(1)", "1")
     assert "\n" not in str(error.value)
-    assert not vllm_env.vllm_venv_dir().exists()
+    assert not (tmp_path / "vllm-cpu-x").exists()
 
 
 @pytest.fixture(scope="module")

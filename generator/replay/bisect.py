@@ -101,7 +101,7 @@ def cases_for(config: Config, engine: str, models: Sequence[str], case_ids: Sequ
         known = {case.id for case in cases}
         for case_id in case_ids:
             if case_id not in known:
-                raise GoldensError(f"unknown case {case_id!r} for {engine} (e.g. {next(iter(known))})")
+                raise GoldensError(f"unknown case {case_id!r} for {engine} (e.g. {min(known)})")
         cases = [case for case in cases if case.id in case_ids]
     return cases
 

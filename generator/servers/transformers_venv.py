@@ -9,6 +9,7 @@ generator.reference.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
@@ -22,7 +23,22 @@ from generator.files import cache_dir
 from generator.servers import venv
 from generator.sources import registry
 
-PROJECT_ROOT = Path(__file__).resolve().parents[2]  # holds the generator package
+PACKAGE = Path(__file__).resolve().parents[1]  # the generator package itself
+
+
+def _import_root() -> Path:
+    """A directory holding only `generator` (a symlink to this package), for the worker's
+    PYTHONPATH: the project's own site-packages must not shadow the venv's Transformers."""
+    key = hashlib.sha256(str(PACKAGE).encode()).hexdigest()[:16]  # one per checkout sharing the cache
+    root = cache_dir() / "transformers-worker-path" / key
+    link = root / "generator"
+    if not (link.is_symlink() and Path(os.readlink(link)) == PACKAGE):
+        root.mkdir(parents=True, exist_ok=True)
+        tmp = root / f".generator.{os.getpid()}"
+        tmp.unlink(missing_ok=True)
+        tmp.symlink_to(PACKAGE, target_is_directory=True)
+        os.replace(tmp, link)
+    return root
 
 
 def transformers_python(version: str) -> Path:
@@ -54,12 +70,12 @@ class TransformersWorker:
         self.versions: dict[str, str] = {}
 
     def start(self) -> TransformersWorker:
-        env = {**os.environ, "PYTHONPATH": str(PROJECT_ROOT), "TRANSFORMERS_VERBOSITY": "error",
+        env = {**os.environ, "PYTHONPATH": str(_import_root()), "TRANSFORMERS_VERBOSITY": "error",
                "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
         self._process = subprocess.Popen(
             [str(self._python), "-m", "generator.servers.transformers_worker"],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-            text=True, encoding="utf-8", env=env, cwd=str(PROJECT_ROOT),
+            text=True, encoding="utf-8", env=env, cwd=str(cache_dir()),
         )
         self.versions = self._read()
         if self.versions.get("transformers") != self.release:

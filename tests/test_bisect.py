@@ -1,0 +1,95 @@
+"""`goldens bisect` over real releases whose answer is known.
+
+llama.cpp: phi3.5/prefill renders '<|assistant|>' intact on b9093 and broken
+('<|endoftext|>assistant|>') from b9246 on, which `goldens bisect --good 9093 --bad 10429` found in
+9 builds (README, "What differs between llama.cpp builds"); the test bisects the three published
+builds around it (b9113 b9246 b9247), so a fresh machine builds one release cold and its
+neighbours mostly from ccache.
+Transformers: gpt-oss/agentic-turn keeps its analysis channel from 5.21.0 on, where the release
+began copying reasoning_content into `thinking`.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+import pytest
+from click.testing import CliRunner
+from conftest import ROOT, one_line_error
+
+from generator.cli import main
+
+CONFIG = str(ROOT / "models.yaml")
+
+LLAMA_GOOD, LLAMA_FIRST, LLAMA_BAD = 9113, 9246, 9247  # consecutive published builds
+
+
+def bisect(*args: str):
+    return CliRunner().invoke(main, ["bisect", "--config", CONFIG, *args])
+
+
+def tried(output: str) -> list[str]:
+    """The release column of each line a bisect printed for a release it tried."""
+    return re.findall(r"^\s+(b?\d[\w.]*)\s+(?:same as good|changed)", output, re.M)
+
+
+def test_llama_server_bisect_finds_the_known_build_and_repeats_from_cache():
+    first = bisect("--engine", "llama-server", "--good", str(LLAMA_GOOD), "--bad", str(LLAMA_BAD),
+                   "--case", "phi3.5/prefill")
+    assert first.exit_code == 0, first.output
+    assert f"first changed release: b{LLAMA_FIRST}" in first.stdout
+    assert tried(first.stdout) == ["b9113", "b9247", "b9246"]  # both ends, then the one midpoint
+    assert len(tried(first.stdout)) <= math.ceil(math.log2(3)) + 2
+    assert "first divergence: phi3.5/prefill: drift at token" in first.stdout
+    assert "'<|assistant|>'" in first.stdout  # the good side's intact turn header
+    again = bisect("--engine", "llama-server", "--good", str(LLAMA_GOOD), "--bad", str(LLAMA_BAD),
+                   "--case", "phi3.5/prefill")
+    assert again.exit_code == 0 and tried(again.stdout) == tried(first.stdout)
+    lines = [line for line in again.stdout.splitlines() if re.match(r"^\s+b\d+\s+(same as good|changed)", line)]
+    assert len(lines) == 3 and all(line.rstrip().endswith("cached") for line in lines), again.stdout  # nothing rebuilt
+
+
+def test_transformers_bisect_finds_the_release_that_aliases_reasoning():
+    result = bisect("--engine", "transformers", "--good", "5.20.1", "--bad", "5.22.0",
+                    "--case", "gpt-oss/agentic-turn")
+    assert result.exit_code == 0, result.output
+    assert "first changed release: 5.21.0 (the one before it: 5.20.2)" in result.stdout
+    assert "drift at token 166 (207 vs 227 tokens)" in result.stdout
+    assert len(tried(result.stdout)) <= math.ceil(math.log2(5)) + 2  # 5.20.1 5.20.2 5.21.0 5.21.1 5.22.0
+
+
+def test_bisect_exits_1_when_good_and_bad_agree():
+    """b9246 and b9247 give the same ids on every qwen3 and phi3.5 case (measured)."""
+    result = bisect("--engine", "llama-server", "--good", str(LLAMA_FIRST), "--bad", str(LLAMA_BAD),
+                    "--model", "qwen3", "--model", "phi3.5")
+    assert result.exit_code == 1, result.output
+    assert "b9246 and b9247 agree on all 45 case(s)" in result.stdout
+    assert tried(result.stdout) == ["b9246", "b9247"]
+
+
+BAD_INPUT = {
+    "unpublished-good": (["--engine", "llama-server", "--good", "10430", "--bad", "11434"],
+                         ["build 10430 was never published", "b10429, b10435"]),
+    "unpublished-transformers": (["--engine", "transformers", "--good", "5.20.9", "--bad", "5.24.0"],
+                                 ["transformers 5.20.9 was never published", "5.20.2, 5.21.0"]),
+    "same-release": (["--engine", "llama-server", "--good", "b10429", "--bad", "10429"],
+                     ["--good and --bad are the same release"]),
+    "vllm": (["--engine", "vllm", "--good", "0.31.0", "--bad", "0.32.0"], ["bisect --engine: one of"]),
+    "versioned-engine": (["--engine", "llama-server@10429", "--good", "10429", "--bad", "11434"],
+                         ["bisect takes the versions from --good and --bad"]),
+    "unknown-case": (["--engine", "llama-server", "--good", "10429", "--bad", "11434", "--case", "qwen3/nope"],
+                     ["unknown case 'qwen3/nope'"]),
+    "model-without-engine": (["--engine", "llama-server", "--good", "10429", "--bad", "11434",
+                              "--model", "gemma4"], ["gemma4 does not list llama-server"]),
+    "malformed-build": (["--engine", "llama-server", "--good", "latest", "--bad", "11434"],
+                        ["a llama.cpp build is a number"]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_INPUT))
+def test_bad_bisect_input_is_one_line_exit_2(case):
+    args, needles = BAD_INPUT[case]
+    line = one_line_error(bisect(*args))
+    for needle in needles:
+        assert needle in line, (needle, line)
