@@ -132,7 +132,7 @@ def test_check_replays_two_builds_side_by_side(older, tmp_path):
     assert f"llama-server@{OLDER}: b{OLDER}" in result.stdout
     assert "llama-server: b11434" in result.stdout
     assert f"{2 * cases} checked" in result.stdout and ", 2 drift, 0 error" in result.stdout
-    header = report.read_text().splitlines()[2]
+    header = next(line for line in report.read_text().splitlines() if line.startswith("<details><summary>") and " passed · " in line)
     assert f"llama-server@{OLDER} (b{OLDER}" in header and "llama-server (b11434" in header, header
     suites = {s.get("name"): {p.get("name"): p.get("value") for p in s.iter("property")}
               for s in ET.parse(junit).getroot()}
