@@ -172,7 +172,7 @@ def test_a_ledger_entry_from_vllm_ids_judges_llama_servers_count(vllm, llama, tm
     assert len(entry.ids) == 168 and entry.extra["diverges_at"] == 106
     outcome = judge(OpenAIEngine(llama.url, "any", Connection(api_key=KEY)), golden("qwen3/tools"), root)
     assert (outcome.status, outcome.level, outcome.reason) == (
-        "known", "count", "tools keep only name, description and parameters")
+        "known", "count", "tools keep only name, description and parameters"), outcome.detail
     again = judge(OpenAIEngine(vllm.url, vllm.model_name), golden("qwen3/tools"), root)
     assert (again.status, again.level) == ("known", "ids")
 

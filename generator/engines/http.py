@@ -74,10 +74,16 @@ def cancel_all() -> None:
             connection.sock.sock.shutdown(socket.SHUT_RDWR)
 
 
-def _take(scheme: str, host: str, port: int) -> http.client.HTTPConnection:
-    """A kept-alive connection to the server if one is idle, else a new one (not yet connected)."""
+def _take(scheme: str, host: str, port: int, fresh: bool = False) -> http.client.HTTPConnection:
+    """A kept-alive connection to the server if one is idle (unless `fresh`), else a new one
+    (not yet connected). A fresh one also drops the idle ones: the server closed one of them,
+    so it has likely closed them all."""
     with _lock:
         idle = _idle.get((scheme, host, port))
+        if fresh and idle:
+            stale, idle[:] = list(idle), []
+            for old in stale:
+                old.close()
         connection = idle.pop() if idle else None
         if connection is None:
             kind = _HTTPSConnection if scheme == "https" else _HTTPConnection
@@ -184,13 +190,21 @@ def request(method: str, url: str, body: Any = None, *, where: str,
             timeout: float = TIMEOUT) -> tuple[int, bytes]:
     """One HTTP exchange within `timeout` seconds (and the run's deadline): (status, body).
     Any transport failure is an EngineError that starts with `where`."""
+    status, _, raw = exchange(method, url, body, where=where, timeout=timeout)
+    return status, raw
+
+
+def exchange(method: str, url: str, body: Any = None, *, where: str, timeout: float = TIMEOUT,
+             headers: dict[str, str] | None = None) -> tuple[int, dict[str, str], bytes]:
+    """request() with extra request `headers` (auth: never put in a message) and the reply's
+    headers too, lower-cased (a 429's Retry-After): (status, headers, body)."""
     parts = urllib.parse.urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise EngineError(f"{where}: {url!r} is not an http(s) URL")
     port = parts.port or (443 if parts.scheme == "https" else 80)
     path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
     data = None if body is None else json.dumps(body, ensure_ascii=False).encode("utf-8")
-    headers = {"Accept": "application/json"}
+    headers = {**(headers or {}), "Accept": "application/json"}
     if data is not None:
         headers["Content-Type"] = "application/json"
     budget = timeout if _request_cap is None else min(timeout, _request_cap)
@@ -199,7 +213,7 @@ def request(method: str, url: str, body: Any = None, *, where: str,
     deadline = time.monotonic() + budget
     cancels = _cancels
     for attempt in (1, 2):
-        connection = _take(parts.scheme, parts.hostname, port)
+        connection = _take(parts.scheme, parts.hostname, port, fresh=attempt > 1)
         reused = connection.sock is not None
         received, started, keep = 0, False, False
         try:
@@ -219,7 +233,7 @@ def request(method: str, url: str, body: Any = None, *, where: str,
                     raise EngineError(f"{where}: reply larger than {MAX_REPLY // 2**20} MB")
                 chunks.append(chunk)
             keep = not response.will_close
-            return response.status, b"".join(chunks)
+            return response.status, {k.lower(): v for k, v in response.getheaders()}, b"".join(chunks)
         except (TimeoutError, socket.timeout):
             begun = " (a reply had started)" if started else ""
             raise Unreachable(f"{where}: timed out: no complete reply within {max(budget, 0):g}s{begun}") from None

@@ -10,18 +10,16 @@ report. `post` is the single place the openai and ollama engines touch HTTP.
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
-import httpx
-
-from generator.engines import EngineError, Refused
+from generator.config.request import load_json
+from generator.engines import EngineError, Refused, http
 from generator.errors import GoldensError
 
-TIMEOUT = httpx.Timeout(120.0, connect=10.0)
+TIMEOUT = 120.0  # seconds for one request, connect to last byte (engines/http.py)
 RETRIES_429 = 4  # a rate-limited request is retried this many times, honouring Retry-After
 MAX_WAIT = 30.0  # seconds; a longer Retry-After is an error rather than a stalled gate
 REDACTED = "[redacted]"
@@ -68,20 +66,18 @@ def parse_header(value: str, index: int) -> tuple[str, str]:
 
 
 class Remote:
-    """One keep-alive client for one server, with at most `connection.jobs` requests in flight."""
+    """One server through engines/http.py (a total deadline per request, kept-alive
+    connections), with at most `connection.jobs` requests in flight."""
 
     def __init__(self, engine: str, url: str, connection: Connection):
         self.engine = engine
         self.url = url.rstrip("/")
         self.connection = connection
         self._slots = threading.BoundedSemaphore(connection.jobs)
-        self._client = httpx.Client(
-            timeout=TIMEOUT, headers=connection.all_headers(),
-            limits=httpx.Limits(max_connections=connection.jobs, max_keepalive_connections=connection.jobs),
-        )
+        self._headers = connection.all_headers()
 
     def close(self) -> None:
-        self._client.close()
+        """Nothing to release: connections are engines/http.py's."""
 
     def where(self, path: str) -> str:
         return f"{self.engine} at {self.url}{path}"
@@ -107,34 +103,29 @@ class Remote:
     def _send(self, method: str, path: str, body: dict[str, Any] | None) -> Any:
         where = self.where(path)
         for attempt in range(RETRIES_429 + 1):
-            try:
-                with self._slots:
-                    response = self._client.request(method, self.url + path, json=body)
-            except httpx.TimeoutException:
-                raise EngineError(f"{where}: timed out") from None
-            except httpx.HTTPError as error:
-                reason = self.quote(str(error) or type(error).__name__)
-                raise EngineError(f"{where}: {type(error).__name__}: {reason}") from None
-            if response.status_code != 429 or attempt == RETRIES_429:
+            with self._slots:
+                status, headers, raw = http.exchange(method, self.url + path, body, where=where,
+                                                     timeout=TIMEOUT, headers=self._headers)
+            if status != 429 or attempt == RETRIES_429:
                 break
-            wait = _retry_after(response, attempt)
+            wait = _retry_after(headers, attempt)
             if wait > MAX_WAIT:
                 break
             time.sleep(wait)
-        if response.status_code >= 400:
-            text = self.quote(response.text)
-            error = Refused if response.status_code in (400, 422) else EngineError
-            raise error(f"{where}: HTTP {response.status_code}: {text}")
+        text = raw.decode("utf-8", errors="replace")
+        if status >= 400:
+            error = Refused if status in (400, 422) else EngineError
+            raise error(f"{where}: HTTP {status}: {self.quote(text)}")
         try:
-            return response.json()
-        except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
-            raise EngineError(f"{where}: reply is not JSON: {self.quote(response.text, 200)}") from None
+            return load_json(raw, f"{where}: reply", error=EngineError)
+        except EngineError:
+            raise EngineError(f"{where}: reply is not JSON: {self.quote(text, 200)}") from None
 
 
-def _retry_after(response: httpx.Response, attempt: int) -> float:
+def _retry_after(headers: dict[str, str], attempt: int) -> float:
     """Seconds to wait before retrying a 429: the server's Retry-After, else 1, 2, 4 ... s."""
     try:
-        return max(0.0, float(response.headers.get("retry-after", "")))
+        return max(0.0, float(headers.get("retry-after", "")))
     except ValueError:
         return float(2 ** attempt)
 
