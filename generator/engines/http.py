@@ -249,7 +249,7 @@ def exchange(method: str, url: str, body: Any = None, *, where: str, timeout: fl
         except http.client.IncompleteRead as error:
             raise Unreachable(f"{where}: the reply was cut short ({len(error.partial)} bytes read)") from None
         except http.client.HTTPException as error:
-            reason = f"{type(error).__name__}: {_short(str(error))}"
+            reason = f"{type(error).__name__}: {shorten(str(error))}"
             raise EngineError(f"{where}: not a valid HTTP reply ({reason})") from None
         finally:
             _give_back(parts.scheme, parts.hostname, port, connection, keep)
@@ -271,18 +271,19 @@ def get_json(url: str, *, where: str, timeout: float = TIMEOUT) -> dict[str, Any
 def _reply(status: int, raw: bytes, where: str) -> dict[str, Any]:
     if status >= 400:
         error = Refused if status == 400 else EngineError
-        raise error(f"{where}: HTTP {status}: {_short(raw.decode('utf-8', errors='replace'))}")
+        raise error(f"{where}: HTTP {status}: {shorten(raw.decode('utf-8', errors='replace'))}")
     if not 200 <= status < 300:
-        raise EngineError(f"{where}: HTTP {status}: {_short(raw.decode('utf-8', errors='replace'))}")
+        raise EngineError(f"{where}: HTTP {status}: {shorten(raw.decode('utf-8', errors='replace'))}")
     text = raw.decode("utf-8", errors="replace")
     if not text.lstrip().startswith(("{", "[")):
-        raise EngineError(f"{where}: reply is not JSON: {_short(text)!r}")
+        raise EngineError(f"{where}: reply is not JSON: {shorten(text)!r}")
     reply = load_json(raw, f"{where}: reply", error=EngineError)
     if not isinstance(reply, dict):
         raise EngineError(f"{where}: reply is {type(reply).__name__}, not a JSON object")
     return reply
 
 
-def _short(text: str, limit: int = _SHOWN) -> str:
+def shorten(text: str, limit: int = _SHOWN) -> str:
+    """A server's words for an error message: one line, cut at `limit` characters."""
     text = " ".join(text.split())
     return text if len(text) <= limit else text[:limit] + "..."

@@ -47,16 +47,11 @@ def build_info(engine: str, base: str, timeout: float = http.TIMEOUT) -> str:
     return info
 
 
-def _short(text: str, limit: int = 500) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[:limit] + "..."
-
-
 def _field(engine: str, url: str, data: dict, *path: str) -> Any:
     value: Any = data
     for key in path:
         if not isinstance(value, dict) or key not in value:
-            raise EngineError(f"{engine}: {url} reply has no {'.'.join(path)}: {_short(json.dumps(data))}")
+            raise EngineError(f"{engine}: {url} reply has no {'.'.join(path)}: {http.shorten(json.dumps(data), 500)}")
         value = value[key]
     return value
 
@@ -68,7 +63,7 @@ def _tokenize(engine: str, base: str, prompt: str, timeout: float, add_special: 
     body = {"content": prompt, "add_special": add_special, "parse_special": True, "with_pieces": True}
     tokens = _field(engine, url, _post(engine, url, body, timeout), "tokens")
     if not isinstance(tokens, list) or not all(isinstance(t, dict) and "id" in t for t in tokens):
-        raise EngineError(f"{engine}: {url} returned tokens without ids: {_short(json.dumps(tokens))}")
+        raise EngineError(f"{engine}: {url} returned tokens without ids: {http.shorten(json.dumps(tokens), 500)}")
     ids = strict_ids(engine, [t["id"] for t in tokens])
     return Ids(ids, prompt=prompt, pieces=[_piece(t.get("piece")) for t in tokens])
 
@@ -171,7 +166,7 @@ class LlamaServerEngine:
         per_image, rest = divmod(served_count - len(text_ids), images)
         if list(evaluated) != text_ids or rest or per_image < 1:
             raise EngineError(
-                f"{self.name}: evaluated {served_count} positions with text {_short(served_text, 200)!r}, "
+                f"{self.name}: evaluated {served_count} positions with text {http.shorten(served_text, 200)!r}, "
                 f"not {images} image(s) framed {self.media[0]}...{self.media[1]} between the "
                 f"prompt's text; the framing in MTMD_FRAMING needs review"
             )

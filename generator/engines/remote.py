@@ -85,7 +85,7 @@ class Remote:
     def quote(self, value: Any, limit: int = 500) -> str:
         """What a server said, for an error message: secrets removed first, then shortened to
         one line (shortening first could cut a key in half and leave a piece of it)."""
-        return _short(self.connection.redact(str(value)), limit)
+        return http.shorten(self.connection.redact(str(value)), limit)
 
     def get(self, path: str) -> Any:
         """GET a JSON document (a model listing); any failure is an EngineError."""
@@ -129,10 +129,6 @@ def _retry_after(headers: dict[str, str], attempt: int) -> float:
     except ValueError:
         return float(2 ** attempt)
 
-
-def _short(text: str, limit: int = 500) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[:limit] + "..."
 
 
 def integer(where: str, field: str, value: Any) -> int:
