@@ -240,18 +240,28 @@ def _probe(url_map: dict[str, str], timeout: float) -> None:
 @click.option("--no-confirm", is_flag=True,
               help="Skip confirming stand-in endpoints (llama-server /apply-template + /tokenize, vLLM "
                    "/tokenize) on the serving path; faster, and every report says so.")
+@click.option("--results", "results_path", type=click.Path(dir_okay=False, path_type=Path),
+              help="Write the run's full result as JSON here (for `goldens report merge`).")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print the run's full result as one JSON document on stdout (the --results format).")
+@click.option("--shard", "shard_text", metavar="K/N",
+              help="Replay only shard K of N: whole (model, engine) groups, balanced by cost.")
+@click.option("--durations", "durations_path", type=click.Path(dir_okay=False, path_type=Path),
+              help="Balance --shard by the measured seconds in this file (see --store-durations).")
+@click.option("--store-durations", "store_durations", type=click.Path(dir_okay=False, path_type=Path),
+              help="Write each (model, engine) group's measured seconds into this file (others kept).")
 @friendly
 def check(config_path: Path, engines: tuple[str, ...], model_names: tuple[str, ...], urls: tuple[str, ...],
           root: Path, jobs: int, junit_path: Path | None, report_path: Path | None,
           served: tuple[str, ...], headers: tuple[str, ...], api_key_env: str | None, timeout: float,
-          request_timeout: float, no_confirm: bool) -> None:
+          request_timeout: float, no_confirm: bool, results_path: Path | None, as_json: bool,
+          shard_text: str | None, durations_path: Path | None, store_durations: Path | None) -> None:
     """Replay goldens through engines; exit 0 all match, 1 drift, 2 could not judge."""
-    import time
-
     from generator.config import models
     from generator.progress import progress_bar
     from generator.replay import check as checking
-    from generator.replay import github, report
+    from generator.replay import destination, publish, shard
+    from generator.replay import results as results_data
 
     config = models.load(config_path)
     url_map = _urls(urls)
@@ -262,34 +272,78 @@ def check(config_path: Path, engines: tuple[str, ...], model_names: tuple[str, .
     connection = _connection(config, model_names, served, headers, api_key_env, jobs)
     model_names = model_names or tuple(connection.served)
     work = checking.plan(config, engines, model_names, url_map)
-    report.check_destination(junit_path, report_path)
+    groups = checking.groups(config, work)
+    only, part = None, None
+    if shard_text is not None:
+        part = shard.parse(shard_text)
+        durations = shard.read_durations(durations_path) if durations_path is not None else None
+        only = set(shard.partition([(f"{m} {spec.label}", len(c)) for m, spec, c in groups], part[1],
+                                   durations)[part[0] - 1])
+    elif durations_path is not None:
+        raise GoldensError("--durations balances --shard; give --shard K/N too")
+    destination.check_destination(junit_path, report_path, results_path, store_durations)
+    if only is not None and not only:
+        results = results_data.Results(checking.selection(config, work), [], shard=part,
+                                       notes=[checking.NO_CONFIRM] if no_confirm else [])
+        with destination.claim(junit_path, report_path, results_path):
+            publish.write_files(results, junit_path, report_path, results_path)
+        if as_json:
+            click.echo(results_data.dumps(results), nl=False)
+        click.echo(f"nothing to check: shard {part[0]}/{part[1]} is empty (the partition gives all "
+                   f"{len(groups)} (model, engine) groups to other shards)", err=as_json)
+        sys.exit(0)
     _probe(url_map, request_timeout)
-    total = sum(1 for m, names in work for c in model_cases(config.models[m]) for e in names if replays(c, e.name))
-    notes = [checking.NO_CONFIRM] if no_confirm else []
-    started = time.monotonic()
-    with report.claim(junit_path, report_path), progress_bar(total, "replaying") as advance:
-        outcomes = checking.run(config, root, engines, model_names, url_map, jobs, advance=advance,
-                                note=lambda message: click.echo(message, err=True),
-                                confirm=not no_confirm, timeout=timeout, request_timeout=request_timeout,
-                                connection=connection)
-        if junit_path is not None:
-            report.write(junit_path, report.junit_xml(outcomes, time.monotonic() - started, notes=notes))
-        if report_path is not None:
-            report.write(report_path, report.markdown(outcomes, notes=notes))
-    *problems, summary = report.terminal(outcomes, colour=report.use_colour(sys.stdout), errors=False,
-                                         summary=checking.summary(outcomes))
-    for line in problems:
-        click.echo(line)
-    for line in report.error_lines(outcomes):
-        click.echo(line, err=True)
-    for line in notes:
-        click.echo(line)
-    for label, version in checking.versions(outcomes).items():
-        click.echo(f"{label}: {version}")
-    click.echo(summary)
-    github.publish(report.markdown(outcomes, notes=notes), github.check_annotations(outcomes, root),
-                   lambda line: click.echo(line, err=True))
-    sys.exit(checking.exit_code(outcomes))
+    total = sum(len(groups[i][2]) for i in range(len(groups)) if only is None or i in only)
+    with destination.claim(junit_path, report_path, results_path), progress_bar(total, "replaying") as advance:
+        results = checking.run(config, root, engines, model_names, url_map, jobs, advance=advance,
+                               note=lambda message: click.echo(message, err=True),
+                               confirm=not no_confirm, timeout=timeout, request_timeout=request_timeout,
+                               connection=connection, only=only, shard=part)
+        publish.write_files(results, junit_path, report_path, results_path)
+        if store_durations is not None:
+            destination.write(store_durations, shard.merged_durations(store_durations, results.durations()))
+    code = publish.tell(results, root, click.echo, quiet=as_json)
+    if as_json:
+        click.echo(results_data.dumps(results), nl=False)
+    sys.exit(code)
+
+
+@main.group(name="report")
+def report_group() -> None:
+    """Reports of earlier `goldens check` runs."""
+
+
+@report_group.command(name="merge", epilog=EXIT_CODES)
+@click.argument("results_paths", nargs=-1, required=True, type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--goldens", "root", default="goldens", show_default=True,
+              type=click.Path(file_okay=False, path_type=Path), help="Directory of golden files (for annotations).")
+@click.option("--junit", "junit_path", type=click.Path(dir_okay=False, path_type=Path),
+              help="Write the merged JUnit XML report here.")
+@click.option("--report", "report_path", type=click.Path(dir_okay=False, path_type=Path),
+              help="Write the merged Markdown report here.")
+@click.option("--results", "results_path", type=click.Path(dir_okay=False, path_type=Path),
+              help="Write the merged results as JSON here.")
+@click.option("--step-summary", is_flag=True,
+              help="Append the report to $GITHUB_STEP_SUMMARY and print annotations, as `check` does in Actions.")
+@friendly
+def report_merge(results_paths: tuple[Path, ...], root: Path, junit_path: Path | None, report_path: Path | None,
+                 results_path: Path | None, step_summary: bool) -> None:
+    """Merge the --results of `check --shard K/N` runs into the reports one unsharded run writes;
+    exit with the merged verdict (2 when a shard is missing, named)."""
+    from generator.replay import destination, publish
+    from generator.replay import results as results_data
+
+    if step_summary and not os.environ.get("GITHUB_STEP_SUMMARY"):
+        raise GoldensError("--step-summary: GITHUB_STEP_SUMMARY is not set")
+    destination.check_destination(junit_path, report_path, results_path)
+    merged, problems = results_data.merge(results_paths)
+    merged.notes += [f"not merged: {problem}" for problem in problems]
+    with destination.claim(junit_path, report_path, results_path):
+        publish.write_files(merged, junit_path, report_path, results_path)
+    code = publish.tell(merged, root, click.echo, step_summary=step_summary)
+    for problem in problems:
+        click.echo(f"goldens: error: {problem}", err=True)
+    sys.exit(2 if problems else code)
 
 
 def _connection(config, model_names: tuple[str, ...], served: tuple[str, ...], headers: tuple[str, ...],
@@ -345,9 +399,11 @@ def list_engines() -> None:
 @click.option("--url", metavar="URL", help="Use this running server instead of starting one.")
 @click.option("--goldens", "root", default="goldens", show_default=True,
               type=click.Path(file_okay=False, path_type=Path), help="Directory of golden files.")
+@click.option("--stand-in", "stand_in", is_flag=True,
+              help="Record the engine's stand-in endpoint where it disagrees with the serving path.")
 @friendly
 def ledger(config_path: Path, engine_name: str, case_ids: tuple[str, ...], reason: str, url: str | None,
-           root: Path) -> None:
+           root: Path, stand_in: bool) -> None:
     """Record a reviewed divergence: the engine's own ids for a case, beside its golden, with a reason."""
     from generator.config import models
     from generator.engines.pool import EnginePool
@@ -365,7 +421,7 @@ def ledger(config_path: Path, engine_name: str, case_ids: tuple[str, ...], reaso
             model = config.models[model_name]
             engine = pool.engine(engine_name, model, resolve(model, config))
             for item in load_goldens(root, ids):
-                click.echo(f"recorded {record(engine, item, root, reason)}")
+                click.echo(f"recorded {record(engine, item, root, reason, stand_in=stand_in)}")
 
 
 @main.command(name="diff")
@@ -383,13 +439,13 @@ def diff_command(rev: str, root: Path, markdown: bool, report_path: Path | None,
     """Token-level view of every golden changed against a git revision (default: HEAD): goldens
     whose tokens moved first, then one line per model for provenance- or analysis-only changes."""
     from generator.goldens import diff
-    from generator.replay import github, report
+    from generator.replay import destination, github
 
-    report.check_destination(report_path)
+    destination.check_destination(report_path)
     changes = diff.changed(root, rev)
     page = diff.render_markdown(changes, rev, context)
     if report_path is not None:
-        report.write(report_path, page)
+        destination.write(report_path, page)
     click.echo(page if markdown else diff.render_text(changes, rev, context, full), nl=False)
     github.publish(page, github.diff_annotations(changes), lambda line: click.echo(line, err=True))
 

@@ -23,7 +23,9 @@ from generator.cli import main
 from generator.config.cases import matrix
 from generator.errors import GoldensError
 from generator.goldens import golden_file
-from generator.replay import divergence, report
+from generator.replay import destination, divergence, markdown_report
+from generator.replay.junit import junit_xml
+from generator.replay.report import Summary
 from generator.replay.judge import Outcome
 from generator.servers.process import free_port
 
@@ -236,7 +238,7 @@ def drift(case="qwen3/plain", engine="llama-server", index=7, ledger=False) -> O
     detail = divergence.format_divergence(div, "reference", engine)
     if ledger:
         detail = "moved from its ledger entry: " + detail
-    return Outcome(case, engine, "drift", detail, divergence=div)
+    return Outcome(case, engine, "drift", detail, divergence=div, kind="ledger-moved" if ledger else "")
 
 
 OUTCOMES = [
@@ -251,7 +253,7 @@ OUTCOMES = [
 
 
 def test_junit_from_outcomes_has_suites_per_engine_failures_and_errors():
-    text = report.junit_xml(OUTCOMES, elapsed=3.5)
+    text = junit_xml(Summary(OUTCOMES), elapsed=3.5)
     root = ET.fromstring(text.encode("utf-8"))
     assert_junit_schema(root)
     suites = {s.get("name"): s for s in root}
@@ -268,7 +270,7 @@ def test_junit_from_outcomes_has_suites_per_engine_failures_and_errors():
 
 
 def test_markdown_cells_say_ok_drift_known_error_and_escape_the_table():
-    text = report.markdown(OUTCOMES)
+    text = markdown_report.markdown(Summary(OUTCOMES))
     summary, header, rows = table(text)
     assert summary.startswith("**goldens check: failed (1 error, 3 drift)**")
     assert header == ["model", "shape", "transformers", "llama-server", "vllm"]
@@ -293,16 +295,16 @@ def test_markdown_cells_say_ok_drift_known_error_and_escape_the_table():
 
 
 def test_markdown_details_are_capped_for_a_pr_comment():
-    many = [drift(f"qwen3/s{i}") for i in range(report.DETAILS_LIMIT + 5)]
-    text = report.markdown(many)
-    assert text.count("<details><summary>qwen3/s") == report.DETAILS_LIMIT
+    many = [drift(f"qwen3/s{i}") for i in range(markdown_report.DETAILS_LIMIT + 5)]
+    text = markdown_report.markdown(Summary(many))
+    assert text.count("<details><summary>qwen3/s") == markdown_report.DETAILS_LIMIT
     assert "… 5 more full reports are in the JUnit report." in text
 
 
 def test_a_second_run_on_the_same_report_is_refused(workspace, tmp_path):
     """While one check holds out.md, another aiming at it exits 2 at once and writes nothing."""
     out_md = tmp_path / "out.md"
-    with report.claim(out_md):
+    with destination.claim(out_md):
         message = one_line_error(check(workspace, "--model", "qwen3", "--report", out_md))
         assert "another goldens check is writing this report" in message
         assert not out_md.exists()
@@ -315,13 +317,13 @@ def test_write_is_atomic_under_concurrent_writers(tmp_path):
     """Two runs writing one report: a reader only ever sees one whole report or the other."""
     path = tmp_path / "report.md"
     texts = ["A" * 200_000 + "\n", "B" * 300_000 + "\n"]
-    report.write(path, texts[0])
+    destination.write(path, texts[0])
     stop = threading.Event()
     seen = set()
 
     def writer(text):
         while not stop.is_set():
-            report.write(path, text)
+            destination.write(path, text)
 
     threads = [threading.Thread(target=writer, args=(t,)) for t in texts]
     for thread in threads:
@@ -341,9 +343,9 @@ def test_write_is_atomic_under_concurrent_writers(tmp_path):
 def test_write_failure_is_one_line_and_leaves_nothing(tmp_path):
     (tmp_path / "dir").mkdir()
     with pytest.raises(GoldensError, match="cannot write"):
-        report.write(tmp_path / "dir", "text")
+        destination.write(tmp_path / "dir", "text")
     with pytest.raises(GoldensError, match="is a directory"):
-        report.check_destination(tmp_path / "dir")
+        destination.check_destination(tmp_path / "dir")
     assert [p.name for p in tmp_path.iterdir()] == ["dir"] and not list((tmp_path / "dir").iterdir())
 
 

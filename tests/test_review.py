@@ -21,7 +21,8 @@ from conftest import GOLDENS, ROOT
 
 from generator import files
 from generator.goldens import golden_file
-from generator.replay import divergence, github, ledger, report
+from generator.replay import divergence, github, ledger, markdown_report, terminal
+from generator.replay.report import Summary, summary_line
 from generator.replay.judge import Outcome
 
 SHAPES = [f"s{i:02d}" for i in range(48)]
@@ -29,12 +30,12 @@ ENGINES = ["transformers", "llama-server", "vllm"]
 ANNOTATION = re.compile(r"^::(error|notice|warning)(?: ([^:]*))?::(.*)$")
 
 
-def drift(case: str, engine: str, at: int, prefix: str = "") -> Outcome:
+def drift(case: str, engine: str, at: int, prefix: str = "", kind: str = "") -> Outcome:
     ids = list(range(100, 120))
     moved = ids[:at] + [7] + ids[at + 1:]
     div = divergence.diverge(ids, [f"t{i}" for i in ids], None, moved, [f"t{i}" for i in moved], None)
     return Outcome(case, engine, "drift", prefix + divergence.format_divergence(div, "reference", engine),
-                   divergence=div)
+                   divergence=div, kind=kind)
 
 
 def big_run() -> list[Outcome]:
@@ -43,10 +44,10 @@ def big_run() -> list[Outcome]:
     special = {
         ("qwen3/s03", "llama-server"): drift("qwen3/s03", "llama-server", 11),
         ("qwen3/s20", "transformers"): drift("qwen3/s20", "transformers", 4),
-        ("qwen3/s07", "vllm"): drift("qwen3/s07", "vllm", 9, report.LEDGER_MOVED),
+        ("qwen3/s07", "vllm"): drift("qwen3/s07", "vllm", 9, "moved from its ledger entry: ", "ledger-moved"),
         ("qwen3/s08", "vllm"): Outcome("qwen3/s08", "vllm", "drift",
                                        "vllm now matches the reference; the ledger entry s08.vllm.json is "
-                                       "stale (was: drops return)"),
+                                       "stale (was: drops return)", kind="ledger-fixed"),
         ("qwen3/s09", "llama-server"): Outcome("qwen3/s09", "llama-server", "known", "drops return",
                                                reason="drops return"),
         ("qwen3/s10", "llama-server"): Outcome("qwen3/s10", "llama-server", "known", "drops return",
@@ -77,7 +78,7 @@ def table_after(text: str, header: str) -> list[list[str]]:
 def test_report_of_a_big_run_opens_with_the_verdict_and_what_needs_a_look_and_folds_the_passes():
     outcomes = big_run()
     assert len(outcomes) == 144
-    text = report.markdown(outcomes)
+    text = markdown_report.markdown(Summary(outcomes))
     lines = text.splitlines()
     assert lines[0] == ("**goldens check: failed (6 error, 4 drift, 1 count-mismatch)** · 144 checked: "
                         "131 match, 2 known divergence, 4 drift, 6 error, 1 count-mismatch")
@@ -121,7 +122,7 @@ def test_report_of_a_big_run_opens_with_the_verdict_and_what_needs_a_look_and_fo
 
 def test_a_run_that_passed_is_the_verdict_and_one_fold():
     outcomes = [Outcome(f"qwen3/{shape}", "transformers", "match") for shape in SHAPES]
-    text = report.markdown(outcomes)
+    text = markdown_report.markdown(Summary(outcomes))
     assert text.splitlines()[:3] == [
         "**goldens check: passed** · 48 checked: 48 match, 0 known divergence, 0 drift, 0 error", "",
         "<details><summary>48 of 48 passed · transformers 48/48</summary>"]
@@ -130,7 +131,7 @@ def test_a_run_that_passed_is_the_verdict_and_one_fold():
 
 def test_terminal_is_one_line_per_problem_and_colour_only_on_a_terminal(monkeypatch):
     outcomes = big_run()
-    lines = report.terminal(outcomes)
+    lines = terminal.terminal(Summary(outcomes))
     assert len(lines) == 6 + 4 + 1 + 1
     assert lines[0] == "ERROR qwen3/s30 [transformers]: template raised: boom"
     assert lines[7] == ("DRIFT qwen3/s03 [llama-server]: drift at token 11 (20 vs 20 tokens): "
@@ -138,18 +139,18 @@ def test_terminal_is_one_line_per_problem_and_colour_only_on_a_terminal(monkeypa
     assert lines[8] == ("DRIFT qwen3/s07 [vllm]: reviewed divergence moved: drift at token 9 (20 vs 20 tokens): "
                         "… 't107' 't108' [-'t109'-] {+'t7'+}")
     assert lines[10] == "COUNT-MISMATCH qwen3/s31 [llama-server]: prompt_tokens 41, golden 40"
-    assert lines[-1] == report.summary_line(outcomes)
+    assert lines[-1] == summary_line(outcomes)
     assert not any("\x1b" in line for line in lines)
-    coloured = report.terminal(outcomes, colour=True)
+    coloured = terminal.terminal(Summary(outcomes), colour=True)
     assert coloured[0].startswith("\x1b[") and "\x1b[31m" in coloured[-1]
 
     leader, follower = os.openpty()  # a real terminal
     try:
         with open(follower, "w", closefd=False) as tty, open(os.devnull, "w") as pipe:
             monkeypatch.delenv("NO_COLOR", raising=False)
-            assert report.use_colour(tty) and not report.use_colour(pipe)
+            assert terminal.use_colour(tty) and not terminal.use_colour(pipe)
             monkeypatch.setenv("NO_COLOR", "1")
-            assert not report.use_colour(tty)
+            assert not terminal.use_colour(tty)
     finally:
         os.close(leader)
         os.close(follower)
@@ -159,7 +160,7 @@ def test_workflow_commands_are_escaped_and_capped_at_what_github_shows():
     line = github.command("error", "50% done\nnext: a, b", file="goldens/a:b,c.json", line=7, title="t: x, y")
     assert line == "::error file=goldens/a%3Ab%2Cc.json,line=7,title=t%3A x%2C y::50%25 done%0Anext: a, b"
     many = [drift(f"qwen3/{shape}", "vllm", 3) for shape in SHAPES[:15]]
-    notes = github.check_annotations(many, GOLDENS, env={"GITHUB_WORKSPACE": str(ROOT)})
+    notes = github.check_annotations(Summary(many), GOLDENS, env={"GITHUB_WORKSPACE": str(ROOT)})
     assert len(notes) == github.ANNOTATIONS_PER_STEP
     assert all(n.startswith("::error file=goldens/qwen3/s") for n in notes[:9])
     assert notes[9].startswith("::error title=goldens%3A 6 more problems::6 more problems not annotated")

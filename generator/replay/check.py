@@ -25,8 +25,8 @@ from generator.engines import Engine, http
 from generator.engines.pool import EnginePool, check_available
 from generator.engines.remote import Connection
 from generator.errors import GoldensError, one_line
-from generator.replay import report
-from generator.replay.judge import STAND_IN, Outcome, load_goldens, replay
+from generator.replay.judge import Outcome, load_goldens, replay
+from generator.replay.results import Group, Plan, Results, fingerprint
 from generator.sources.source import Source, resolve
 
 NO_CONFIRM = ("--no-confirm: stand-in endpoints (llama-server /apply-template + /tokenize, vLLM /tokenize) "
@@ -61,21 +61,43 @@ def plan(config: Config, engines: tuple[str, ...], models: tuple[str, ...],
     return out
 
 
+def groups(config: Config, work: list[tuple[str, list[EngineSpec]]]) -> list[tuple[str, EngineSpec, list[str]]]:
+    """The plan's (model, engine, case ids replayed) groups, in run order: what a shard takes whole."""
+    out = []
+    for model_name, specs in work:
+        cases = model_cases(config.models[model_name])
+        for spec in specs:
+            out.append((model_name, spec, [c.id for c in cases if replays(c, spec.name)]))
+    return out
+
+
+def selection(config: Config, work: list[tuple[str, list[EngineSpec]]]) -> Plan:
+    """The plan as results name it: its group and replay counts and fingerprint."""
+    parts = groups(config, work)
+    return Plan(groups=len(parts), replays=sum(len(c) for _, _, c in parts),
+                fingerprint=fingerprint([(m, spec.label, c) for m, spec, c in parts]))
+
+
 def run(config: Config, root: Path, engines: tuple[str, ...] = (), models: tuple[str, ...] = (),
         urls: dict[str, str] | None = None, jobs: int = 8,
         advance: Callable[[str], None] | None = None,
         note: Callable[[str], None] | None = None,
         confirm: bool = True, timeout: float | None = None,
         request_timeout: float | None = None,
-        connection: Connection | None = None) -> list[Outcome]:
-    """Every (model, engine) of the plan, judged. `confirm` sends each case down the serving
-    path of engines read through a stand-in; `timeout` bounds the whole run and
-    `request_timeout` each request to an engine, in seconds."""
+        connection: Connection | None = None, only: set[int] | None = None,
+        shard: tuple[int, int] | None = None) -> Results:
+    """Every (model, engine) group of the plan (those indexed in `only`, when given), judged.
+    `confirm` sends each case down the serving path of engines read through a stand-in;
+    `timeout` bounds the whole run and `request_timeout` each request to an engine, in seconds."""
     work = plan(config, engines, models, urls)
-    for spec in dict.fromkeys(spec for _, specs in work for spec in specs):
+    parts = groups(config, work)
+    chosen = [i for i in range(len(parts)) if only is None or i in only]
+    for i in chosen:
+        spec = parts[i][1]
         if spec.name not in (urls or {}):
             check_available(spec, config.engine_versions)
-    outcomes: list[Outcome] = []
+    results = Results(plan=selection(config, work), groups=[], shard=shard,
+                      notes=[] if confirm else [NO_CONFIRM])
     started = time.monotonic()
 
     def halt() -> str | None:
@@ -83,32 +105,41 @@ def run(config: Config, root: Path, engines: tuple[str, ...] = (), models: tuple
             return f"not judged: the run's --timeout of {timeout:g}s was reached"
         return None
 
+    by_model: dict[str, list[int]] = {}
+    for i in chosen:
+        by_model.setdefault(parts[i][0], []).append(i)
     with http.deadlines(timeout, request_timeout), \
             EnginePool(config.date, urls, on_start=note, connection=connection,
                        versions=config.engine_versions) as pool:
-        for model_name, engine_names in work:
+        for model_name, indices in by_model.items():
             model = config.models[model_name]
             source = resolve(model, config)
-            cases = model_cases(model)
-            goldens = dict(zip([c.id for c in cases], load_goldens(root, [c.id for c in cases])))
+            case_ids = list(dict.fromkeys(c for i in indices for c in parts[i][2]))
+            goldens = dict(zip(case_ids, load_goldens(root, case_ids)))
             tokenizer = reference.load_tokenizer(source.tokenizer_dir)
             decode = lambda ids: reference.pieces(tokenizer, list(ids))  # noqa: E731
-            for spec in engine_names:
-                chosen = [goldens[c.id] for c in cases if replays(c, spec.name)]
+            for i in indices:
+                _, spec, cases = parts[i]
+                group_started = time.monotonic()
+                group = Group(i, model_name, spec.label)
+                chosen_goldens = [goldens[c] for c in cases]
                 engine, reason = None, halt()
                 if reason is None:
                     engine, reason = _open(pool, spec, model, source)
                 if reason is not None:
-                    for item in chosen:
-                        outcomes.append(Outcome(item.case, spec.label, "error", reason))
+                    for item in chosen_goldens:
+                        group.outcomes.append(Outcome(item.case, spec.label, "error", reason))
                         if advance is not None:
                             advance(item.case)
-                    continue
-                replayed = replay(engine, chosen, root, jobs=jobs, decode=decode, advance=advance,
-                                  confirm=confirm, halt=halt, label=spec.label)
-                outcomes += all_refused(model_name, spec.label, replayed)
+                else:
+                    replayed = replay(engine, chosen_goldens, root, jobs=jobs, decode=decode, advance=advance,
+                                      confirm=confirm, halt=halt, label=spec.label)
+                    group.outcomes = all_refused(model_name, spec.label, replayed)
+                group.seconds = time.monotonic() - group_started
+                results.groups.append(group)
             pool.release(model_name)
-    return outcomes
+    results.elapsed = time.monotonic() - started
+    return results
 
 
 def _open(pool: EnginePool, spec: EngineSpec, model: ModelSpec,
@@ -126,35 +157,11 @@ def _open(pool: EnginePool, spec: EngineSpec, model: ModelSpec,
 def all_refused(model: str, engine: str, outcomes: list[Outcome]) -> list[Outcome]:
     """An engine that refused every case of a model judged nothing (a server answering 400 to
     everything, a template that raises for every request): each case becomes an error."""
-    verdicts = [o for o in outcomes if o.engine == engine]
+    verdicts = [o for o in outcomes if o.engine == engine and o.stand_in is None]
     if not verdicts or not all(o.refused for o in verdicts):
         return outcomes
     first = next((o for o in verdicts if o.status != "match"), verdicts[0]).detail
     reason = (f"{engine} refused every case of {model} ({len(verdicts)} of {len(verdicts)}), so nothing "
               f"was judged; the first: {first}")
-    return [Outcome(o.case, o.engine, "error", reason) if o.engine == engine else o for o in outcomes]
-
-
-def exit_code(outcomes: list[Outcome]) -> int:
-    if not outcomes or any(o.status == "error" for o in outcomes):
-        return 2
-    if any(o.status == "drift" for o in outcomes):
-        return 1
-    return 0
-
-
-def versions(outcomes: list[Outcome]) -> dict[str, str]:
-    """engine label -> the version it reported, in run order (one line each in the terminal)."""
-    out: dict[str, str] = {}
-    for outcome in outcomes:
-        if outcome.version and outcome.engine not in out:
-            out[outcome.engine] = outcome.version
-    return out
-
-
-def summary(outcomes: list[Outcome]) -> str:
-    findings = [o for o in outcomes if o.engine.endswith(STAND_IN)]
-    line = report.summary_line([o for o in outcomes if not o.engine.endswith(STAND_IN)])
-    if findings:
-        line += f"; {len(findings)} stand-in endpoint(s) disagreeing with serving"
-    return line
+    return [Outcome(o.case, o.engine, "error", reason, version=o.version) if o.stand_in is None else o
+            for o in outcomes]

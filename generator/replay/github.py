@@ -22,7 +22,7 @@ from pathlib import Path
 from generator.goldens import golden_file
 from generator.goldens.diff import Change, first_moved_token, moved, summary
 from generator.replay import ledger, report
-from generator.replay.judge import Outcome
+from generator.replay.report import Summary
 
 ANNOTATIONS_PER_STEP = 10  # of one level (error, warning, notice)
 SUMMARY_LIMIT = 1024 * 1024  # bytes of job summary a step may write
@@ -88,22 +88,24 @@ def _capped(commands: list[str], level: str, noun: str, where: str) -> list[str]
                        f"a step): {where}", title=f"goldens: {rest} more {noun}")]
 
 
-def check_annotations(outcomes: Sequence[Outcome], root: Path,
+def check_annotations(summary: Summary, root: Path,
                       env: Mapping[str, str] | None = None) -> list[str]:
     """An error annotation per problem of a check run, in the report's order: a drift on its
     golden file (or on its ledger entry when a reviewed divergence moved or went stale), at the
-    line of the first divergent token; the errors of one engine with one message as one."""
+    line of the first divergent token; a stand-in finding on its stand-in entry once reviewed;
+    the errors of one engine with one message as one."""
     out = []
-    for group in report.problems(outcomes):
+    for group in summary.problems():
         first = group[0]
         kind = report.kind(first)
-        title = f"goldens {kind.label}: {first.case} [{first.engine}]"
+        title = f"goldens {kind.label}: {first.case} [{first.column}]"
         if len(group) > 1:
             out.append(command("error", f"{len(group)} cases: {report.problem_line(first)}",
-                               title=f"goldens {kind.label}: {first.engine}"))
+                               title=f"goldens {kind.label}: {first.column}"))
             continue
-        path = (ledger.entry_path(root, first.case, first.engine) if kind.key.startswith("ledger")
-                else golden_file.golden_path(root, first.case))
+        engine = first.engine.partition("@")[0]
+        path = (ledger.entry_path(root, first.case, engine, stand_in=first.stand_in is not None)
+                if kind.key.startswith("ledger") else golden_file.golden_path(root, first.case))
         line = token_line(path, first.divergence.index) if first.divergence is not None else None
         out.append(command("error", report.problem_line(first), workspace_path(path, env), line, title))
     return _capped(out, "error", "problems", "the job summary and the JUnit report list every one")

@@ -13,8 +13,13 @@ match. Requests go out concurrently from a thread pool.
 Where an engine is read through a stand-in endpoint (llama-server's /apply-template +
 /tokenize, vLLM's /tokenize), `confirm` also sends the case down the serving path: vLLM's
 served prompt ids are what is judged, llama-server's served counts must equal the stand-in's.
-A stand-in that disagrees with serving is a finding of its own (an Outcome in the column
-"<engine> stand-in"), never the engine's verdict.
+A stand-in that disagrees with serving is a finding of its own (an Outcome with `stand_in` set,
+reported in the column "<engine> stand-in"), never the engine's verdict. It is judged like a
+divergence: against a reviewed stand-in ledger entry (`<case>.<engine>.stand-in.json`, the stand-in's
+own ids), so a reviewed one passes, a new one, one that moved or one fixed upstream fails.
+
+The verdict is data: `status` decides the exit code, `kind` (one of KINDS) says what happened in a
+word reports look up, `divergence` where; reports parse none of the prose in `detail`.
 """
 
 from __future__ import annotations
@@ -38,11 +43,18 @@ from generator.replay.divergence import Divergence, diverge, format_divergence
 Answer = Ids | PromptCount | Refused  # what an engine made of a request: ids, a count, or a refusal
 STAND_IN = " stand-in"  # suffix of the column a stand-in finding is reported in
 
+# What an outcome is, in one word: the status it counts under and whether it passes follow from it.
+KIND_STATUS = {
+    "match": "match", "count": "count", "known": "known", "drift": "drift", "error": "error",
+    "ledger-moved": "drift",  # a reviewed divergence (or refusal) that moved
+    "ledger-fixed": "drift",  # the engine now matches; the ledger entry is stale
+}
+
 
 @dataclass
 class Outcome:
     case: str
-    engine: str
+    engine: str  # the engine's label: its name, or name@version when several versions run
     status: str  # "match" | "known" | "drift" | "error" | "count" (lengths equal, ids unseen)
     detail: str = ""
     divergence: Divergence | None = None
@@ -52,10 +64,20 @@ class Outcome:
     unreachable: bool = False  # the engine stopped answering (timeout, connection lost)
     finding: Outcome | None = None  # the stand-in disagreed with the serving path
     version: str = ""  # what the engine said it is (llama-server's build_info, vLLM's /version)
+    kind: str = ""  # a key of KIND_STATUS; defaults to the status
+    stand_in: str | None = None  # a stand-in finding: the stand-in endpoint it is about
+
+    def __post_init__(self) -> None:
+        self.kind = self.kind or self.status
 
     @property
     def ok(self) -> bool:
         return self.status in ("match", "known", "count")
+
+    @property
+    def column(self) -> str:
+        """Where reports show it: the engine's column, or '<engine> stand-in' for a finding."""
+        return self.engine + STAND_IN if self.stand_in is not None else self.engine
 
 
 def answer(engine: Engine, request: dict) -> Answer:
@@ -76,7 +98,8 @@ def verdict(item: golden_file.Golden, entry: ledger.Entry | None, engine: str, g
         if item.outcome == "error" and entry is None:
             return Outcome(item.case, engine, "match", f"refused, as the reference did: {item.error}",
                            refused=True)
-        return Outcome(item.case, engine, "drift", f"engine refused: {got}", refused=True)
+        return Outcome(item.case, engine, "drift", f"engine refused: {got}", refused=True,
+                       kind="ledger-moved" if entry is not None else "drift")
     if isinstance(got, PromptCount):
         return judge_count(engine, item, entry, got)
     actual = got
@@ -88,18 +111,18 @@ def verdict(item: golden_file.Golden, entry: ledger.Entry | None, engine: str, g
     if entry is not None and entry.refused is not None:
         return Outcome(item.case, engine, "drift",
                        f"{engine} now renders {len(actual)} tokens; the ledger entry "
-                       f"{entry.path.name} recorded a refusal (was: {entry.reason})")
+                       f"{entry.path.name} recorded a refusal (was: {entry.reason})", kind="ledger-moved")
     if entry is not None:
         if list(actual) == entry.ids:
             return Outcome(item.case, engine, "known", entry.reason, reason=entry.reason)
         if list(actual) == item.ids:
             return Outcome(item.case, engine, "drift",
                            f"{engine} now matches the reference; the ledger entry "
-                           f"{entry.path.name} is stale (was: {entry.reason})")
+                           f"{entry.path.name} is stale (was: {entry.reason})", kind="ledger-fixed")
         div = diverge(entry.ids, entry.pieces, entry.prompt, actual, pieces, prompt, decode)
         return Outcome(item.case, engine, "drift",
                        "moved from its ledger entry: " + format_divergence(div, "ledger", engine),
-                       divergence=div)
+                       divergence=div, kind="ledger-moved")
     div = diverge(item.ids, item.pieces, item.prompt, actual, pieces, prompt, decode)
     if div is None:
         return Outcome(item.case, engine, "match")
@@ -113,23 +136,25 @@ def judge_count(engine: str, item: golden_file.Golden, entry: ledger.Entry | Non
     only verdicts are "count" (equal), "known" and "drift", each with level "count"."""
     n = count.tokens
 
-    def outcome(status: str, detail: str, reason: str | None = None) -> Outcome:
-        return Outcome(item.case, engine, status, detail, reason=reason, level="count")
+    def outcome(status: str, detail: str, reason: str | None = None, kind: str = "") -> Outcome:
+        return Outcome(item.case, engine, status, detail, reason=reason, level="count", kind=kind)
 
     if item.outcome == "error":
         return outcome("drift", f"count only: the reference refused ({item.error}) but {engine} "
                                 f"evaluated {n} prompt tokens")
     if entry is not None and entry.refused is not None:
         return outcome("drift", f"count only: {engine} now evaluates {n} prompt tokens; the ledger "
-                                f"entry {entry.path.name} recorded a refusal (was: {entry.reason})")
+                                f"entry {entry.path.name} recorded a refusal (was: {entry.reason})", kind="ledger-moved")
     if entry is not None:
         if n == len(entry.ids):
             return outcome("known", entry.reason, reason=entry.reason)
         if n == len(item.ids):
             return outcome("drift", f"count only: {engine} now has the golden's length ({n} tokens); "
-                                    f"the ledger entry {entry.path.name} may be stale (was: {entry.reason})")
+                                    f"the ledger entry {entry.path.name} may be stale (was: {entry.reason})",
+                           kind="ledger-fixed")
         return outcome("drift", f"count only: {count.field} {n}, {_longer(n, len(entry.ids))} than the "
-                                f"ledger entry's {len(entry.ids)} (the golden has {len(item.ids)})")
+                                f"ledger entry's {len(entry.ids)} (the golden has {len(item.ids)})",
+                       kind="ledger-moved")
     if n == len(item.ids):
         return outcome("count", f"count only: {count.field} {n}, the golden's length (the ids were not returned)")
     return outcome("drift", f"count only: {count.field} {n}, {_longer(n, len(item.ids))} than the "
@@ -140,6 +165,8 @@ def _longer(n: int, expected: int) -> str:
     """'9 tokens shorter', '1 token longer'."""
     difference = abs(n - expected)
     return f"{difference} token{'s' if difference != 1 else ''} {'longer' if n > expected else 'shorter'}"
+
+
 def judge(engine: Engine, item: golden_file.Golden, root: Path,
           decode: Callable[[Sequence[int]], list[str]] | None = None, confirm: bool = False,
           label: str | None = None) -> Outcome:
@@ -161,7 +188,10 @@ def judge(engine: Engine, item: golden_file.Golden, root: Path,
         return verdict(item, entry, label, got, decode)
     serving = served.answer()
     outcome = verdict(item, entry, label, serving if serving is not None else got, decode)
-    outcome.finding = _stand_in_finding(item.case, engine, got, served, label)
+    stand_in = getattr(engine, "stand_in", "stand-in")
+    finding = _stand_in_finding(item.case, engine, got, served, label)
+    outcome.finding = judge_finding(item, ledger.read_stand_in(root, item.case, engine.name), label,
+                                    stand_in, got, finding, decode)
     return outcome
 
 
@@ -173,20 +203,17 @@ def _serve(engine: Engine, request: dict, got: Answer) -> Served | None:
 
 
 def _stand_in_finding(case: str, engine: Engine, got: Answer, served: Served,
-                      label: str) -> Outcome | None:
-    """The stand-in's answer against the serving path's; None when they agree."""
+                      label: str) -> str | None:
+    """How the stand-in's answer disagrees with the serving path's, in words; None when they agree."""
     stand_in = getattr(engine, "stand_in", "stand-in")
-    column = label + STAND_IN
     if isinstance(got, Refused):
         if served.refused is not None:
             return None
         fed = ", ".join(f"{where} fed {count} tokens" for where, count in served.counts.items())
-        return Outcome(case, column, "drift",
-                       f"{engine.name}: {stand_in} refused ({got}) but {fed}")
+        return f"{engine.name}: {stand_in} refused ({got}) but {fed}"
     if served.refused is not None:
-        return Outcome(case, column, "drift",
-                       f"{engine.name}: {stand_in} gives {len(got)} tokens but {served.endpoint} "
-                       f"refused ({served.refused})")
+        return (f"{engine.name}: {stand_in} gives {len(got)} tokens but {served.endpoint} "
+                f"refused ({served.refused})")
     if served.ids is not None:
         index = first_divergence(list(got), list(served.ids))
         problems = [] if index is None else [
@@ -197,9 +224,40 @@ def _stand_in_finding(case: str, engine: Engine, got: Answer, served: Served,
         return None
     judged = ("the serving path's ids are judged in the " + engine.name + " column"
               if served.ids is not None else f"the {engine.name} column judges the stand-in's ids")
-    return Outcome(case, column, "drift",
-                   f"{engine.name}: {stand_in} gives {len(got)} tokens but {'; '.join(problems)} "
-                   f"({judged})")
+    return f"{engine.name}: {stand_in} gives {len(got)} tokens but {'; '.join(problems)} ({judged})"
+
+
+def judge_finding(item: golden_file.Golden, entry: ledger.Entry | None, label: str, stand_in: str,
+                  got: Answer, finding: str | None,
+                  decode: Callable[[Sequence[int]], list[str]] | None = None) -> Outcome | None:
+    """A stand-in's disagreement with serving, judged against its reviewed stand-in ledger entry:
+    none and no entry is nothing to report; an entry whose ids (or refusal) the stand-in still
+    gives while disagreeing is `known`; a new disagreement is a `drift`; an entry the stand-in
+    moved from is `ledger-moved`, one it no longer needs (the stand-in agrees) `ledger-fixed`."""
+    def outcome(status: str, detail: str, **extra) -> Outcome:
+        return Outcome(item.case, label, status, detail, stand_in=stand_in, **extra)
+
+    if finding is None:
+        if entry is None:
+            return None
+        return outcome("drift", f"{stand_in} now agrees with the serving path; the stand-in ledger entry "
+                                f"{entry.path.name} is stale (was: {entry.reason})", kind="ledger-fixed")
+    if entry is None:
+        return outcome("drift", finding)
+    if isinstance(got, Refused):
+        if entry.refused is not None:
+            return outcome("known", entry.reason, reason=entry.reason, refused=True)
+        return outcome("drift", f"{finding}; the stand-in ledger entry {entry.path.name} recorded "
+                                f"{len(entry.ids)} tokens", kind="ledger-moved", refused=True)
+    if isinstance(got, PromptCount) or entry.refused is not None:
+        return outcome("drift", f"{finding}; the stand-in ledger entry {entry.path.name} recorded "
+                                f"{'a refusal' if entry.refused is not None else 'ids'}", kind="ledger-moved")
+    if list(got) == entry.ids:
+        return outcome("known", entry.reason, reason=entry.reason)
+    div = diverge(entry.ids, entry.pieces, entry.prompt, got, getattr(got, "pieces", None),
+                  getattr(got, "prompt", None), decode)
+    return outcome("drift", f"{finding}; moved from its stand-in ledger entry: "
+                            + format_divergence(div, "ledger", stand_in), divergence=div, kind="ledger-moved")
 
 
 def replay(engine: Engine, goldens: Iterable[golden_file.Golden], root: Path, jobs: int = 8,
@@ -228,6 +286,8 @@ def replay(engine: Engine, goldens: Iterable[golden_file.Golden], root: Path, jo
                 with lock:
                     fault.append(outcome.detail)
         outcome.version = version
+        if outcome.finding is not None:
+            outcome.finding.version = version
         if advance is not None:
             advance(item.case)
         return outcome
@@ -262,21 +322,36 @@ def load_goldens(root: Path, case_ids: Iterable[str]) -> list[golden_file.Golden
     return out
 
 
-def record(engine: Engine, item: golden_file.Golden, root: Path, reason: str) -> Path:
+def record(engine: Engine, item: golden_file.Golden, root: Path, reason: str, stand_in: bool = False) -> Path:
     """Record what `engine` gives for a golden as a reviewed divergence (a ledger entry): its own
-    ids, or its refusal. Nothing is recorded where the engine matches the reference."""
+    ids, or its refusal, as `check` judges them (the serving path's where it returns ids, as
+    vLLM's does). Nothing is recorded where the engine matches the reference. With `stand_in`,
+    record instead the engine's stand-in endpoint where it disagrees with the serving path."""
     if not reason.strip():
         raise GoldensError("a reviewed divergence needs a --reason that says why it is accepted")
     if item.outcome != "ok":
         raise GoldensError(f"{item.case}: the reference refused this case; there are no ids to diverge from")
-    try:
-        actual = engine.ids(item.request)
-    except Refused as refusal:
+    got = answer(engine, item.request)
+    served = _serve(engine, item.request, got)
+    endpoint = getattr(engine, "stand_in", None)
+    if stand_in:
+        if served is None or endpoint is None:
+            raise GoldensError(f"{item.case}: {engine.name} has no stand-in endpoint beside a serving path")
+        if _stand_in_finding(item.case, engine, got, served, engine.name) is None:
+            raise GoldensError(f"{item.case}: {engine.name}'s {endpoint} agrees with its serving path; "
+                               "nothing to record")
+    else:
+        endpoint = None
+        serving = served.answer() if served is not None else None
+        got = serving if serving is not None else got
+    if isinstance(got, Refused):
         # the URL's port changes per run; the ledger must not
-        message = re.sub(r"https?://[^\s/]+:\d+", "<server>", first_line(refusal))
+        message = re.sub(r"https?://[^\s/]+:\d+", "<server>", first_line(got))
         return ledger.write(root, item, engine.name, reason.strip(), [], [], None, refused=message,
-                            engine_version=reported_version(engine))
-    if list(actual) == item.ids:
+                            engine_version=reported_version(engine), stand_in=endpoint)
+    if isinstance(got, PromptCount):
+        raise GoldensError(f"{item.case}: {engine.name} reports only a prompt token count; there are no ids to record")
+    if list(got) == item.ids and not stand_in:
         raise GoldensError(f"{item.case}: {engine.name} matches the reference; nothing to record")
-    return ledger.write(root, item, engine.name, reason.strip(), list(actual), pieces_of(actual),
-                        getattr(actual, "prompt", None), engine_version=reported_version(engine))
+    return ledger.write(root, item, engine.name, reason.strip(), list(got), pieces_of(got),
+                        getattr(got, "prompt", None), engine_version=reported_version(engine), stand_in=endpoint)

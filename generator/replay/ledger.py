@@ -3,6 +3,10 @@
 An entry is `goldens/<model>/<stem>.<engine>.json`, the golden format plus `engine` and `reason`:
 an engine that still gives exactly those ids (or still refuses) passes; one that moves, or that
 matches the reference again, is reported, so a fix upstream is noticed too.
+
+A stand-in entry, `goldens/<model>/<stem>.<engine>.stand-in.json`, records the same for an engine's
+stand-in endpoint (vLLM's /tokenize, llama-server's /apply-template + /tokenize) where it reviewed
+as disagreeing with the engine's serving path: the stand-in's own ids, `stand_in` naming it.
 """
 
 from __future__ import annotations
@@ -30,14 +34,23 @@ class Entry:
     path: Path | None = None
     refused: str | None = None  # the engine's refusal, when what was reviewed is that it refuses
     engine_version: str | None = None  # what the engine reported when it was reviewed
+    stand_in: str | None = None  # a stand-in entry: the stand-in endpoint it is about
 
 
-def entry_path(root: Path, case_id: str, engine: str) -> Path:
-    return root / f"{case_id}.{engine}.json"
+STAND_IN = "stand-in"  # the last part of a stand-in entry's name
 
 
-def read(root: Path, case_id: str, engine: str) -> Entry | None:
-    path = entry_path(root, case_id, engine)
+def entry_path(root: Path, case_id: str, engine: str, stand_in: bool = False) -> Path:
+    return root / f"{case_id}.{engine}{'.' + STAND_IN if stand_in else ''}.json"
+
+
+def read_stand_in(root: Path, case_id: str, engine: str) -> Entry | None:
+    """The engine's reviewed stand-in entry for a case, if there is one."""
+    return read(root, case_id, engine, stand_in=True)
+
+
+def read(root: Path, case_id: str, engine: str, stand_in: bool = False) -> Entry | None:
+    path = entry_path(root, case_id, engine, stand_in)
     if not path.exists():
         return None
     item = golden_file.read(path)
@@ -46,25 +59,29 @@ def read(root: Path, case_id: str, engine: str) -> Entry | None:
         raise GoldensError(f"{path}: a ledger entry needs a non-empty `reason`")
     if item.extra.get("engine") != engine:
         raise GoldensError(f"{path}: `engine` must be {engine!r}")
+    endpoint = item.extra.get("stand_in")
+    if stand_in and (not isinstance(endpoint, str) or not endpoint.strip()):
+        raise GoldensError(f"{path}: a stand-in ledger entry needs `stand_in`, the endpoint it is about")
     return Entry(case=item.case, engine=engine, reason=reason, ids=item.ids, pieces=item.pieces,
-                       prompt=item.prompt, path=path, refused=item.error if item.outcome == "error" else None,
-                       engine_version=item.extra.get("engine_version"))
+                 prompt=item.prompt, path=path, refused=item.error if item.outcome == "error" else None,
+                 engine_version=item.extra.get("engine_version"), stand_in=endpoint if stand_in else None)
 
 
 def write(root: Path, golden: golden_file.Golden, engine: str, reason: str,
                  ids: Sequence[int], pieces: Sequence[str], prompt: str | None,
-                 refused: str | None = None, engine_version: str = "") -> Path:
+                 refused: str | None = None, engine_version: str = "", stand_in: str | None = None) -> Path:
     """Record a reviewed divergence beside its golden (same format, plus engine and reason);
-    `refused` records that the engine declines a request the reference renders, and
-    `engine_version` what the engine reported itself as when it was reviewed."""
+    `refused` records that the engine declines a request the reference renders,
+    `engine_version` what the engine reported itself as when it was reviewed, and `stand_in`
+    makes it a stand-in entry about that endpoint."""
     index = None if refused else divergence_point(golden.ids, ids)
     entry = golden_file.Golden(
         case=golden.case, request=golden.request, outcome="error" if refused else "ok",
         ids=[] if refused else list(ids), pieces=[] if refused else list(pieces),
         prompt=None if refused else prompt, error=refused, provenance=golden.provenance,
-        extra={"engine": engine, "engine_version": engine_version or None, "reason": reason,
-               "diverges_at": index},
+        extra={"engine": engine, "engine_version": engine_version or None,
+               **({"stand_in": stand_in} if stand_in else {}), "reason": reason, "diverges_at": index},
     )
-    path = entry_path(root, golden.case, engine)
+    path = entry_path(root, golden.case, engine, stand_in=stand_in is not None)
     files.atomic_write(path, golden_file.dumps(entry))
     return path

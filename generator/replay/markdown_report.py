@@ -1,0 +1,130 @@
+"""The Markdown report of a `goldens check` run, for a reviewer who opens a pull request.
+
+The verdict first, then one table of what needs a look (errors, drifts, reviewed divergences
+that moved or were fixed upstream, stand-in findings), each with its first divergence, then each
+one's full report folded, then every case folded in a `<details>` block titled with the passes
+counted per column.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from generator import markdown as md
+from generator.replay.judge import Outcome
+from generator.replay.report import (
+    COUNT_ONLY, Summary, detail, drift_context, first_line, headline, kind, split_case, xml_safe,
+)
+
+DETAILS_LIMIT = 25  # full reports in the Markdown; a PR comment has a size limit
+ROW_LIMIT = 100  # rows of the needs-a-look table
+CELL_LIMIT = 160
+
+
+def _text(text: str, limit: int = CELL_LIMIT) -> str:
+    """Prose in a table cell: one line, and no character that would start markup or end the cell."""
+    return md.escape(first_line(xml_safe(text), limit))
+
+
+def first_divergence(outcome: Outcome) -> str:
+    """The 'first divergence' cell of a problem: the tokens around it, or what happened instead."""
+    if outcome.divergence is not None:
+        return md.code(drift_context(outcome))
+    return _text(detail(outcome))
+
+
+def cell(outcome: Outcome) -> str:
+    """One cell of the folded case x column grid: what passed in words, a problem by its name
+    (its first divergence is in the table above)."""
+    if outcome.status == "match":
+        return "ok"
+    if outcome.status == "count":
+        return headline(outcome)
+    if outcome.status == "known":
+        marker = COUNT_ONLY if outcome.level == "count" else ""
+        return f"known divergence{marker}: {_text(outcome.reason or outcome.detail)}"
+    return f"**{headline(outcome)}**"
+
+
+def _problem_row(group: list[Outcome]) -> list[str]:
+    first = group[0]
+    model, stem = split_case(first.case)
+    if len(group) > 1:
+        models = list(dict.fromkeys(split_case(o.case)[0] for o in group))
+        model = ", ".join(models) if len(models) <= 3 else f"{len(models)} models"
+        stem = f"{len(group)} cases"
+    return [headline(first), _text(model), _text(stem), _text(first.column), first_divergence(first)]
+
+
+def _full_report(group: list[Outcome]) -> list[str]:
+    first = group[0]
+    if len(group) == 1:
+        div = first.divergence
+        lengths = f" ({div.expected_len} vs {div.actual_len} tokens)" if div is not None else ""
+        title = f"{first.case} · {first.column}: {headline(first)}{lengths}"
+        return md.fold(title, md.fenced(xml_safe(first.detail) or "(no detail)"))
+    cases = "\n".join(o.case for o in group)
+    return md.fold(f"{len(group)} cases · {first.column}: {headline(first)}",
+                   md.fenced(xml_safe(f"{first.detail}\n\n{cases}")))
+
+
+def _passes_title(outcomes: Sequence[Outcome]) -> str:
+    """'140 of 144 passed · transformers 48/48 · llama-server 44/48 (2 known divergence) · …'."""
+    columns: dict[str, list[Outcome]] = {}
+    for outcome in outcomes:
+        columns.setdefault(outcome.column, []).append(outcome)
+    parts = []
+    for column, items in columns.items():
+        passed = sum(1 for o in items if kind(o).passing)
+        known = sum(1 for o in items if o.status == "known")
+        version = next((o.version for o in items if o.version), "")  # what the engine said it is
+        name = f"{column} ({version})" if version else column
+        parts.append(f"{name} {passed}/{len(items)}" + (f" ({known} known divergence)" if known else ""))
+    total = sum(1 for o in outcomes if kind(o).passing)
+    return " · ".join([f"{total} of {len(outcomes)} passed", *parts])
+
+
+def _grid(outcomes: Sequence[Outcome]) -> list[str]:
+    """Every case: a row per (model, shape), a column per engine (and stand-in)."""
+    columns: list[str] = []
+    cases: list[str] = []
+    grid: dict[tuple[str, str], Outcome] = {}
+    versions: dict[str, str] = {}
+    for outcome in outcomes:
+        if outcome.version:
+            versions.setdefault(outcome.column, outcome.version)
+        if outcome.column not in columns:
+            columns.append(outcome.column)
+        if outcome.case not in cases:
+            cases.append(outcome.case)
+        grid[outcome.case, outcome.column] = outcome
+    rows = []
+    for case in cases:
+        model, stem = split_case(case)
+        rows.append([model, stem] + [cell(grid[case, c]) if (case, c) in grid else "—" for c in columns])
+    header = [f"{c} ({versions[c]})" if c in versions and not c.endswith("@" + versions[c]) else c
+              for c in columns]
+    return md.table(["model", "shape", *header], rows)
+
+
+def markdown(summary: Summary, title: str = "goldens check") -> str:
+    """The pull-request report: verdict, notes on what was not done (e.g. --no-confirm), what
+    needs a look (each with its first divergence and its full report folded), then every case
+    folded under the passes counted per column."""
+    outcomes = summary.outcomes
+    lines = [f"**{title}: {summary.verdict()}** · {summary.line()}"]
+    for note in summary.notes:  # said in every report, not only on the terminal
+        lines += ["", f"> {_text(note, 400)}"]
+    groups = summary.problems()
+    if groups:
+        rows = [_problem_row(group) for group in groups[:ROW_LIMIT]]
+        lines += ["", *md.table(["needs a look", "model", "shape", "engine", "first divergence"], rows)]
+        if len(groups) > ROW_LIMIT:
+            lines += ["", f"… and {len(groups) - ROW_LIMIT} more; the JUnit report has every one."]
+        for group in groups[:DETAILS_LIMIT]:
+            lines += ["", *_full_report(group)]
+        if len(groups) > DETAILS_LIMIT:
+            lines += ["", f"… {len(groups) - DETAILS_LIMIT} more full reports are in the JUnit report."]
+    if any(kind(o).passing for o in outcomes):
+        lines += ["", *md.fold(_passes_title(outcomes), _grid(outcomes))]
+    return "\n".join(lines) + "\n"

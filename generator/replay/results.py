@@ -1,0 +1,190 @@
+"""A `goldens check` run's full result as data: what `check --results F.json` and `check --json`
+write and `goldens report merge` reads back.
+
+The document (format 1, canonical JSON, keys stable):
+
+    {"format": 1, "tool": "goldens check",
+     "plan": {"groups": G, "replays": R, "fingerprint": "sha256 of the selection"},
+     "shard": {"index": K, "count": N} or null,
+     "exit_code": 0 | 1 | 2, "verdict": "passed" | "failed (...)", "summary": "485 checked: ...",
+     "counts": {"verdicts": {status: n}, "findings": {status: n}},
+     "notes": [...], "versions": {engine label: version}, "elapsed": seconds,
+     "groups": [{"index": g, "model": M, "engine": label, "seconds": s,
+                 "outcomes": [{case, engine, status, kind, detail, level, refused, unreachable,
+                               version, reason, stand_in, divergence: {...} | null}]}]}
+
+A group is one (model, engine label) of the plan, `index` its place in the unsharded run, so a
+merge of shards puts every outcome back where one run would have it; `fingerprint` names the
+selection, so shards of different selections are never merged.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+from generator.errors import GoldensError
+from generator.replay.divergence import Divergence
+from generator.replay.judge import Outcome
+from generator.replay.report import Summary, counts
+
+FORMAT = 1
+_OUTCOME_FIELDS = ("case", "engine", "status", "kind", "detail", "level", "refused", "unreachable",
+                   "version", "reason", "stand_in")
+
+
+@dataclasses.dataclass
+class Group:
+    """One (model, engine label) of the plan: its place in the unsharded run and its outcomes."""
+
+    index: int
+    model: str
+    engine: str
+    outcomes: list[Outcome] = dataclasses.field(default_factory=list)
+    seconds: float = 0.0  # measured: opening the engine (a server start) and replaying its cases
+
+    @property
+    def key(self) -> str:
+        """The group's name in a durations file: 'qwen3 vllm', 'gemma3 llama-server@10429'."""
+        return f"{self.model} {self.engine}"
+
+
+@dataclasses.dataclass
+class Plan:
+    groups: int
+    replays: int
+    fingerprint: str
+
+
+@dataclasses.dataclass
+class Results:
+    plan: Plan
+    groups: list[Group]
+    notes: list[str] = dataclasses.field(default_factory=list)
+    elapsed: float = 0.0
+    shard: tuple[int, int] | None = None
+
+    @property
+    def outcomes(self) -> list[Outcome]:
+        return [o for group in sorted(self.groups, key=lambda g: g.index) for o in group.outcomes]
+
+    @property
+    def summary(self) -> Summary:
+        return Summary(self.outcomes, list(self.notes))
+
+    def durations(self) -> dict[str, float]:
+        return {group.key: round(group.seconds, 3) for group in self.groups}
+
+
+def fingerprint(selection: Sequence[tuple[str, str, Sequence[str]]]) -> str:
+    """The selection's name: sha256 of every (model, engine label, cases) of the plan, in order."""
+    text = json.dumps([[m, e, list(c)] for m, e, c in selection], separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def outcome_data(outcome: Outcome) -> dict:
+    data = {name: getattr(outcome, name) for name in _OUTCOME_FIELDS}
+    data["divergence"] = dataclasses.asdict(outcome.divergence) if outcome.divergence is not None else None
+    return data
+
+
+def outcome_from(data: dict) -> Outcome:
+    div = data.get("divergence")
+    divergence = None
+    if div is not None:
+        divergence = Divergence(**{**div, "expected": [tuple(e) for e in div["expected"]],
+                                   "actual": [tuple(e) for e in div["actual"]],
+                                   "run": tuple(div["run"]) if div.get("run") is not None else None})
+    return Outcome(**{name: data[name] for name in _OUTCOME_FIELDS}, divergence=divergence)
+
+
+def to_data(results: Results) -> dict:
+    summary = results.summary
+    return {
+        "format": FORMAT,
+        "tool": "goldens check",
+        "plan": dataclasses.asdict(results.plan),
+        "shard": {"index": results.shard[0], "count": results.shard[1]} if results.shard else None,
+        "exit_code": summary.exit_code(),
+        "verdict": summary.verdict(),
+        "summary": summary.line(),
+        "counts": {"verdicts": counts(summary.verdicts), "findings": counts(summary.findings)},
+        "notes": list(results.notes),
+        "versions": summary.versions(),
+        "elapsed": round(results.elapsed, 3),
+        "groups": [{"index": g.index, "model": g.model, "engine": g.engine, "seconds": round(g.seconds, 3),
+                    "outcomes": [outcome_data(o) for o in g.outcomes]} for g in results.groups],
+    }
+
+
+def dumps(results: Results) -> str:
+    return json.dumps(to_data(results), indent=1, ensure_ascii=False) + "\n"
+
+
+def load(path: Path) -> Results:
+    """A results file, or one line saying why it cannot be merged."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as error:
+        raise GoldensError(f"{path}: cannot read results ({error.strerror or error})") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise GoldensError(f"{path}: not a goldens results file ({error})") from None
+    if not isinstance(data, dict) or data.get("tool") != "goldens check" or data.get("format") != FORMAT:
+        raise GoldensError(f"{path}: not a goldens check results file of format {FORMAT}")
+    try:
+        shard = data["shard"]
+        return Results(
+            plan=Plan(**data["plan"]),
+            groups=[Group(g["index"], g["model"], g["engine"], [outcome_from(o) for o in g["outcomes"]],
+                          g["seconds"]) for g in data["groups"]],
+            notes=list(data["notes"]), elapsed=float(data["elapsed"]),
+            shard=(int(shard["index"]), int(shard["count"])) if shard else None)
+    except (KeyError, TypeError, ValueError) as error:
+        raise GoldensError(f"{path}: a malformed results file ({type(error).__name__}: {error})") from None
+
+
+def merge(paths: Sequence[Path]) -> tuple[Results, list[str]]:
+    """The shards' results as one run's, and the problems that make the merge unable to judge
+    (exit 2): a file that cannot be read, shards of different selections or counts, a shard
+    missing or given twice, a group missing."""
+    problems: list[str] = []
+    loaded: list[tuple[Path, Results]] = []
+    for path in paths:
+        try:
+            loaded.append((path, load(path)))
+        except GoldensError as error:
+            problems.append(str(error))
+    if not loaded:
+        raise GoldensError("nothing to merge: no results file could be read" +
+                           (f" ({problems[0]})" if problems else ""))
+    first_path, first = loaded[0]
+    counts_seen = {r.shard[1] if r.shard else 1 for _, r in loaded}
+    if len(counts_seen) > 1:
+        problems.append(f"the results are of different shard counts ({', '.join(map(str, sorted(counts_seen)))})")
+    for path, result in loaded[1:]:
+        if result.plan.fingerprint != first.plan.fingerprint:
+            problems.append(f"{path}: a different selection from {first_path} (plan fingerprints differ)")
+    total = max(counts_seen)
+    seen: dict[int, Path] = {}
+    for path, result in loaded:
+        index = result.shard[0] if result.shard else 1
+        if index in seen:
+            problems.append(f"shard {index}/{total} given twice ({seen[index]}, {path})")
+        seen[index] = path
+    for index in range(1, total + 1):
+        if index not in seen:
+            problems.append(f"shard {index}/{total} missing: its results were not given (did that job fail?)")
+    groups: dict[int, Group] = {}
+    for _, result in loaded:
+        for group in result.groups:
+            groups.setdefault(group.index, group)
+    missing = [i for i in range(first.plan.groups) if i not in groups]
+    if missing and not any("missing" in p for p in problems):
+        problems.append(f"{len(missing)} of {first.plan.groups} (model, engine) groups have no results")
+    notes = list(dict.fromkeys(note for _, r in loaded for note in r.notes))
+    merged = Results(plan=first.plan, groups=sorted(groups.values(), key=lambda g: g.index), notes=notes,
+                     elapsed=sum(r.elapsed for _, r in loaded))
+    return merged, problems

@@ -1,0 +1,76 @@
+"""`check --shard K/N`: a deterministic partition of a run's (model, engine label) groups.
+
+A group stays whole on one shard, so each managed server starts once. Groups are balanced by
+cost, longest first onto the least loaded shard (ties to the lower shard, then the plan's order):
+a group's cost is its measured seconds from a durations file (`check --store-durations F`,
+read back with `--durations F`, as pytest-split does), else an estimate from its replay count
+and the engine's server start.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from generator.errors import GoldensError
+
+# Estimates where nothing was measured, in seconds (measured on this project's matrix on 2 cores).
+REPLAY_SECONDS = 0.2
+START_SECONDS = {"vllm": 90.0, "llama-server": 8.0, "client-completion": 8.0, "transformers": 5.0}
+
+
+def parse(text: str) -> tuple[int, int]:
+    """'2/3' -> (2, 3); K counts from 1."""
+    match = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", text)
+    if not match:
+        raise GoldensError(f"--shard {text}: expected K/N, e.g. 2/3")
+    k, n = int(match[1]), int(match[2])
+    if n < 1 or not 1 <= k <= n:
+        raise GoldensError(f"--shard {text}: K must be from 1 to N")
+    return k, n
+
+
+def estimate(engine_label: str, replays: int) -> float:
+    name = engine_label.partition("@")[0]
+    return START_SECONDS.get(name, 0.0) + REPLAY_SECONDS * replays
+
+
+def partition(groups: Sequence[tuple[str, int]], n: int,
+              durations: Mapping[str, float] | None = None) -> list[list[int]]:
+    """Group indices per shard (n lists) for `groups` = (key 'model engine', replays) in plan
+    order; each list in plan order. Deterministic: the same input, the same partition."""
+    durations = durations or {}
+
+    def cost(i: int) -> float:
+        key, replays = groups[i]
+        return float(durations[key]) if key in durations else estimate(key.split(" ", 1)[1], replays)
+
+    loads = [0.0] * n
+    shards: list[list[int]] = [[] for _ in range(n)]
+    for i in sorted(range(len(groups)), key=lambda i: (-cost(i), i)):
+        target = min(range(n), key=lambda s: (loads[s], s))
+        shards[target].append(i)
+        loads[target] += cost(i)
+    return [sorted(s) for s in shards]
+
+
+def read_durations(path: Path) -> dict[str, float]:
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as error:
+        raise GoldensError(f"--durations {path}: cannot read ({error.strerror or error})") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise GoldensError(f"--durations {path}: not JSON ({error})") from None
+    if not isinstance(data, dict) or not all(isinstance(k, str) and isinstance(v, (int, float))
+                                             and not isinstance(v, bool) and v >= 0 for k, v in data.items()):
+        raise GoldensError(f"--durations {path}: expected an object of 'model engine': seconds")
+    return {k: float(v) for k, v in data.items()}
+
+
+def merged_durations(path: Path, measured: Mapping[str, float]) -> str:
+    """The durations file updated with this run's measurements (others kept), canonical JSON."""
+    old = read_durations(path) if Path(path).exists() else {}
+    old.update({k: round(v, 3) for k, v in measured.items()})
+    return json.dumps(dict(sorted(old.items())), indent=1) + "\n"

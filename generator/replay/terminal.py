@@ -1,0 +1,47 @@
+"""The terminal report of a `goldens check` run: one line per problem, then the counts."""
+
+from __future__ import annotations
+
+import os
+
+from generator.replay.report import Summary, kind, problem_line
+
+
+def use_colour(stream) -> bool:
+    """Colour only on an interactive terminal, and never with NO_COLOR set (no-color.org)."""
+    return stream.isatty() and not os.environ.get("NO_COLOR")
+
+
+def terminal(summary: Summary, colour: bool = False, errors: bool = True) -> list[str]:
+    """One line per problem in KINDS order, then the Summary's line. `errors=False` leaves
+    error outcomes to error_lines (said on stderr)."""
+    import click
+
+    def style(text: str, name: str | None, bold: bool = False) -> str:
+        return click.style(text, fg=name, bold=bold) if colour and name else text
+
+    lines = []
+    for group in summary.problems():
+        for outcome in group:
+            if outcome.status == "error" and not errors:
+                continue
+            what = kind(outcome)
+            lines.append(f"{style(what.word, what.colour, bold=True)} {outcome.case} [{outcome.column}]: "
+                         f"{problem_line(outcome)}")
+    lines.append(style(summary.line(), "green" if summary.passed else "red"))
+    return lines
+
+
+def error_lines(summary: Summary) -> list[str]:
+    """Error outcomes as stderr lines: one per distinct fault, with how many cases it cost, so a
+    dead server is one line rather than one per case (every case stays in the reports)."""
+    groups: dict[tuple[str, str], list[str]] = {}
+    for outcome in summary.outcomes:
+        if outcome.status == "error":
+            first = (outcome.detail.strip().splitlines() or ["(no detail)"])[0]
+            groups.setdefault((outcome.column, first), []).append(outcome.case)
+    lines = []
+    for (column, detail), cases in groups.items():
+        which = cases[0] if len(cases) == 1 else f"{len(cases)} cases, from {cases[0]}"
+        lines.append(f"goldens: error: [{column}] {detail} ({which})")
+    return lines
