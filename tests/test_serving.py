@@ -7,6 +7,7 @@ carrying the real Qwen3 tokenizer; both are started and stopped by the runs them
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -93,10 +94,27 @@ def test_a_vllm_stand_in_that_disagrees_with_serving_is_its_own_finding(tmp_path
                     "/v1/chat/completions fed the model 30 tokens, the first difference at token 1 "
                     "(the serving path's ids are judged in the vllm column)")
     assert result.stdout.splitlines()[-1] == (
-        "2 checked: 2 match, 0 known divergence, 0 drift, 0 error; "
-        "1 stand-in endpoint(s) disagreeing with serving")
+        "2 checked: 2 match, 0 known divergence, 0 drift, 0 error; 1 stand-in finding "
+        "(stand-in endpoint disagreeing with serving: 1 drift)")
     text = md.read_text(encoding="utf-8")
     assert "vllm stand-in" in text and "/tokenize gives" in text
+    assert text.splitlines()[0].endswith(result.stdout.splitlines()[-1])  # one summary, the same counts
+
+    # reviewed: recorded as a stand-in ledger entry (the stand-in's own ids), it passes as known
+    recorded = invoke("ledger", "--config", config, "--goldens", out, "--engine", "vllm", "--case",
+                      "qwen3/documents", "--stand-in", "--reason", "vLLM's /tokenize drops documents")
+    assert recorded.exit_code == 0, (recorded.stdout, recorded.stderr)
+    entry = json.loads((out / "qwen3" / "documents.vllm.stand-in.json").read_text(encoding="utf-8"))
+    assert (entry["stand_in"], entry["token_count"], entry["engine"]) == ("/tokenize", 14, "vllm")
+    assert not (out / "qwen3" / "documents.vllm.json").exists()  # the serving path matches: no entry
+    again = invoke("check", "--config", config, "--goldens", out, "--report", md)
+    assert again.exit_code == 0, (again.stdout, again.stderr)
+    assert again.stdout.splitlines()[-1].endswith("1 stand-in finding (stand-in endpoint disagreeing with "
+                                                  "serving: 1 known)")
+    # the plain case agrees on both endpoints: recording a stand-in entry for it is refused
+    refused = invoke("ledger", "--config", config, "--goldens", out, "--engine", "vllm", "--case",
+                     "qwen3/plain", "--stand-in", "--reason", "x")
+    assert refused.exit_code == 2 and "agrees with its serving path; nothing to record" in refused.stderr
 
 
 # --------------------------------------------------------------- one server fails, the rest stay

@@ -1,0 +1,80 @@
+"""The committed matrix passes its own gate, and a sharded run merges into what one run writes.
+
+Both run real servers: the whole gate over every engine of models.yaml on the session's pool
+(tests/conftest.py), and `goldens check --shard K/3` as three processes over minijinja and
+managed llama-servers on two models, merged by `goldens report merge`.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+
+import pytest
+from conftest import CONFIG, GOLDENS, ROOT
+
+from generator.replay import check, junit, markdown_report, terminal
+
+VLLM_MODELS = [name for name, model in CONFIG.models.items() if "vllm" in model.engines]
+
+
+@pytest.mark.server("vllm", VLLM_MODELS[0])
+@pytest.mark.server("llama-server", "qwen3")
+def test_the_committed_matrix_passes_its_own_gate_over_every_engine(pool):
+    """What `goldens check` (and `make check`) runs on a fresh clone: every model, every engine
+    it lists, the serving path confirmed. Exit 0, and every report counts the same."""
+    results = check.run(CONFIG, GOLDENS, jobs=4, pool=pool)
+    summary = results.summary
+    problems = [f"{o.case} [{o.column}]: {o.kind}: {o.detail[:300]}" for o in summary.outcomes
+                if o.status not in ("match", "known", "count")]
+    assert summary.exit_code() == 0, "\n".join(problems)
+    assert not problems
+    engines = {o.engine for o in summary.verdicts}
+    assert engines == {e for model in CONFIG.models.values() for e in model.engines}
+    assert results.plan.replays == len(summary.verdicts)
+    line = summary.line()
+    assert terminal.terminal(summary)[-1] == line
+    assert markdown_report.markdown(summary).splitlines()[0] == f"**goldens check: passed** · {line}"
+    tests = sum(int(n) for n in re.findall(r' tests="(\d+)"', junit.junit_xml(summary)))
+    assert tests == len(summary.outcomes)
+    # the reviewed stand-in findings are known, in their own column
+    findings = summary.findings
+    assert {(o.case, o.engine) for o in findings} >= {("qwen3/agentic-turn", "vllm"),
+                                                       ("qwen3/agentic-turn--thinking-off", "vllm")}
+    assert all(o.status == "known" for o in findings)
+
+
+def _goldens(*args: object) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "generator.cli", *map(str, args)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=1800)
+
+
+def _without_timings(text: str) -> str:
+    return re.sub(r' (time|timestamp)="[^"]*"', r' \1=""', text)
+
+
+@pytest.mark.server("llama-server", "qwen3")
+def test_three_shard_processes_merge_into_the_unsharded_reports(tmp_path):
+    selection = ["--config", ROOT / "models.yaml", "--goldens", GOLDENS, "--engine", "minijinja",
+                 "--engine", "llama-server", "--model", "qwen3", "--model", "phi3.5", "--jobs", 2]
+    one = _goldens("check", *selection, "--junit", tmp_path / "one.xml", "--report", tmp_path / "one.md")
+    assert one.returncode == 0, one.stdout + one.stderr
+    shards = []
+    for k in (1, 2, 3):
+        path = tmp_path / f"shard{k}.json"
+        run = _goldens("check", *selection, "--shard", f"{k}/3", "--results", path)
+        assert run.returncode == 0, run.stdout + run.stderr
+        shards.append(path)
+    merged = _goldens("report", "merge", *shards, "--goldens", GOLDENS, "--junit", tmp_path / "merged.xml",
+                      "--report", tmp_path / "merged.md")
+    assert merged.returncode == 0, merged.stdout + merged.stderr
+    assert (tmp_path / "merged.md").read_text() == (tmp_path / "one.md").read_text()
+    assert _without_timings((tmp_path / "merged.xml").read_text()) == _without_timings((tmp_path / "one.xml").read_text())
+    assert merged.stdout.splitlines()[-1] == one.stdout.splitlines()[-1]
+    suites = re.findall(r'<testsuite name="goldens\.([^"]+)"', (tmp_path / "merged.xml").read_text())
+    assert suites == ["minijinja", "llama-server"]  # both engines, in the unsharded order
+
+    missing = _goldens("report", "merge", shards[0], shards[1], "--goldens", GOLDENS)
+    assert missing.returncode == 2
+    assert "goldens: error: shard 3/3 missing" in missing.stderr
