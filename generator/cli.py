@@ -17,7 +17,7 @@ from pathlib import Path
 
 import click
 
-from generator.config.cases import model_cases, replays
+from generator.config.cases import model_cases
 from generator.errors import GoldensError, one_line
 
 EXIT_CODES = """\b
