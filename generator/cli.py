@@ -336,13 +336,15 @@ def report_merge(results_paths: tuple[Path, ...], root: Path, junit_path: Path |
     if step_summary and not os.environ.get("GITHUB_STEP_SUMMARY"):
         raise GoldensError("--step-summary: GITHUB_STEP_SUMMARY is not set")
     destination.check_destination(junit_path, report_path, results_path)
-    merged, problems = results_data.merge(results_paths)
+    merged, problems, failures = results_data.merge(results_paths)
     merged.notes += [f"not merged: {problem}" for problem in problems]
     with destination.claim(junit_path, report_path, results_path):
         publish.write_files(merged, junit_path, report_path, results_path)
     code = publish.tell(merged, root, click.echo, step_summary=step_summary)
     for problem in problems:
         click.echo(f"goldens: error: {problem}", err=True)
+    for failure in failures:
+        click.echo(f"goldens: error: {failure}", err=True)
     sys.exit(2 if problems else code)
 
 

@@ -245,3 +245,30 @@ def test_check_json_is_one_document_on_stdout_with_the_results_data(tmp_path):
     outcomes = data["groups"][0]["outcomes"]
     assert {o["engine"] for o in outcomes} == {"minijinja"} and {o["kind"] for o in outcomes} <= {"match", "known"}
     assert data["summary"] in run.stderr  # the terminal report went to stderr
+
+
+def test_a_failed_shard_makes_the_merge_2_and_is_named_and_the_step_summary_is_the_report(tmp_path):
+    plan = results.Plan(2, 2, "e" * 64)
+    good = results.Results(plan, [results.Group(0, "qwen3", "minijinja", [Outcome("qwen3/plain", "minijinja", "match")])],
+                           shard=(1, 2))
+    bad = results.Results(plan, [results.Group(1, "qwen3", "vllm", [Outcome("qwen3/plain", "vllm", "error",
+                                                                            "vllm unavailable for qwen3: boom")])],
+                          shard=(2, 2))
+    paths = []
+    for name, run in (("a.json", good), ("b.json", bad)):
+        paths.append(tmp_path / name)
+        paths[-1].write_text(results.dumps(run), encoding="utf-8")
+    step = tmp_path / "step.md"
+    merged = CliRunner().invoke(main, ["report", "merge", *map(str, paths), "--goldens", str(GOLDENS), "--report",
+                                       str(tmp_path / "m.md"), "--step-summary"],
+                                env={"GITHUB_STEP_SUMMARY": str(step)})
+    assert merged.exit_code == 2, (merged.stdout, merged.stderr)
+    assert f"goldens: error: shard 2/2 ({paths[1]}) could not judge: failed (1 error)" in merged.stderr
+    assert "goldens: error: [vllm] vllm unavailable for qwen3: boom (qwen3/plain)" in merged.stderr
+    assert step.read_text(encoding="utf-8") == (tmp_path / "m.md").read_text(encoding="utf-8") + "\n"
+    annotations = [line for line in merged.stderr.splitlines() if line.startswith("::error ")]
+    assert len(annotations) == 1 and "qwen3/plain [vllm]" in annotations[0]  # on the error's golden
+    both = invoke("report", "merge", paths[0], "--goldens", GOLDENS)
+    assert both.exit_code == 2 and "shard 2/2 missing" in both.stderr
+    unset = CliRunner().invoke(main, ["report", "merge", str(paths[0]), "--step-summary"], env={"GITHUB_STEP_SUMMARY": ""})
+    assert "GITHUB_STEP_SUMMARY is not set" in one_line_error(unset)

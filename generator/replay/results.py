@@ -146,10 +146,19 @@ def load(path: Path) -> Results:
         raise GoldensError(f"{path}: a malformed results file ({type(error).__name__}: {error})") from None
 
 
-def merge(paths: Sequence[Path]) -> tuple[Results, list[str]]:
+def failed(results: Results, path: Path) -> str | None:
+    """A shard whose own run could not judge (an error outcome, or nothing judged), named."""
+    if results.groups and results.summary.exit_code() == 2:
+        index, total = results.shard or (1, 1)
+        return f"shard {index}/{total} ({path}) could not judge: {results.summary.verdict()}"
+    return None
+
+
+def merge(paths: Sequence[Path]) -> tuple[Results, list[str], list[str]]:
     """The shards' results as one run's, and the problems that make the merge unable to judge
     (exit 2): a file that cannot be read, shards of different selections or counts, a shard
-    missing or given twice, a group missing."""
+    missing or given twice, a group missing. A shard that failed on its own is in the merged
+    outcomes (its errors make the merge 2 as they would one run) and named in the third list."""
     problems: list[str] = []
     loaded: list[tuple[Path, Results]] = []
     for path in paths:
@@ -187,4 +196,4 @@ def merge(paths: Sequence[Path]) -> tuple[Results, list[str]]:
     notes = list(dict.fromkeys(note for _, r in loaded for note in r.notes))
     merged = Results(plan=first.plan, groups=sorted(groups.values(), key=lambda g: g.index), notes=notes,
                      elapsed=sum(r.elapsed for _, r in loaded))
-    return merged, problems
+    return merged, problems, [text for path, r in loaded if (text := failed(r, path)) is not None]
