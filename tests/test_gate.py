@@ -326,6 +326,7 @@ def test_regenerate_never_removes_a_file_that_is_not_its_own(tmp_path):
     removed = [line for line in result.stdout.splitlines() if line.startswith("removed ")]
     assert len(removed) == len(stale)
     assert f"removed {out / 'qwen3' / 'tools.llama-server.json'} (ledger entry)" in removed
+    assert f"removed {out / 'qwen3' / 'agentic-turn.vllm.stand-in.json'} (ledger entry)" in removed
     assert result.stdout.splitlines()[-1] == f"1 written, 0 unchanged, {len(stale)} removed" or \
         result.stdout.splitlines()[-1] == f"0 written, 1 unchanged, {len(stale)} removed"
     # gemma3 is not in this config: its directory is left alone, and said so

@@ -312,8 +312,8 @@ def owned(directory: Path) -> list[tuple[Path, str]]:
         parts = path.name[: -len(".json")].split(".")
         if len(parts) == 1:
             kind = "golden"
-        elif len(parts) == 2 and engine_registry.NAME.match(parts[1]):
-            kind = "ledger entry"
+        elif (len(parts) == 2 or parts[2:] == ["stand-in"]) and engine_registry.NAME.match(parts[1]):
+            kind = "ledger entry"  # `<stem>.<engine>.stand-in.json` too: a stand-in endpoint's
         else:
             continue
         try:
