@@ -1,7 +1,8 @@
 """Replay every golden through every engine its model lists, against real servers.
 
-Each test is `assert engine.ids(request) == snapshot`, the snapshot being the committed golden,
-or the engine's reviewed ledger entry where one exists. The servers are the session's
+Each test is `assert judged(engine, request) == snapshot` (what `goldens check` judges: vLLM's
+serving path, the other engines' own ids), the snapshot being the committed golden, or the
+engine's reviewed ledger entry where one exists; a reviewed stand-in entry is checked beside it. The servers are the session's
 (conftest.py): llama-server from the pinned build and vLLM from its own venv, each on a tiny
 model carrying the real tokenizer and template. The transformers engine is the reference itself;
 test_replay_transformers.py has its smoke test.
@@ -13,7 +14,8 @@ import pytest
 from conftest import CONFIG, GOLDENS, engine_of, golden_of
 
 from generator.config.cases import matrix, replays
-from generator.replay.judge import answer
+from generator.replay import ledger
+from generator.replay.judge import answer, judged
 from generator.replay.snapshot import golden_extension
 
 REPLAYED = [
@@ -30,7 +32,10 @@ def test_replay(case, engine_name, pool, snapshot):
     engine = engine_of(pool, engine_name, case.model)
     item = golden_of(case.id)
     extension = golden_extension(GOLDENS, case.id, item.request, item.provenance, engine=engine_name)
-    assert answer(engine, item.request) == snapshot.use_extension(extension)
+    assert judged(engine, item.request) == snapshot.use_extension(extension)  # what `check` judges
+    stand_in = ledger.read_stand_in(GOLDENS, case.id, engine_name)  # a reviewed stand-in finding
+    if stand_in is not None:
+        assert list(answer(engine, item.request)) == stand_in.ids
 
 
 CONFIRMED = [c for c in matrix(CONFIG) if c.shape in ("plain", "tools-reduced", "multi-turn")

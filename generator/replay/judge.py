@@ -89,6 +89,15 @@ def answer(engine: Engine, request: dict) -> Answer:
         return refusal
 
 
+def judged(engine: Engine, request: dict) -> Answer:
+    """What `check` judges for a request: the serving path's answer where it returns ids (or
+    refuses), as vLLM's /v1/chat/completions does, else the engine's own answer."""
+    got = answer(engine, request)
+    served = _serve(engine, request, got)
+    serving = served.answer() if served is not None else None
+    return serving if serving is not None else got
+
+
 def verdict(item: golden_file.Golden, entry: ledger.Entry | None, engine: str, got: Answer,
             decode: Callable[[Sequence[int]], list[str]] | None = None) -> Outcome:
     """THE judgement of one answer against a golden and the engine's reviewed ledger entry."""
