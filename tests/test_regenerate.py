@@ -472,13 +472,18 @@ def test_a_real_ctrl_c_stops_every_render_process_with_one_line(tmp_path, stage,
     process = subprocess.Popen(args, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, text=True,
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    deadline = time.monotonic() + 300
-    while not _at(stage, process.pid):
-        assert process.poll() is None, process.communicate()
-        assert time.monotonic() < deadline, f"regenerate never reached {stage}"
-        time.sleep(0.001)  # a poll interval, not a guess at timing: the loop waits on the stage
-    os.killpg(process.pid, signum)
-    stdout, stderr = process.communicate(timeout=120)
+    try:
+        deadline = time.monotonic() + 300
+        while not _at(stage, process.pid):
+            assert process.poll() is None, process.communicate()
+            assert time.monotonic() < deadline, f"regenerate never reached {stage}"
+            time.sleep(0.001)  # a poll interval, not a guess at timing: the loop waits on the stage
+        os.killpg(process.pid, signum)
+        stdout, stderr = process.communicate(timeout=120)
+    finally:  # a failed run leaves nothing behind either
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
     expected = (130, "", "goldens: interrupted\n") if signum == signal.SIGINT else (143, "", "")
     assert (process.returncode, stdout, stderr) == expected
     assert not out.exists()

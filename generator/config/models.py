@@ -18,6 +18,7 @@ from typing import Any
 
 import yaml
 
+from generator import files
 from generator.config import engine_registry, engine_spec
 from generator.config.request import carries_media, check_kwargs, parse_request
 from generator.config.shapes import SHAPES
@@ -132,13 +133,7 @@ class Config:
 
 def load(path: str | Path) -> Config:
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as error:
-        raise GoldensError(f"{path}: not UTF-8 (byte 0x{error.object[error.start]:02x} at offset "
-                           f"{error.start})") from None
-    except OSError as error:
-        raise GoldensError(f"{path}: cannot read ({error.strerror})") from None
+    text = files.read_text(path)
     try:
         data = yaml.load(text, Loader=_StrictLoader)  # noqa: S506 (a SafeLoader)
     except _KeyError as error:
@@ -352,11 +347,7 @@ def _request_files(raw: Any, where: _Where, key: str) -> dict[str, dict]:
                 )
             if shape in SHAPES or shape in requests:
                 raise GoldensError(f"{where.file}: {key}[{i}]: {shown}: shape {shape!r} is already defined")
-            try:
-                text = path.read_text(encoding="utf-8")
-            except (OSError, UnicodeDecodeError) as error:
-                reason = getattr(error, "strerror", None) or error
-                raise GoldensError(f"{where.file}: {key}[{i}]: {shown}: cannot read ({reason})") from None
+            text = files.read_text(path, f"{where.file}: {key}[{i}]: {shown}")
             requests[shape] = parse_request(text, f"{where.file}: {key}[{i}]: {shown}")
     return requests
 

@@ -98,6 +98,21 @@ def _escaped(text: str) -> str:
     return json.dumps(text[lo:match.start() + 10])
 
 
+def read_body(value: str) -> tuple[bytes, str]:
+    """The bytes of a body file named on the command line (`-`: stdin) and the name to show:
+    a regular file of bounded size (files.read_bytes), stdin read up to the same bound."""
+    import sys
+
+    from generator import files
+
+    if value == "-":
+        data = sys.stdin.buffer.read(files.MAX_READ + 1)
+        if len(data) > files.MAX_READ:
+            raise GoldensError(f"<stdin>: more than the {files.MAX_READ} bytes a file here may hold")
+        return data, "<stdin>"
+    return files.read_bytes(value), value
+
+
 def parse_request(text: str | bytes, where: str) -> dict[str, Any]:
     return validate_request(load_json(text, where), where)
 

@@ -46,10 +46,12 @@ def pieces_of(ids: Sequence[int], decode: Decode | None = None, *,
     """One piece per id: the engine's own (`given`, else `ids.pieces`) when there is one per id,
     else `decode(ids)`, else an empty string per id. Engines that return pieces show what they
     tokenized; the others are shown through the reference's tokenizer when one is at hand."""
+    from generator.redaction import redact_pieces  # a secret a server spells out across pieces
+
     pieces = given if given is not None else getattr(ids, "pieces", None)
     if pieces is not None and len(pieces) == len(ids):
-        return list(pieces)
-    return decode(list(ids)) if decode is not None else [""] * len(ids)
+        return redact_pieces(pieces)
+    return redact_pieces(decode(list(ids))) if decode is not None else [""] * len(ids)
 
 
 def first_divergence(a: Sequence, b: Sequence) -> int | None:

@@ -10,11 +10,13 @@ report. `post` is the single place the openai and ollama engines touch HTTP.
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from generator import redaction
 from generator.config.request import load_json
 from generator.engines import EngineError, Refused, http
 from generator.errors import GoldensError
@@ -22,7 +24,7 @@ from generator.errors import GoldensError
 TIMEOUT = 120.0  # seconds for one request, connect to last byte (engines/http.py)
 RETRIES_429 = 4  # a rate-limited request is retried this many times, honouring Retry-After
 MAX_WAIT = 30.0  # seconds; a longer Retry-After is an error rather than a stalled gate
-REDACTED = "[redacted]"
+REDACTED = redaction.REDACTED
 
 
 @dataclass(frozen=True)
@@ -34,20 +36,22 @@ class Connection:
     api_key: str | None = None  # sent as "Authorization: Bearer <key>"
     jobs: int = 8  # requests in flight per engine, at most
 
+    def __post_init__(self) -> None:  # from here on no output of this process carries them
+        redaction.register(*self.secrets)
+
     def __repr__(self) -> str:  # never the key, never a header value
         return f"Connection(served={self.served!r}, headers={sorted(self.headers)}, jobs={self.jobs})"
 
     @property
     def secrets(self) -> list[str]:
         values = [self.api_key or "", *self.headers.values()]
-        return sorted({v for v in values if len(v) >= 4}, key=len, reverse=True)
+        values += [f"Bearer {self.api_key}"] if self.api_key else []
+        return sorted({v for v in values if v}, key=len, reverse=True)
 
     def redact(self, text: str) -> str:
-        """`text` with the key and every header value replaced, for any message built from
-        what a server or a plugin said."""
-        for secret in self.secrets:
-            text = text.replace(secret, REDACTED)
-        return text
+        """`text` with every form of every configured secret replaced (generator/redaction.py),
+        for any message built from what a server or a plugin said."""
+        return redaction.redact(text)
 
     def all_headers(self) -> dict[str, str]:
         headers = dict(self.headers)
@@ -57,12 +61,20 @@ class Connection:
 
 
 def parse_header(value: str, index: int) -> tuple[str, str]:
-    """`--header "Name: value"`; the value is never echoed, it may be a credential."""
+    """`--header "Name: value"`; the value is never echoed, it may be a credential, and nor is a
+    malformed header (`Authorization=Bearer sk-...` is all value): only a valid name is named."""
     name, sep, rest = value.partition(":")
     name = name.strip()
-    if not sep or not name or any(c in name for c in " \t\r\n") or any(c in rest for c in "\r\n"):
-        raise GoldensError(f'--header #{index + 1} (name {name[:40]!r}): expected "Name: value"')
+    if not sep or not HEADER_NAME.fullmatch(name) or any(c in rest for c in "\r\n"):
+        redaction.register(value.strip(), rest.strip(), name)
+        shown = f" (name {name!r})" if HEADER_NAME.fullmatch(name) and len(name) <= 64 else ""
+        raise GoldensError(f'--header #{index + 1}{shown}: expected "Name: value" (the rest is not shown: '
+                           "it may hold a credential)")
+    redaction.register(rest.strip())
     return name, rest.strip()
+
+
+HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]{1,256}")  # an HTTP token (RFC 9110)
 
 
 class Remote:

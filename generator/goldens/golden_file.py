@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from generator import files
 from generator.config.request import load_json, validate_request
 from generator.errors import GoldensError
 
@@ -107,10 +108,7 @@ def read(path: Path) -> Golden:
     """A golden or ledger entry from disk; its `case` must be the one its path names
     (`<root>/<model>/<stem>[.<engine>].json`), so a copied or renamed file is never judged as
     another case."""
-    try:
-        text = path.read_bytes()
-    except OSError as error:
-        raise GoldensError(f"{path}: cannot read ({error.strerror})") from None
+    text = files.read_bytes(path)
     item = loads(text, str(path))
     expected = f"{path.parent.name}/{path.name.split('.', 1)[0]}"
     if item.case != expected:

@@ -268,10 +268,11 @@ def _signals_held():
 
 
 def _worker_up(ready) -> None:
-    """A pool worker's first act: take SIGTERM again (pool.terminate() sends it), then tell the
-    parent it has unpickled everything it was sent."""
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
+    """A pool worker's first act: tell the parent it has unpickled everything it was sent, then
+    take SIGTERM again (pool.terminate() sends it; one already pending ends the worker here,
+    after it has counted as up, so the parent never waits on it)."""
     ready.put(os.getpid())
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
 
 
 def cores() -> int:
@@ -302,11 +303,14 @@ def write(out: Path, goldens: dict[str, golden_file.Golden | None], models: list
     absent from the config are left alone and reported, unless `prune` (another config pointed
     at the same --out must not empty it)."""
     summary = Summary()
+    for case_id in goldens:  # a symlink anywhere on the way is refused before anything is written
+        files.inside(golden_file.golden_path(out, case_id), out)
+    files.inside(Path(out) / index.NAME, out)
     for case_id, item in goldens.items():
         if item is None:  # not rendered: its inputs and its bytes are as the index recorded
             summary.unchanged += 1
             continue
-        changed = files.atomic_write(golden_file.golden_path(out, case_id), golden_file.dumps(item))
+        changed = files.atomic_write(golden_file.golden_path(out, case_id), golden_file.dumps(item), within=out)
         if changed:
             summary.written += 1
         else:

@@ -66,5 +66,5 @@ def write(root: Path, golden: golden_file.Golden, engine: str, reason: str,
                "diverges_at": index},
     )
     path = entry_path(root, golden.case, engine)
-    files.atomic_write(path, golden_file.dumps(entry))
+    files.atomic_write(path, golden_file.dumps(entry), within=root)
     return path
