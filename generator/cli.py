@@ -54,7 +54,7 @@ def friendly(command):
         except (click.exceptions.Exit, click.exceptions.Abort):
             raise
         except click.exceptions.ClickException as error:  # a usage error: one line too, exit 2
-            where = f" (see goldens {error.ctx.info_name} --help)" if getattr(error, "ctx", None) else ""
+            where = f" (see {error.ctx.command_path} --help)" if getattr(error, "ctx", None) else ""
             click.echo(f"goldens: error: {' '.join(error.format_message().split())}{where}", err=True)
             sys.exit(error.exit_code)
         except GoldensError as error:
@@ -71,7 +71,7 @@ def friendly(command):
         except Exception as error:
             if _debug():
                 traceback.print_exc()
-            message = " ".join(str(error).split())[:300]
+            message = one_line(" ".join(str(error).split())[:300])
             hint = "" if _debug() else " (a bug in goldens; GOLDENS_DEBUG=1 or --debug shows the traceback)"
             click.echo(f"goldens: internal error: {type(error).__name__}: {message}{hint}", err=True)
             sys.exit(2)
@@ -366,10 +366,13 @@ def ledger(config_path: Path, engine_name: str, case_ids: tuple[str, ...], reaso
     from generator import redaction
 
     redaction.register(*redaction.url_secrets(url or ""))
+    from generator.config.cases import case_of
+
     config = models.load(config_path)
     by_model: dict[str, list[str]] = {}
     for case_id in case_ids:
-        by_model.setdefault(case_id.split("/", 1)[0], []).append(case_id)
+        case = case_of(config, case_id)
+        by_model.setdefault(case.model, []).append(case.id)
     config.select(list(by_model))
     with EnginePool(config.date, {engine_name.partition("@")[0]: url} if url else None, versions=config.engine_versions,
                     on_start=lambda message: click.echo(message, err=True)) as pool:

@@ -144,6 +144,17 @@ def validate_request(body: Any, where: str) -> dict[str, Any]:
 MEDIA_PARTS = ("image_url", "input_audio", "video_url")
 
 
+def media_kind(request: dict[str, Any]) -> str | None:
+    """The first media part's kind as prose (`an image`, `audio`, `a video`), None when there is none."""
+    for message in request.get("messages") or []:
+        content = message.get("content") if isinstance(message, dict) else None
+        for part in content if isinstance(content, list) else []:
+            kind = part.get("type") if isinstance(part, dict) else None
+            if kind in MEDIA_PARTS:
+                return "audio" if "audio" in kind else "a video" if "video" in kind else "an image"
+    return None
+
+
 def carries_media(request: dict[str, Any]) -> bool:
     """True when a message holds media data: such a request is judged in the expanded view (the
     ids the model's forward pass gets, placeholders expanded), not the template view."""

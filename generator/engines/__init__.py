@@ -160,6 +160,9 @@ class Served:
         return self.ids
 
 
+MAX_TOKEN_ID = 2**31 - 1  # what tokenizers take (u32 in Rust, int32 in llama.cpp)
+
+
 def strict_ids(engine: str, values: Any) -> list[int]:
     """Token ids exactly as sent: a bool, float or string is an error, never coerced."""
     if not isinstance(values, list):
@@ -170,5 +173,8 @@ def strict_ids(engine: str, values: Any) -> list[int]:
             raise EngineError(
                 f"{engine}: token {position} is {value!r} ({type(value).__name__}), not an int"
             )
+        if not 0 <= value <= MAX_TOKEN_ID:  # untrusted: a tokenizer would overflow on it
+            shown = value if len(str(value)) <= 20 else f"an integer of {len(str(abs(value)))} digits"
+            raise EngineError(f"{engine}: token {position} is {shown}, not a token id (0 to {MAX_TOKEN_ID})")
         out.append(value)
     return out

@@ -19,11 +19,12 @@ from typing import Any
 from generator import redaction
 from generator.config.request import load_json
 from generator.engines import EngineError, Refused, http
-from generator.errors import GoldensError
+from generator.errors import GoldensError, printable
 
 TIMEOUT = 120.0  # seconds for one request, connect to last byte (engines/http.py)
 RETRIES_429 = 4  # a rate-limited request is retried this many times, honouring Retry-After
 MAX_WAIT = 30.0  # seconds; a longer Retry-After is an error rather than a stalled gate
+WAIT_BUDGET = 60.0  # seconds of 429 waits in one run per server; then every 429 is an error at once
 REDACTED = redaction.REDACTED
 
 
@@ -87,6 +88,8 @@ class Remote:
         self.connection = connection
         self._slots = threading.BoundedSemaphore(connection.jobs)
         self._headers = connection.all_headers()
+        self._budget = WAIT_BUDGET  # a server that always answers 429 costs a minute, not --timeout
+        self._budget_lock = threading.Lock()
 
     def close(self) -> None:
         """Nothing to release: connections are engines/http.py's."""
@@ -97,7 +100,7 @@ class Remote:
     def quote(self, value: Any, limit: int = 500) -> str:
         """What a server said, for an error message: secrets removed first, then shortened to
         one line (shortening first could cut a key in half and leave a piece of it)."""
-        return http.shorten(self.connection.redact(str(value)), limit)
+        return printable(http.shorten(self.connection.redact(str(value)), limit))
 
     def get(self, path: str) -> Any:
         """GET a JSON document (a model listing); any failure is an EngineError."""
@@ -121,17 +124,30 @@ class Remote:
             if status != 429 or attempt == RETRIES_429:
                 break
             wait = _retry_after(headers, attempt)
-            if wait > MAX_WAIT:
-                break
+            with self._budget_lock:
+                if wait > MAX_WAIT or wait > self._budget:
+                    self._budget = 0.0
+                    break
+                self._budget -= wait
             time.sleep(wait)
         text = raw.decode("utf-8", errors="replace")
+        if status == 429:
+            raise EngineError(f"{where}: HTTP 429: still rate-limited after {WAIT_BUDGET:g} s of waiting in this "
+                              f"run (or a Retry-After over {MAX_WAIT:g} s): {self.quote(text, 200)}")
+        if 300 <= status < 400:
+            target = self.quote(headers.get("location", "nowhere said"), 200)
+            raise EngineError(f"{where}: HTTP {status}: redirects to {target} (not followed: give that "
+                              "URL with --url)")
         if status >= 400:
             error = Refused if status in (400, 422) else EngineError
             raise error(f"{where}: HTTP {status}: {self.quote(text)}")
         try:
             return load_json(raw, f"{where}: reply", error=EngineError)
-        except EngineError:
-            raise EngineError(f"{where}: reply is not JSON: {self.quote(text, 200)}") from None
+        except EngineError as error:  # say why: cut short, nested too deep, not JSON at all
+            why = str(error).removeprefix(f"{where}: reply").lstrip(": ")
+            if why.startswith("not valid JSON"):
+                raise EngineError(f"{where}: reply is not JSON: {self.quote(text, 200)}") from None
+            raise EngineError(f"{where}: reply: {self.quote(why, 120)}") from None
 
 
 def _retry_after(headers: dict[str, str], attempt: int) -> float:
@@ -145,15 +161,19 @@ def _retry_after(headers: dict[str, str], attempt: int) -> float:
 
 def integer(where: str, field: str, value: Any) -> int:
     """A token count exactly as sent: a bool, float, string or negative number is an error."""
-    if type(value) is not int or value < 0:
-        raise EngineError(f"{where}: {field} is {value!r} ({type(value).__name__}), not a token count")
+    if type(value) is not int or not 0 <= value <= MAX_COUNT:
+        shown = repr(value) if len(repr(value)) <= 40 else f"{repr(value)[:20]}... ({len(repr(value))} characters)"
+        raise EngineError(f"{where}: {field} is {shown} ({type(value).__name__}), not a token count")
     return value
+
+
+MAX_COUNT = 2**31 - 1  # a prompt's length in tokens; a larger number from a server is not one
 
 
 def only_model(where: str, names: list[str], model: str) -> str:
     """The one model a server lists, for a golden model given no --served-model."""
     if len(names) == 1:
         return names[0]
-    listed = ", ".join(names[:8]) + (" ..." if len(names) > 8 else "")
+    listed = ", ".join(printable(http.shorten(name, 60)) for name in names[:8]) + (" ..." if len(names) > 8 else "")
     raise GoldensError(f"{where} serves {len(names)} models ({listed or 'none'}); "
                        f"name the one for {model} with --served-model {model}=NAME")

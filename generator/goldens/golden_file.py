@@ -94,6 +94,9 @@ def loads(text: str | bytes, where: str) -> Golden:
             raise GoldensError(f"{where}: tokens[{i}] must be [id, piece] with an integer id")
         ids.append(row[0])
         pieces.append(row[1])
+    if "token_count" in data and type(data["token_count"]) is not int:
+        raise GoldensError(f"{where}: token_count is {data['token_count']!r} "
+                           f"({type(data['token_count']).__name__}), not an integer")
     if "token_count" in data and data["token_count"] != len(ids):
         raise GoldensError(f"{where}: token_count {data['token_count']} but {len(ids)} tokens listed")
     known = {"format", "case", "request", "outcome", "error", "prompt", "token_count", "tokens", "provenance"}
