@@ -54,7 +54,8 @@ def friendly(command):
         except (click.exceptions.Exit, click.exceptions.Abort):
             raise
         except click.exceptions.ClickException as error:  # a usage error: one line too, exit 2
-            where = f" (see {error.ctx.command_path} --help)" if getattr(error, "ctx", None) else ""
+            used = " ".join(["goldens", *error.ctx.command_path.split()[1:]]) if getattr(error, "ctx", None) else ""
+            where = f" (see {used} --help)" if used else ""
             click.echo(f"goldens: error: {' '.join(error.format_message().split())}{where}", err=True)
             sys.exit(error.exit_code)
         except GoldensError as error:

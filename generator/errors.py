@@ -15,7 +15,7 @@ class GoldensError(Exception):
 
 import re
 
-_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
 
 
 def printable(text: str) -> str:
