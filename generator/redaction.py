@@ -60,7 +60,28 @@ def register(*values: str | None) -> None:
         _pattern = re.compile("|".join(map(re.escape, spelled))) if spelled else None
         _spelled = [form for form in spelled if len(form) > PARTIAL]
         grams = {form[i:i + PARTIAL] for form in _spelled for i in range(len(form) - PARTIAL + 1)}
-        _grams = re.compile("|".join(map(re.escape, sorted(grams)))) if grams else None
+        _grams = re.compile(_trie(grams)) if grams else None
+
+
+def _trie(words: Iterable[str]) -> str:
+    """One regex matching any of `words`, as a trie (a flat alternation of hundreds of words
+    scans a report at a megabyte a second; the trie at tens)."""
+    root: dict = {}
+    for word in words:
+        node = root
+        for char in word:
+            node = node.setdefault(char, {})
+        node[""] = {}
+
+    def pattern(node: dict) -> str:
+        branches = [re.escape(char) + pattern(child) for char, child in sorted(node.items()) if char]
+        if "" in node:
+            branches.append("")
+        if len(branches) == 1:
+            return branches[0]
+        return "(?:" + "|".join(branches) + ")"
+
+    return pattern(root)
 
 
 def clear() -> None:
