@@ -54,7 +54,8 @@ def friendly(command):
         except (click.exceptions.Exit, click.exceptions.Abort):
             raise
         except click.exceptions.ClickException as error:  # a usage error: one line too, exit 2
-            where = f" (see goldens {error.ctx.info_name} --help)" if getattr(error, "ctx", None) else ""
+            used = " ".join(["goldens", *error.ctx.command_path.split()[1:]]) if getattr(error, "ctx", None) else ""
+            where = f" (see {used} --help)" if used else ""
             click.echo(f"goldens: error: {' '.join(error.format_message().split())}{where}", err=True)
             sys.exit(error.exit_code)
         except GoldensError as error:
@@ -71,7 +72,7 @@ def friendly(command):
         except Exception as error:
             if _debug():
                 traceback.print_exc()
-            message = " ".join(str(error).split())[:300]
+            message = one_line(" ".join(str(error).split())[:300])
             hint = "" if _debug() else " (a bug in goldens; GOLDENS_DEBUG=1 or --debug shows the traceback)"
             click.echo(f"goldens: internal error: {type(error).__name__}: {message}{hint}", err=True)
             sys.exit(2)
@@ -91,8 +92,10 @@ class Goldens(click.Group):
 @click.option("--debug", is_flag=True, help="Show the traceback of an error (also GOLDENS_DEBUG=1).")
 def main(debug: bool) -> None:
     """Golden-token regression suites for LLM serving."""
+    from generator import redaction
     from generator.servers.process import handle_signals
 
+    redaction.install()
     handle_signals()
 
 
@@ -127,19 +130,19 @@ def regenerate(config_path: Path, out: Path, model_names: tuple[str, ...], updat
 @main.command()
 @CONFIG_OPTION
 @click.option("--model", "model_name", required=True, help="A model of the matrix.")
-@click.option("--request", "request_file", required=True, type=click.File("rb"),
+@click.option("--request", "request_file", required=True, metavar="FILE",
               help="An OpenAI-style chat body (messages, tools, chat_template_kwargs); - for stdin.")
 @friendly
 def render(config_path: Path, model_name: str, request_file) -> None:
     """Print the reference's ids, pieces and prompt for one request, as JSON."""
     from generator import reference
     from generator.config import models
-    from generator.config.request import parse_request
+    from generator.config.request import parse_request, read_body
     from generator.sources.source import resolve
 
     config = models.load(config_path)
     (model,) = config.select([model_name])
-    request = parse_request(request_file.read(), getattr(request_file, "name", "<stdin>"))
+    request = parse_request(*read_body(request_file))
     source = resolve(model, config)
     request["chat_template_kwargs"] = {**model.kwargs, **request.get("chat_template_kwargs", {})}
     result = reference.render_request(source, request, config.date)  # expanded when it carries images
@@ -188,12 +191,16 @@ def list_models(config_path: Path, do_resolve: bool) -> None:
 
 
 def _urls(values: tuple[str, ...]) -> dict[str, str]:
-    """`--url ENGINE=URL` (or a bare URL when one engine is chosen) into {engine: url}."""
+    """`--url ENGINE=URL` (or a bare URL when one engine is chosen) into {engine: url}; a URL's
+    userinfo (`user:pass@`) is a secret from here on."""
+    from generator import redaction
+
     out = {}
     for value in values:
         engine, sep, url = value.partition("=")
         if not sep or "://" in engine:
             engine, url = "", value
+        redaction.register(*redaction.url_secrets(url))
         out[engine] = url
     return out
 
@@ -368,10 +375,13 @@ def _connection(config, model_names: tuple[str, ...], served: tuple[str, ...], h
         if not name.strip():
             raise GoldensError(f"--served-model {value}: the served name is empty")
         served_map[model] = name.strip()
+    from generator import redaction
+
     header_map = dict(parse_header(value, i) for i, value in enumerate(headers))
     api_key = None
     if api_key_env is not None:
         api_key = os.environ.get(api_key_env, "").strip()
+        redaction.register(api_key)
         if not api_key:
             raise GoldensError(f"--api-key-env {api_key_env}: that environment variable is not set or empty")
         if any(name.lower() == "authorization" for name in header_map):
@@ -412,10 +422,16 @@ def ledger(config_path: Path, engine_name: str, case_ids: tuple[str, ...], reaso
     from generator.replay.judge import load_goldens, record
     from generator.sources.source import resolve
 
+    from generator import redaction
+
+    redaction.register(*redaction.url_secrets(url or ""))
+    from generator.config.cases import case_of
+
     config = models.load(config_path)
     by_model: dict[str, list[str]] = {}
     for case_id in case_ids:
-        by_model.setdefault(case_id.split("/", 1)[0], []).append(case_id)
+        case = case_of(config, case_id)
+        by_model.setdefault(case.model, []).append(case.id)
     config.select(list(by_model))
     with EnginePool(config.date, {engine_name.partition("@")[0]: url} if url else None, versions=config.engine_versions,
                     on_start=lambda message: click.echo(message, err=True)) as pool:
@@ -460,7 +476,7 @@ def diff_command(rev: str, root: Path, markdown: bool, report_path: Path | None,
                    "a server engine starts a managed server).")
 @click.option("--kwargs", "kwargs_json", metavar="JSON",
               help="Chat-template kwargs, e.g. '{\"enable_thinking\": false}' (default: every variant).")
-@click.option("--conversation", "conversation_file", type=click.File("rb"),
+@click.option("--conversation", "conversation_file", metavar="FILE",
               help="A chat body holding the whole recorded conversation (or a JSON list of the "
                    "requests as sent); - for stdin. Default: the multi-turn shapes.")
 @click.option("--url", metavar="URL", help="Use this running server for --engine instead of starting one.")
@@ -481,8 +497,10 @@ def prefix(config_path: Path, model_name: str, engine_names: tuple[str, ...], kw
     kwargs = prefix_command.parse_kwargs(kwargs_json)
     conversation, name = None, "conversation"
     if conversation_file is not None:
-        name = getattr(conversation_file, "name", "<stdin>")
-        conversation = load_conversation(conversation_file.read(), name)
+        from generator.config.request import read_body
+
+        data, name = read_body(conversation_file)
+        conversation = load_conversation(data, name)
     code = prefix_command.run(
         config, model_name, engine_names, kwargs, conversation, name, url, busters,
         echo=click.echo, note=lambda message: click.echo(message, err=True),

@@ -13,11 +13,23 @@ class GoldensError(Exception):
     exit_code = 2
 
 
+import re
+
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
+
+
+def printable(text: str) -> str:
+    """`text` with control characters shown escaped (`\x1b`, `\x07`, `\x00`): what a server
+    says never drives the terminal (colours, a title, a bell, a cleared screen)."""
+    return _CONTROL.sub(lambda match: f"\\x{ord(match.group()):02x}", text.replace("\t", " "))
+
+
 def one_line(message: str) -> str:
-    """A message as one line. One that carries a log tail (a server that would not start) keeps
-    its first line, which names the log file, and the tail's last line, which usually says why."""
+    """A message as one line, control characters escaped. One that carries a log tail (a server
+    that would not start) keeps its first line, which names the log file, and the tail's last
+    line, which usually says why."""
     lines = [line.strip() for line in message.splitlines() if line.strip()]
-    return " ".join(lines[:1] + lines[1:][-1:])
+    return printable(" ".join(lines[:1] + lines[1:][-1:]))
 def first_line(error: BaseException) -> str:
     """The first line of an exception's message, else its type name.
 

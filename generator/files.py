@@ -17,6 +17,7 @@ import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from generator import redaction
 from generator.errors import GoldensError
 
 
@@ -30,21 +31,94 @@ def cache_dir() -> Path:
     return path
 
 
+MAX_READ = 64 * 1024 * 1024  # bytes: no config, template, request, golden or index is near this
+
+
+def read_bytes(path: Path, what: str | None = None, limit: int = MAX_READ) -> bytes:
+    """The one way goldens reads a file of the user's (a config, template, request, golden,
+    index): a regular file (a FIFO would block forever, /dev/zero never end) of at most `limit`
+    bytes, else one error line naming `what` (default: the path). Opened without blocking, so
+    a FIFO is refused, not waited on."""
+    what = what or str(path)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except IsADirectoryError:
+        raise GoldensError(f"{what}: is a directory, not a file") from None
+    except OSError as error:
+        if error.errno == 40:  # ELOOP
+            raise GoldensError(f"{what}: a symlink loop") from None
+        raise GoldensError(f"{what}: cannot read ({error.strerror})") from None
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):
+        os.close(fd)
+    if stat.S_ISDIR(info.st_mode):
+        raise GoldensError(f"{what}: is a directory, not a file")
+    with os.fdopen(fd, "rb") if stat.S_ISREG(info.st_mode) else contextlib.nullcontext() as handle:
+        if not stat.S_ISREG(info.st_mode):
+            kind = {stat.S_IFCHR: "character device", stat.S_IFBLK: "block device", stat.S_IFIFO: "FIFO",
+                    stat.S_IFSOCK: "socket"}.get(stat.S_IFMT(info.st_mode), "special file")
+            raise GoldensError(f"{what}: is a {kind}, not a regular file")
+        if info.st_size > limit:
+            raise GoldensError(f"{what}: {info.st_size} bytes, more than the {limit} a file here may hold")
+        try:
+            data = handle.read(limit + 1)
+        except OSError as error:
+            raise GoldensError(f"{what}: cannot read ({error.strerror})") from None
+    if len(data) > limit:
+        raise GoldensError(f"{what}: more than the {limit} bytes a file here may hold")
+    return data
+
+
+def read_text(path: Path, what: str | None = None, limit: int = MAX_READ) -> str:
+    """`read_bytes` as UTF-8 text; bytes that are not UTF-8 are one error line too."""
+    data = read_bytes(path, what, limit)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise GoldensError(f"{what or path}: not UTF-8 (byte 0x{data[error.start]:02x} at offset "
+                           f"{error.start})") from None
+
+
 def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
     return mask
 
 
-def atomic_write(path: Path, data: str | bytes, *, only_if_changed: bool = True) -> bool:
+def inside(path: Path, root: Path) -> Path:
+    """`path` resolved, when it lies in the folder `root` goldens owns and no file or folder
+    between `root` and it is a symlink; else one error line (a link committed into goldens/
+    must never make a write land elsewhere). `root` itself may be a link: the user chose it."""
+    path, root = Path(path), Path(root)
+    try:
+        relative = Path(os.path.abspath(path)).relative_to(os.path.abspath(root))
+    except ValueError:
+        raise GoldensError(f"{path}: outside {root}; nothing written") from None
+    step = Path(root)
+    for part in relative.parts:
+        step = step / part
+        if step.is_symlink():
+            raise GoldensError(f"{step}: is a symlink (to {os.readlink(step)}); goldens writes in {root} "
+                               "only to files and folders of its own, nothing written")
+    real, real_root = os.path.realpath(path), os.path.realpath(root)
+    if real != real_root and not real.startswith(real_root.rstrip(os.sep) + os.sep):
+        raise GoldensError(f"{path}: resolves outside {root} (to {real}); nothing written")
+    return Path(real)
+
+
+def atomic_write(path: Path, data: str | bytes, *, only_if_changed: bool = True,
+                 within: Path | None = None) -> bool:
     """Replace `path` with `data` in one rename; True when the file changed.
 
-    A symlink is written through (its target is updated, the link kept); an existing file keeps
-    its mode and a new one gets the umask's; anything that is not a regular file (a device, a
-    FIFO, a directory) is refused rather than replaced. The temp file is removed on any error.
+    With `within` (the folder goldens owns: goldens/), the path must be inside it through no
+    symlink (`inside`). Otherwise (a report path the user named) a symlink is written through
+    (its target is updated, the link kept). An existing file keeps its mode and a new one gets
+    the umask's; anything that is not a regular file (a device, a FIFO, a directory) is refused
+    rather than replaced. Every configured secret is taken out first (generator/redaction.py).
+    The temp file is removed on any error.
     """
-    blob = data.encode("utf-8") if isinstance(data, str) else data
-    target = Path(os.path.realpath(path))
+    blob = redaction.redact_bytes(data.encode("utf-8") if isinstance(data, str) else data)
+    target = inside(path, within) if within is not None else Path(os.path.realpath(path))
     try:
         info = target.stat()
     except FileNotFoundError:

@@ -99,10 +99,46 @@ def frozen_date(date: _dt.date):
             chat_template_utils.datetime = original
 
 
+RENDER_DEADLINE = 30.0  # seconds one template render may take (GOLDENS_RENDER_DEADLINE); renders take ms
+
+
+class RenderDeadline(Exception):
+    """A template render that ran past its deadline: recorded as the case's outcome."""
+
+
+@contextlib.contextmanager
+def deadline():
+    """One render bounded by RENDER_DEADLINE (a template can loop without end: nested
+    `range(100000)`). SIGALRM interrupts Jinja's Python code, so this holds where a signal can
+    be taken: the main thread of this process or of a render worker; elsewhere it is a no-op."""
+    import signal
+
+    try:
+        seconds = float(os.environ.get("GOLDENS_RENDER_DEADLINE", "") or RENDER_DEADLINE)
+    except ValueError:
+        seconds = RENDER_DEADLINE
+    if threading.current_thread() is not threading.main_thread() or seconds <= 0:
+        yield
+        return
+
+    def expired(signum, frame):
+        raise RenderDeadline(f"the template did not finish rendering within {seconds:g} s "
+                             "(the render deadline, GOLDENS_RENDER_DEADLINE)")
+
+    previous = signal.signal(signal.SIGALRM, expired)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
 def render_prompt(tokenizer, template: str, request: dict[str, Any], date: _dt.date) -> str:
-    """The prompt string the reference template renders for a request (may raise)."""
+    """The prompt string the reference template renders for a request (may raise), within the
+    render deadline."""
     kwargs = dict(request.get("chat_template_kwargs") or {})
-    with frozen_date(date):
+    with deadline(), frozen_date(date):
         return tokenizer.apply_chat_template(
             request["messages"],
             tools=request.get("tools"),
@@ -149,7 +185,7 @@ def render_expanded(processor, template: str, request: dict[str, Any], date: _dt
         continue_final_message=request.get("continue_final_message", False), **kwargs,
     )
     try:
-        with frozen_date(date):
+        with deadline(), frozen_date(date):
             prompt = processor.apply_chat_template(copy.deepcopy(request["messages"]), tokenize=False, **common)
             out = processor.apply_chat_template(copy.deepcopy(request["messages"]), tokenize=True,
                                                 return_dict=True, **common)

@@ -219,7 +219,7 @@ def test_what_ollama_cannot_express_is_refused_not_dropped(ollama, change, messa
     (200, b'{"error": "an error was encountered while running the model"}', "an error was encountered"),
     (404, b'{"error": "model \'qwen3:0.6b\' not found"}', "HTTP 404: {\"error\": \"model 'qwen3:0.6b' not found\"}"),
     (500, b'{"error": "llama runner process has terminated"}', "HTTP 500"),
-    (200, b"[" * 100_000 + b"]" * 100_000, "reply is not JSON"),
+    (200, b"[" * 100_000 + b"]" * 100_000, "reply: nested deeper than 100 levels"),
 ])
 def test_malformed_replies_are_one_line_engine_errors(ollama, status, body, message):
     ollama.reply = (status, body, {})

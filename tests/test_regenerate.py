@@ -422,11 +422,46 @@ def test_ctrl_c_during_regenerate_exits_130_with_one_line(tmp_path, monkeypatch)
     assert not (tmp_path / "out").exists()
 
 
-@pytest.mark.parametrize("delay", [0.5, 2.0, 4.0])
-def test_a_real_ctrl_c_stops_every_render_process_with_one_line(tmp_path, delay):
-    """SIGINT to the whole process group, as a terminal sends it, while models render in worker
-    processes (or while the fork server imports): exit 130, one line, nothing written, and no
-    process of the group left behind."""
+def _group(pgid: int) -> dict[int, tuple[int, str]]:
+    """The processes of a process group: pid -> (parent pid, command line), read from /proc."""
+    out = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        fields = stat.rpartition(")")[2].split()
+        if int(fields[2]) == pgid:
+            out[int(entry)] = (int(fields[1]), cmdline)
+    return out
+
+
+def _at(stage: str, pgid: int) -> bool:
+    """Whether the regenerate process group has reached `stage` (what its processes are doing)."""
+    group = _group(pgid)
+    servers = [pid for pid, (_, cmd) in group.items() if "multiprocessing.forkserver" in cmd
+               and group.get(group[pid][0], (0, ""))[1].find("multiprocessing.forkserver") < 0]
+    if stage == "resource-tracker":  # the last thing before the pool starts
+        return any("multiprocessing.resource_tracker" in cmd for _, cmd in group.values())
+    if stage == "fork-server":  # the fork server is up, importing Transformers
+        return bool(servers)
+    if stage == "workers-forked":  # the fork server has forked a worker: it is unpickling its pool
+        return any(parent in servers for parent, _ in group.values())
+    raise AssertionError(stage)
+
+
+SIGNAL_STAGES = ["resource-tracker", "fork-server", "workers-forked"]
+
+
+@pytest.mark.parametrize("signum", [2, 15], ids=["SIGINT", "SIGTERM"])
+@pytest.mark.parametrize("stage", SIGNAL_STAGES)
+def test_a_real_ctrl_c_stops_every_render_process_with_one_line(tmp_path, stage, signum):
+    """SIGINT (or SIGTERM) to the whole process group, as a terminal or a CI runner sends it, at
+    each moment of the worker pool's start, found by watching what the group's processes are
+    (never by a sleep): exit 130 (143), one line or none, nothing written, no process left."""
     import signal
     import subprocess
     import sys
@@ -437,14 +472,24 @@ def test_a_real_ctrl_c_stops_every_render_process_with_one_line(tmp_path, delay)
     process = subprocess.Popen(args, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, text=True,
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    time.sleep(delay)
-    os.killpg(process.pid, signal.SIGINT)
-    stdout, stderr = process.communicate(timeout=120)
-    assert (process.returncode, stdout, stderr) == (130, "", "goldens: interrupted\n")
+    try:
+        deadline = time.monotonic() + 300
+        while not _at(stage, process.pid):
+            assert process.poll() is None, process.communicate()
+            assert time.monotonic() < deadline, f"regenerate never reached {stage}"
+            time.sleep(0.001)  # a poll interval, not a guess at timing: the loop waits on the stage
+        os.killpg(process.pid, signum)
+        stdout, stderr = process.communicate(timeout=120)
+    finally:  # a failed run leaves nothing behind either
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+    expected = (130, "", "goldens: interrupted\n") if signum == signal.SIGINT else (143, "", "")
+    assert (process.returncode, stdout, stderr) == expected
     assert not out.exists()
     for _ in range(50):
-        left = subprocess.run(["ps", "-o", "pid=", "-g", str(process.pid)], capture_output=True, text=True).stdout
-        if not left.strip():
+        left = _group(process.pid)
+        if not left:
             break
         time.sleep(0.1)
-    assert not left.strip(), f"processes left in the group: {left.split()}"
+    assert not left, f"processes left in the group: {left}"

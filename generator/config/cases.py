@@ -52,6 +52,22 @@ def model_cases(model: ModelSpec) -> list[Case]:
     return cases
 
 
+def case_of(config: Config, case_id: str, flag: str = "--case") -> Case:
+    """A case id from the command line, validated like every name: `<model>/<stem>` naming one
+    case of the matrix (`qwen3/../gemma3/plain` names none), else one error line."""
+    from generator.errors import GoldensError
+
+    model, sep, stem = case_id.partition("/")
+    shown = case_id if len(case_id) <= 80 else f"{case_id[:80]}... ({len(case_id)} characters)"
+    if not sep or model not in config.models:
+        raise GoldensError(f"{flag} {shown!r}: not <model>/<case> of a model in {config.path.name} "
+                           f"(models: {', '.join(config.models)})")
+    cases = {case.stem: case for case in model_cases(config.models[model])}
+    if stem not in cases:
+        raise GoldensError(f"{flag} {shown!r}: {model} has no such case (e.g. {min(cases)})")
+    return cases[stem]
+
+
 def matrix(config: Config, models: list[str] | tuple[str, ...] = ()) -> list[Case]:
     """All cases of the selected models (every model when none is named), in a stable order."""
     return [case for model in config.select(models) for case in model_cases(model)]

@@ -86,7 +86,7 @@ def lookup(name: str, where: str = "") -> EngineInfo:
     if clashing:
         origins = ", ".join(info.origin for info in clashing)
         raise GoldensError(f"{prefix}engine {name!r} from {origins} cannot be used: {clashing[0].problem}")
-    raise GoldensError(f"{prefix}unknown engine {name!r} (known: {', '.join(usable)})")
+    raise GoldensError(f"{prefix}unknown engine {name[:60]!r}{'...' if len(name) > 60 else ''} (known: {', '.join(usable)})")
 
 
 def _origin(entry: metadata.EntryPoint) -> str:

@@ -46,7 +46,7 @@ def parse(text: str, known: Iterable[str] | None = None) -> EngineSpec:
 
         engine_registry.lookup(name)
     elif name not in tuple(known):
-        raise GoldensError(f"unknown engine {name!r} (known: {', '.join(known)})")
+        raise GoldensError(f"unknown engine {name[:60]!r}{'...' if len(name) > 60 else ''} (known: {', '.join(known)})")
     if not sep:
         return EngineSpec(name)
     return EngineSpec(name, normalize(name, version, f"--engine {text}"))

@@ -18,8 +18,9 @@ from typing import Any
 
 import yaml
 
+from generator import files
 from generator.config import engine_registry, engine_spec
-from generator.config.request import carries_media, check_kwargs, parse_request
+from generator.config.request import carries_media, check_kwargs, media_kind, parse_request
 from generator.config.shapes import SHAPES
 from generator.config.shapes import build as build_shape
 from generator.errors import GoldensError, first_line
@@ -27,8 +28,13 @@ from generator.errors import GoldensError, first_line
 # Engines that take media data with a request; the others (a template renderer, a client that
 # posts a string) only ever see the template view, so expanded-view cases skip them.
 MEDIA_ENGINES = ("transformers", "llama-server", "vllm")
-VARIANT_NAME = re.compile(r"^[a-z0-9][a-z0-9-]*$")
-SHAPE_NAME = re.compile(r"^[a-z0-9][a-z0-9_.-]*$")
+# Names become paths (goldens/<model>/<shape>[--<variant>][.<engine>].json), so they are safe by
+# construction: lowercase, short, and a shape never holds a '.' (`tools.vllm` would be the vLLM
+# ledger entry of `tools`, `v1.2` a golden whose path names case `v1`).
+NAME_LIMIT = 64  # characters in a model, shape or variant name
+VARIANT_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,63}$")
+SHAPE_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
+MODEL_NAME = re.compile(r"^[a-z0-9][a-z0-9.-]{0,63}$")
 SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
 
@@ -132,13 +138,7 @@ class Config:
 
 def load(path: str | Path) -> Config:
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as error:
-        raise GoldensError(f"{path}: not UTF-8 (byte 0x{error.object[error.start]:02x} at offset "
-                           f"{error.start})") from None
-    except OSError as error:
-        raise GoldensError(f"{path}: cannot read ({error.strerror})") from None
+    text = files.read_text(path)
     try:
         data = yaml.load(text, Loader=_StrictLoader)  # noqa: S506 (a SafeLoader)
     except _KeyError as error:
@@ -148,7 +148,36 @@ def load(path: str | Path) -> Config:
         where = f" line {mark.line + 1}" if mark else ""
         problem = getattr(error, "problem", None) or first_line(error)
         raise GoldensError(f"{path.name}:{where} YAML error: {problem}") from None
+    size = expanded_size(data)
+    if size > MAX_VALUES:
+        raise GoldensError(f"{path.name}: YAML aliases expand it to more than {MAX_VALUES:,} values "
+                           f"({size:,}); write the values out, or share less")
     return parse(data, path)
+
+
+MAX_VALUES = 1_000_000  # values models.yaml may hold once its aliases are expanded (the built-in: ~2,000)
+
+
+def expanded_size(data: Any) -> int:
+    """How many values `data` holds with every alias expanded, counted without expanding
+    (each shared node is sized once), so an alias bomb is measured in microseconds."""
+    sizes: dict[int, int] = {}
+    order: list[Any] = []
+    stack = [data]
+    while stack:  # children before parents, iteratively (no recursion limit)
+        node = stack.pop()
+        if id(node) in sizes or not isinstance(node, (dict, list)):
+            continue
+        sizes[id(node)] = -1
+        order.append(node)
+        stack.extend(node.values() if isinstance(node, dict) else node)
+        if isinstance(node, dict):
+            stack.extend(node.keys())
+    for node in reversed(order):
+        children = list(node.keys()) + list(node.values()) if isinstance(node, dict) else node
+        sizes[id(node)] = 1 + sum(sizes.get(id(child), 1) if isinstance(child, (dict, list)) else 1
+                                  for child in children)
+    return sizes.get(id(data), 1) if isinstance(data, (dict, list)) else 1
 
 
 def parse(data: Any, path: Path) -> Config:
@@ -162,8 +191,10 @@ def parse(data: Any, path: Path) -> Config:
     models = {}
     for name, raw in models_raw.items():
         key = f"models.{name}"
-        if not isinstance(name, str) or not VARIANT_NAME.match(name.replace(".", "-")):
-            raise GoldensError(f"{path.name}: {key}: model names are lowercase letters, digits, '-', '.'")
+        if not isinstance(name, str) or not MODEL_NAME.match(name) or ".." in name:
+            shown = _shown(name)
+            raise GoldensError(f"{path.name}: models.{shown}: model names are lowercase letters, digits, '-' "
+                               f"and '.' (no '..'), at most {NAME_LIMIT} characters")
         models[name] = _parse_model(name, raw, where, key)
     return Config(path=path, date=date, models=models, engine_versions=engine_versions)
 
@@ -193,7 +224,8 @@ def _parse_model(name: str, raw: Any, where: _Where, key: str) -> ModelSpec:
     for vname, kwargs in where.mapping(raw.get("variants") or {}, f"{key}.variants", None).items():
         vkey = f"{key}.variants.{vname}"
         if not isinstance(vname, str) or not VARIANT_NAME.match(vname):
-            raise GoldensError(f"{where.file}: {vkey}: variant names are lowercase letters, digits and '-'")
+            raise GoldensError(f"{where.file}: {key}.variants.{_shown(vname)}: variant names are lowercase "
+                               f"letters, digits and '-', at most {NAME_LIMIT} characters")
         variants[vname] = dict(where.mapping(kwargs, vkey, None))
         check_kwargs(variants[vname], f"{where.file}: {vkey}")
     engines = where.string_list(raw.get("engines", ["transformers"]), f"{key}.engines")
@@ -256,7 +288,8 @@ def _media_shapes(shapes: tuple[str, ...], requests: dict[str, dict[str, Any]], 
         return shapes
     media = [s for s in shapes if carries_media(requests[s] if s in requests else build_shape(s, {}))]
     if media and (isinstance(raw, list) or (isinstance(raw, dict) and "only" in raw)):
-        raise GoldensError(f"{where.file}: {key}: shape {media[0]!r} carries an image and needs "
+        kind = media_kind(requests[media[0]] if media[0] in requests else build_shape(media[0], {}))
+        raise GoldensError(f"{where.file}: {key}: shape {media[0]!r} carries {kind} and needs "
                            f"`processor:` settings for this model")
     return tuple(s for s in shapes if s not in media)
 
@@ -339,7 +372,18 @@ def _request_files(raw: Any, where: _Where, key: str) -> dict[str, dict]:
     checks one; its stem names the shape."""
     requests: dict[str, dict] = {}
     for i, pattern in enumerate(where.string_list(raw, key)):
-        matches = sorted(Path(p) for p in glob.glob(os.path.join(where.base, pattern)) if os.path.isfile(p))
+        found = sorted(Path(p) for p in glob.glob(os.path.join(where.base, pattern)))
+        for path in found:  # a link to nowhere, or a loop, is said as such, not skipped silently
+            if path.is_symlink() and not path.exists():
+                try:
+                    path.resolve(strict=True)
+                    problem = "a symlink to nothing"
+                except RuntimeError:
+                    problem = "a symlink loop"
+                except OSError as error:
+                    problem = "a symlink loop" if error.errno == 40 else "a symlink to nothing"
+                raise GoldensError(f"{where.file}: {key}[{i}]: {os.path.relpath(path, where.base)}: is {problem}")
+        matches = [path for path in found if path.is_file()]
         if not matches:
             raise GoldensError(f"{where.file}: {key}[{i}]: {pattern!r} matches no file")
         for path in matches:
@@ -347,18 +391,22 @@ def _request_files(raw: Any, where: _Where, key: str) -> dict[str, dict]:
             shown = os.path.relpath(path, where.base) if not Path(pattern).is_absolute() else str(path)
             if not SHAPE_NAME.match(shape) or "--" in shape:
                 raise GoldensError(
-                    f"{where.file}: {key}[{i}]: {shown}: a request file's stem names its shape: "
-                    "lowercase letters, digits, '_', '.' and single '-'"
+                    f"{where.file}: {key}[{i}]: {_shown(shown)}: a request file's stem names its shape: "
+                    f"lowercase letters, digits, '_' and single '-', at most {NAME_LIMIT} characters (no '.': "
+                    "<shape>.<engine> is a ledger entry's name)"
                 )
             if shape in SHAPES or shape in requests:
                 raise GoldensError(f"{where.file}: {key}[{i}]: {shown}: shape {shape!r} is already defined")
-            try:
-                text = path.read_text(encoding="utf-8")
-            except (OSError, UnicodeDecodeError) as error:
-                reason = getattr(error, "strerror", None) or error
-                raise GoldensError(f"{where.file}: {key}[{i}]: {shown}: cannot read ({reason})") from None
+            text = files.read_text(path, f"{where.file}: {key}[{i}]: {shown}")
             requests[shape] = parse_request(text, f"{where.file}: {key}[{i}]: {shown}")
     return requests
+
+
+def _shown(name: Any, limit: int = 40) -> str:
+    """A name as an error shows it: repr, cut to `limit` characters (a 10,000-character name is
+    not echoed whole)."""
+    text = repr(name) if not isinstance(name, str) else name
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
 
 
 def _check_shapes(names: list[str], where: _Where, key: str) -> None:
@@ -405,6 +453,16 @@ class _StrictLoader(yaml.SafeLoader):
                 raise _KeyError(line, f"duplicate key {key!r} (first given at line {first}); "
                                       "YAML would keep only the last")
         return super().construct_mapping(node, deep=deep)
+
+    def construct_yaml_timestamp(self, node):
+        """`date: 2026-02-30` looks like a date to YAML, which then fails building it."""
+        try:
+            return super().construct_yaml_timestamp(node)
+        except ValueError as error:
+            raise _KeyError(node.start_mark.line + 1, f"{node.value!r} is not a date ({error})") from None
+
+
+_StrictLoader.add_constructor("tag:yaml.org,2002:timestamp", _StrictLoader.construct_yaml_timestamp)
 
 
 class _Where:

@@ -98,6 +98,21 @@ def _escaped(text: str) -> str:
     return json.dumps(text[lo:match.start() + 10])
 
 
+def read_body(value: str) -> tuple[bytes, str]:
+    """The bytes of a body file named on the command line (`-`: stdin) and the name to show:
+    a regular file of bounded size (files.read_bytes), stdin read up to the same bound."""
+    import sys
+
+    from generator import files
+
+    if value == "-":
+        data = sys.stdin.buffer.read(files.MAX_READ + 1)
+        if len(data) > files.MAX_READ:
+            raise GoldensError(f"<stdin>: more than the {files.MAX_READ} bytes a file here may hold")
+        return data, "<stdin>"
+    return files.read_bytes(value), value
+
+
 def parse_request(text: str | bytes, where: str) -> dict[str, Any]:
     return validate_request(load_json(text, where), where)
 
@@ -127,6 +142,17 @@ def validate_request(body: Any, where: str) -> dict[str, Any]:
 
 # OpenAI content parts that carry media data (the bare {"type": "image"} placeholder carries none).
 MEDIA_PARTS = ("image_url", "input_audio", "video_url")
+
+
+def media_kind(request: dict[str, Any]) -> str | None:
+    """The first media part's kind as prose (`an image`, `audio`, `a video`), None when there is none."""
+    for message in request.get("messages") or []:
+        content = message.get("content") if isinstance(message, dict) else None
+        for part in content if isinstance(content, list) else []:
+            kind = part.get("type") if isinstance(part, dict) else None
+            if kind in MEDIA_PARTS:
+                return "audio" if "audio" in kind else "a video" if "video" in kind else "an image"
+    return None
 
 
 def carries_media(request: dict[str, Any]) -> bool:

@@ -46,10 +46,12 @@ def pieces_of(ids: Sequence[int], decode: Decode | None = None, *,
     """One piece per id: the engine's own (`given`, else `ids.pieces`) when there is one per id,
     else `decode(ids)`, else an empty string per id. Engines that return pieces show what they
     tokenized; the others are shown through the reference's tokenizer when one is at hand."""
+    from generator.redaction import redact_pieces  # a secret a server spells out across pieces
+
     pieces = given if given is not None else getattr(ids, "pieces", None)
     if pieces is not None and len(pieces) == len(ids):
-        return list(pieces)
-    return decode(list(ids)) if decode is not None else [""] * len(ids)
+        return redact_pieces(pieces)
+    return redact_pieces(decode(list(ids))) if decode is not None else [""] * len(ids)
 
 
 def first_divergence(a: Sequence, b: Sequence) -> int | None:
@@ -158,6 +160,9 @@ class Served:
         return self.ids
 
 
+MAX_TOKEN_ID = 2**31 - 1  # what tokenizers take (u32 in Rust, int32 in llama.cpp)
+
+
 def strict_ids(engine: str, values: Any) -> list[int]:
     """Token ids exactly as sent: a bool, float or string is an error, never coerced."""
     if not isinstance(values, list):
@@ -168,5 +173,8 @@ def strict_ids(engine: str, values: Any) -> list[int]:
             raise EngineError(
                 f"{engine}: token {position} is {value!r} ({type(value).__name__}), not an int"
             )
+        if not 0 <= value <= MAX_TOKEN_ID:  # untrusted: a tokenizer would overflow on it
+            shown = value if len(str(value)) <= 20 else f"an integer of {len(str(abs(value)))} digits"
+            raise EngineError(f"{engine}: token {position} is {shown}, not a token id (0 to {MAX_TOKEN_ID})")
         out.append(value)
     return out

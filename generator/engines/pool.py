@@ -30,6 +30,8 @@ def check_url(engine: str, url: str) -> str:
         raise GoldensError(f"{engine}: {url!r} is not a URL") from None
     if parsed.scheme not in ("http", "https") or not parsed.host:
         raise GoldensError(f"{engine}: {url!r} is not an http(s) URL")
+    if parsed.port is not None and not 0 < parsed.port < 65536:
+        raise GoldensError(f"{engine}: {url!r}: port {parsed.port} is out of range (1 to 65535)")
     return url.rstrip("/")
 
 

@@ -10,19 +10,22 @@ report. `post` is the single place the openai and ollama engines touch HTTP.
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from generator import redaction
 from generator.config.request import load_json
 from generator.engines import EngineError, Refused, http
-from generator.errors import GoldensError
+from generator.errors import GoldensError, printable
 
 TIMEOUT = 120.0  # seconds for one request, connect to last byte (engines/http.py)
 RETRIES_429 = 4  # a rate-limited request is retried this many times, honouring Retry-After
 MAX_WAIT = 30.0  # seconds; a longer Retry-After is an error rather than a stalled gate
-REDACTED = "[redacted]"
+WAIT_BUDGET = 60.0  # seconds of 429 waits in one run per server; then every 429 is an error at once
+REDACTED = redaction.REDACTED
 
 
 @dataclass(frozen=True)
@@ -34,20 +37,22 @@ class Connection:
     api_key: str | None = None  # sent as "Authorization: Bearer <key>"
     jobs: int = 8  # requests in flight per engine, at most
 
+    def __post_init__(self) -> None:  # from here on no output of this process carries them
+        redaction.register(*self.secrets)
+
     def __repr__(self) -> str:  # never the key, never a header value
         return f"Connection(served={self.served!r}, headers={sorted(self.headers)}, jobs={self.jobs})"
 
     @property
     def secrets(self) -> list[str]:
         values = [self.api_key or "", *self.headers.values()]
-        return sorted({v for v in values if len(v) >= 4}, key=len, reverse=True)
+        values += [f"Bearer {self.api_key}"] if self.api_key else []
+        return sorted({v for v in values if v}, key=len, reverse=True)
 
     def redact(self, text: str) -> str:
-        """`text` with the key and every header value replaced, for any message built from
-        what a server or a plugin said."""
-        for secret in self.secrets:
-            text = text.replace(secret, REDACTED)
-        return text
+        """`text` with every form of every configured secret replaced (generator/redaction.py),
+        for any message built from what a server or a plugin said."""
+        return redaction.redact(text)
 
     def all_headers(self) -> dict[str, str]:
         headers = dict(self.headers)
@@ -57,12 +62,20 @@ class Connection:
 
 
 def parse_header(value: str, index: int) -> tuple[str, str]:
-    """`--header "Name: value"`; the value is never echoed, it may be a credential."""
+    """`--header "Name: value"`; the value is never echoed, it may be a credential, and nor is a
+    malformed header (`Authorization=Bearer sk-...` is all value): only a valid name is named."""
     name, sep, rest = value.partition(":")
     name = name.strip()
-    if not sep or not name or any(c in name for c in " \t\r\n") or any(c in rest for c in "\r\n"):
-        raise GoldensError(f'--header #{index + 1} (name {name[:40]!r}): expected "Name: value"')
+    if not sep or not HEADER_NAME.fullmatch(name) or any(c in rest for c in "\r\n"):
+        redaction.register(value.strip(), rest.strip(), name)
+        shown = f" (name {name!r})" if HEADER_NAME.fullmatch(name) and len(name) <= 64 else ""
+        raise GoldensError(f'--header #{index + 1}{shown}: expected "Name: value" (the rest is not shown: '
+                           "it may hold a credential)")
+    redaction.register(rest.strip())
     return name, rest.strip()
+
+
+HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]{1,256}")  # an HTTP token (RFC 9110)
 
 
 class Remote:
@@ -75,6 +88,8 @@ class Remote:
         self.connection = connection
         self._slots = threading.BoundedSemaphore(connection.jobs)
         self._headers = connection.all_headers()
+        self._budget = WAIT_BUDGET  # a server that always answers 429 costs a minute, not --timeout
+        self._budget_lock = threading.Lock()
 
     def close(self) -> None:
         """Nothing to release: connections are engines/http.py's."""
@@ -85,7 +100,7 @@ class Remote:
     def quote(self, value: Any, limit: int = 500) -> str:
         """What a server said, for an error message: secrets removed first, then shortened to
         one line (shortening first could cut a key in half and leave a piece of it)."""
-        return http.shorten(self.connection.redact(str(value)), limit)
+        return printable(http.shorten(self.connection.redact(str(value)), limit))
 
     def get(self, path: str) -> Any:
         """GET a JSON document (a model listing); any failure is an EngineError."""
@@ -109,17 +124,30 @@ class Remote:
             if status != 429 or attempt == RETRIES_429:
                 break
             wait = _retry_after(headers, attempt)
-            if wait > MAX_WAIT:
-                break
+            with self._budget_lock:
+                if wait > MAX_WAIT or wait > self._budget:
+                    self._budget = 0.0
+                    break
+                self._budget -= wait
             time.sleep(wait)
         text = raw.decode("utf-8", errors="replace")
+        if status == 429:
+            raise EngineError(f"{where}: HTTP 429: still rate-limited after {WAIT_BUDGET:g} s of waiting in this "
+                              f"run (or a Retry-After over {MAX_WAIT:g} s): {self.quote(text, 200)}")
+        if 300 <= status < 400:
+            target = self.quote(headers.get("location", "nowhere said"), 200)
+            raise EngineError(f"{where}: HTTP {status}: redirects to {target} (not followed: give that "
+                              "URL with --url)")
         if status >= 400:
             error = Refused if status in (400, 422) else EngineError
             raise error(f"{where}: HTTP {status}: {self.quote(text)}")
         try:
             return load_json(raw, f"{where}: reply", error=EngineError)
-        except EngineError:
-            raise EngineError(f"{where}: reply is not JSON: {self.quote(text, 200)}") from None
+        except EngineError as error:  # say why: cut short, nested too deep, not JSON at all
+            why = str(error).removeprefix(f"{where}: reply").lstrip(": ")
+            if why.startswith("not valid JSON"):
+                raise EngineError(f"{where}: reply is not JSON: {self.quote(text, 200)}") from None
+            raise EngineError(f"{where}: reply: {self.quote(why, 120)}") from None
 
 
 def _retry_after(headers: dict[str, str], attempt: int) -> float:
@@ -133,15 +161,19 @@ def _retry_after(headers: dict[str, str], attempt: int) -> float:
 
 def integer(where: str, field: str, value: Any) -> int:
     """A token count exactly as sent: a bool, float, string or negative number is an error."""
-    if type(value) is not int or value < 0:
-        raise EngineError(f"{where}: {field} is {value!r} ({type(value).__name__}), not a token count")
+    if type(value) is not int or not 0 <= value <= MAX_COUNT:
+        shown = repr(value) if len(repr(value)) <= 40 else f"{repr(value)[:20]}... ({len(repr(value))} characters)"
+        raise EngineError(f"{where}: {field} is {shown} ({type(value).__name__}), not a token count")
     return value
+
+
+MAX_COUNT = 2**31 - 1  # a prompt's length in tokens; a larger number from a server is not one
 
 
 def only_model(where: str, names: list[str], model: str) -> str:
     """The one model a server lists, for a golden model given no --served-model."""
     if len(names) == 1:
         return names[0]
-    listed = ", ".join(names[:8]) + (" ..." if len(names) > 8 else "")
+    listed = ", ".join(printable(http.shorten(name, 60)) for name in names[:8]) + (" ..." if len(names) > 8 else "")
     raise GoldensError(f"{where} serves {len(names)} models ({listed or 'none'}); "
                        f"name the one for {model} with --served-model {model}=NAME")

@@ -24,13 +24,15 @@ gives the same for a pull request, long changes folded in `<details>`.
 from __future__ import annotations
 
 import difflib
+import json
 import re
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from generator import files
 from generator import markdown as md
-from generator.errors import GoldensError
+from generator.errors import GoldensError, printable
 from generator.goldens import golden_file
 
 TEXT_CONTEXT = 24  # characters shown either side of the rendered text's changed span
@@ -105,18 +107,31 @@ def changed(root: Path, rev: str = "HEAD") -> list[Change]:
             shown = _git(top, "show", f"{rev}:{path}", check=False)
             if shown.returncode == 0:
                 old_text = shown.stdout.decode("utf-8", "replace")
-                old = golden_file.loads(old_text, f"{rev}:{path}")
+                old = golden_file.loads(old_text, f"{rev}:{path}") if _is_golden(old_text) else None
         file = top / path
-        if file.exists():
+        if file.exists() and _is_golden(files.read_bytes(file)):
             new = golden_file.read(file)
-        if old is None and new is None:
+        if old is None and new is None:  # gone from both, or a file of the user's (regenerate leaves it too)
             continue
         if old is not None and new is not None and golden_file.dumps(old) == golden_file.dumps(new):
             continue  # only reformatted
         rel = Path(path).relative_to(where) if where != "." else Path(path)
-        changes.append(Change(name=rel.with_suffix("").as_posix(), path=path, old=old, new=new,
+        # a name is printed on stdout: a newline in a folder's name must not start a line of its
+        # own (under Actions, `::warning ...` there would be a workflow command)
+        changes.append(Change(name=printable(rel.with_suffix("").as_posix()), path=path, old=old, new=new,
                               file=file if new is not None else None))
     return changes
+
+
+def _is_golden(data: str | bytes) -> bool:
+    """Whether a JSON file under goldens/ is in the golden format (a JSON object with a `case`),
+    rather than a file of the user's that `regenerate` leaves alone too (a broken golden still
+    says why when it is read)."""
+    try:
+        value = json.loads(data)
+    except ValueError:
+        return True  # not JSON at all: reading it as a golden says so
+    return isinstance(value, dict) and "case" in value
 
 
 # ----------------------------------------------------------------------------- token alignment

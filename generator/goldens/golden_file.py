@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from generator import files
 from generator.config.request import load_json, validate_request
 from generator.errors import GoldensError
 
@@ -93,6 +94,9 @@ def loads(text: str | bytes, where: str) -> Golden:
             raise GoldensError(f"{where}: tokens[{i}] must be [id, piece] with an integer id")
         ids.append(row[0])
         pieces.append(row[1])
+    if "token_count" in data and type(data["token_count"]) is not int:
+        raise GoldensError(f"{where}: token_count is {data['token_count']!r} "
+                           f"({type(data['token_count']).__name__}), not an integer")
     if "token_count" in data and data["token_count"] != len(ids):
         raise GoldensError(f"{where}: token_count {data['token_count']} but {len(ids)} tokens listed")
     known = {"format", "case", "request", "outcome", "error", "prompt", "token_count", "tokens", "provenance"}
@@ -107,10 +111,7 @@ def read(path: Path) -> Golden:
     """A golden or ledger entry from disk; its `case` must be the one its path names
     (`<root>/<model>/<stem>[.<engine>].json`), so a copied or renamed file is never judged as
     another case."""
-    try:
-        text = path.read_bytes()
-    except OSError as error:
-        raise GoldensError(f"{path}: cannot read ({error.strerror})") from None
+    text = files.read_bytes(path)
     item = loads(text, str(path))
     expected = f"{path.parent.name}/{path.name.split('.', 1)[0]}"
     if item.case != expected:

@@ -34,6 +34,7 @@ from typing import Any
 from generator import files
 from generator.config.cases import Case
 from generator.config.models import Config, ModelSpec
+from generator.errors import GoldensError
 from generator.goldens.golden_file import golden_path
 from generator.sources import processor
 from generator.sources.source import FINGERPRINT_FILES, Source
@@ -145,8 +146,8 @@ class Index:
             return False
         for case_id in case_ids:
             try:
-                data = golden_path(out, case_id).read_bytes()
-            except OSError:
+                data = files.read_bytes(golden_path(out, case_id))
+            except GoldensError:
                 return False
             if sha256(data) != entry.goldens[case_id]:
                 return False
@@ -191,11 +192,11 @@ def loads(text: str) -> Index:
 
 def load(out: Path) -> Index:
     try:
-        return loads((Path(out) / NAME).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError):
+        return loads(files.read_text(Path(out) / NAME))
+    except GoldensError:  # missing, or not a regular file: render everything; writing it says why
         return Index()
 
 
 def save(out: Path, index: Index) -> bool:
     """Write the index (atomically, and only when its bytes changed)."""
-    return files.atomic_write(Path(out) / NAME, index.dumps())
+    return files.atomic_write(Path(out) / NAME, index.dumps(), within=out)

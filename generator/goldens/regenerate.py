@@ -214,27 +214,65 @@ def render_models(config: Config, jobs: list[tuple[ModelSpec, Source]], advance:
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload(list(WORKER_PRELOAD))
     # Ctrl-C reaches the whole process group, and a helper process interrupted while it imports
-    # prints a traceback. The fork server and its workers start with SIGINT blocked (the mask
-    # survives fork and exec; the resource tracker is started first because starting it
-    # unblocks SIGINT); this process gets a Ctrl-C typed meanwhile once the pool is up, and
-    # answers it alone (exit 130, one line), terminating the workers.
+    # prints a traceback; so does a worker still unpickling its pool's queues when this process
+    # exits (it finds their semaphores unlinked: FileNotFoundError from the fork server). So:
+    # the fork server and its workers start with SIGINT and SIGTERM blocked (the mask survives
+    # fork and exec; the resource tracker is started first because starting it unblocks SIGINT),
+    # and a signal this process gets before every worker has said it is up is held (another
+    # thread may take it despite the mask, so the handler is swapped too), then answered once
+    # the pool is up: exit 130 or 143, one line, the workers terminated. Workers take SIGTERM
+    # again first thing (pool.terminate() stops them with it).
     resource_tracker.ensure_running()
     pool = None
-    unblocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     try:
-        pool = context.Pool(workers)
-        signal.pthread_sigmask(signal.SIG_SETMASK, unblocked)
+        with _signals_held():
+            unblocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+            try:
+                ready = context.SimpleQueue()
+                pool = context.Pool(workers, initializer=_worker_up, initargs=(ready,))
+                for _ in range(workers):
+                    ready.get()
+            finally:
+                signal.pthread_sigmask(signal.SIG_SETMASK, unblocked)
         # Biggest tokenizer first (load time follows its files' size), so no core idles at the end.
         queued = sorted(jobs, key=lambda job: -_tokenizer_bytes(job[1]))
         pending = [(model, pool.apply_async(render_model, (model, source, config))) for model, source in queued]
         for model, result in pending:
             finished(model, result.get())
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, unblocked)
         if pool is not None:
             pool.terminate()  # after an error or Ctrl-C too: no orphan worker keeps rendering
             pool.join()
     return done
+
+
+@contextlib.contextmanager
+def _signals_held():
+    """SIGINT and SIGTERM recorded rather than acted on for the block, then re-delivered to the
+    handlers that were in place (from the main thread only; elsewhere signals are not ours)."""
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    held: list[int] = []
+    previous = {signum: signal.signal(signum, lambda signum, frame: held.append(signum))
+                for signum in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+    for signum in dict.fromkeys(held):
+        signal.raise_signal(signum)
+
+
+def _worker_up(ready) -> None:
+    """A pool worker's first act: tell the parent it has unpickled everything it was sent, then
+    take SIGTERM again (pool.terminate() sends it; one already pending ends the worker here,
+    after it has counted as up, so the parent never waits on it)."""
+    ready.put(os.getpid())
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
 
 
 def cores() -> int:
@@ -265,11 +303,14 @@ def write(out: Path, goldens: dict[str, golden_file.Golden | None], models: list
     absent from the config are left alone and reported, unless `prune` (another config pointed
     at the same --out must not empty it)."""
     summary = Summary()
+    for case_id in goldens:  # a symlink anywhere on the way is refused before anything is written
+        files.inside(golden_file.golden_path(out, case_id), out)
+    files.inside(Path(out) / index.NAME, out)
     for case_id, item in goldens.items():
         if item is None:  # not rendered: its inputs and its bytes are as the index recorded
             summary.unchanged += 1
             continue
-        changed = files.atomic_write(golden_file.golden_path(out, case_id), golden_file.dumps(item))
+        changed = files.atomic_write(golden_file.golden_path(out, case_id), golden_file.dumps(item), within=out)
         if changed:
             summary.written += 1
         else:

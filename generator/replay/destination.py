@@ -65,9 +65,12 @@ def claim(*paths: Path | None) -> Iterator[None]:
             if path is None:
                 continue
             path = Path(os.path.realpath(path))  # two links to one report share one claim
-            path.parent.mkdir(parents=True, exist_ok=True)
             lock = path.parent / f".{path.name}.lock"
-            handle = open(lock, "a")
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                handle = open(lock, "a")
+            except OSError as error:  # /proc/r.md: its folder takes no lock file
+                raise GoldensError(f"{path}: cannot write its lock file {lock} ({error.strerror})") from None
             try:
                 fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:

@@ -19,6 +19,7 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
+from generator import redaction
 from generator.goldens import golden_file
 from generator.goldens.diff import Change, first_moved_token, moved, summary
 from generator.replay import ledger, report
@@ -134,7 +135,7 @@ def append_summary(markdown: str, env: Mapping[str, str] | None = None) -> str |
     target = env.get("GITHUB_STEP_SUMMARY")
     if not target:
         return None
-    data = markdown.encode("utf-8")
+    data = redaction.redact(markdown).encode("utf-8")  # the one write here not through files.py
     note = "\n\n… cut here: GitHub keeps 1 MiB of summary a step; the report files have it all.\n"
     if len(data) > SUMMARY_LIMIT - 4096:
         data = data[:SUMMARY_LIMIT - 4096].decode("utf-8", "ignore").encode("utf-8") + note.encode()

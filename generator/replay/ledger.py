@@ -83,5 +83,5 @@ def write(root: Path, golden: golden_file.Golden, engine: str, reason: str,
                **({"stand_in": stand_in} if stand_in else {}), "reason": reason, "diverges_at": index},
     )
     path = entry_path(root, golden.case, engine, stand_in=stand_in is not None)
-    files.atomic_write(path, golden_file.dumps(entry))
+    files.atomic_write(path, golden_file.dumps(entry), within=root)
     return path

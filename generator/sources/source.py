@@ -137,15 +137,14 @@ def _compiles(template: str, origin: str) -> None:
 
 def _read_text(path: Path, what: str) -> str:
     """A text file of the config's (a template): unreadable or not UTF-8 is one line."""
+    from generator import files
+
+    data = files.read_bytes(path, what)  # a regular file of bounded size, never a FIFO
     try:
-        return path.read_text(encoding="utf-8")
-    except IsADirectoryError:
-        raise GoldensError(f"{what}: is a directory, not a file") from None
+        return data.decode("utf-8")
     except UnicodeDecodeError as error:
-        raise GoldensError(f"{what}: not UTF-8 text (byte 0x{error.object[error.start]:02x} at offset "
+        raise GoldensError(f"{what}: not UTF-8 text (byte 0x{data[error.start]:02x} at offset "
                            f"{error.start})") from None
-    except OSError as error:
-        raise GoldensError(f"{what}: cannot read ({error.strerror or error})") from None
 
 
 def _local(base: Path, value: str) -> Path:

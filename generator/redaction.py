@@ -1,0 +1,235 @@
+"""The one redaction of configured secrets from everything that leaves goldens.
+
+A secret is any value the user configured to reach a server: the API key (`--api-key-env`),
+every `--header` value and the userinfo of a `--url` (`http://user:pass@host`). They are
+registered once, where they are parsed (`register`), and taken out at the two places output
+leaves the tool, so an output added later is covered by construction:
+
+- the terminal: `install` wraps stdout and stderr (every `click.echo`, the progress bar,
+  GitHub annotations);
+- files: `files.atomic_write` (reports, JUnit, ledger entries, goldens, the index) and the
+  job-summary append run `redact` over the text they write.
+
+`redact` removes each secret in every form a server or a report may give it back in: as is,
+JSON-escaped (both `\\uXXXX` and raw), URL-encoded, `repr`-escaped, XML/HTML-escaped and
+Markdown-escaped, whatever its length. A key a server spells out across token pieces (or a
+prompt split into pieces) is caught where pieces are made, by `redact_pieces`: every piece
+that holds a part of a secret becomes `[redacted]`.
+"""
+
+from __future__ import annotations
+
+import html
+import io
+import json
+import re
+import sys
+import threading
+import urllib.parse
+from collections.abc import Iterable, Sequence
+
+REDACTED = "[redacted]"
+
+PARTIAL = 6  # this many consecutive characters of a longer secret are redacted too (a cut-short echo)
+
+_lock = threading.Lock()
+_secrets: set[str] = set()
+_pattern: re.Pattern[str] | None = None
+_spelled: list[str] = []
+_grams: re.Pattern[str] | None = None
+
+
+def forms(secret: str) -> set[str]:
+    """Every spelling of `secret` an output may carry."""
+    out = {secret, json.dumps(secret)[1:-1], json.dumps(secret, ensure_ascii=False)[1:-1],
+           urllib.parse.quote(secret, safe=""), urllib.parse.quote_plus(secret, safe=""),
+           urllib.parse.quote(secret), repr(secret)[1:-1], html.escape(secret, quote=True),
+           html.escape(secret, quote=False), secret.replace("'", "&apos;").replace('"', "&quot;"),
+           re.sub(r"([\\`*|<\[\]])", r"\\\1", secret), secret.replace("|", "\\|")}
+    xml = secret.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    out |= {xml, xml.replace('"', "&quot;"), xml.replace('"', "&quot;").replace("'", "&apos;")}
+    return {form for form in out if form}
+
+
+def register(*values: str | None) -> None:
+    """Add secrets (empty values ignored); from now on no output carries them."""
+    global _pattern, _spelled, _grams
+    with _lock:
+        _secrets.update(v for v in values if v)
+        spelled = sorted({form for s in _secrets for form in forms(s)}, key=len, reverse=True)
+        _pattern = re.compile("|".join(map(re.escape, spelled))) if spelled else None
+        _spelled = [form for form in spelled if len(form) > PARTIAL]
+        grams = {form[i:i + PARTIAL] for form in _spelled for i in range(len(form) - PARTIAL + 1)}
+        _grams = re.compile(_trie(grams)) if grams else None
+
+
+def _trie(words: Iterable[str]) -> str:
+    """One regex matching any of `words`, as a trie (a flat alternation of hundreds of words
+    scans a report at a megabyte a second; the trie at tens)."""
+    root: dict = {}
+    for word in words:
+        node = root
+        for char in word:
+            node = node.setdefault(char, {})
+        node[""] = {}
+
+    def pattern(node: dict) -> str:
+        branches = [re.escape(char) + pattern(child) for char, child in sorted(node.items()) if char]
+        if "" in node:
+            branches.append("")
+        if len(branches) == 1:
+            return branches[0]
+        return "(?:" + "|".join(branches) + ")"
+
+    return pattern(root)
+
+
+def clear() -> None:
+    """Forget every secret (tests, and a second command run in one process)."""
+    global _pattern, _spelled, _grams
+    with _lock:
+        _secrets.clear()
+        _pattern, _spelled, _grams = None, [], None
+
+
+def secrets() -> list[str]:
+    return sorted(_secrets, key=len, reverse=True)
+
+
+def redact(text: str) -> str:
+    """`text` with every form of every registered secret replaced by `[redacted]`."""
+    pattern, grams = _pattern, _grams
+    if pattern is None or not text:
+        return text
+    text = pattern.sub(REDACTED, text)
+    return text if grams is None else _partial(text, grams, _spelled)
+
+
+def _partial(text: str, grams: re.Pattern[str], spelled: list[str]) -> str:
+    """Every run of PARTIAL or more consecutive characters of a secret (a key a server quotes
+    cut short, or with its middle starred out), widened to the longest run that matches."""
+    out, at = [], 0
+    for match in grams.finditer(text):
+        if match.start() < at:
+            continue
+        start, end = match.start(), match.end()
+        for form in spelled:
+            offset = form.find(match.group())
+            while offset != -1:
+                lo, hi = start, end
+                while lo > 0 and offset - (start - lo) > 0 and text[lo - 1] == form[offset - (start - lo) - 1]:
+                    lo -= 1
+                while hi < len(text) and offset + (hi - start) < len(form) and text[hi] == form[offset + (hi - start)]:
+                    hi += 1
+                start, end = min(start, max(lo, at)), max(end, hi)
+                offset = form.find(match.group(), offset + 1)
+        out += [text[at:start], REDACTED]
+        at = end
+    return "".join(out) + text[at:]
+
+
+def redact_bytes(data: bytes) -> bytes:
+    """`redact` for UTF-8 bytes (a file about to be written); other bytes are left as they are."""
+    if _pattern is None:
+        return data
+    try:
+        return redact(data.decode("utf-8")).encode("utf-8")
+    except UnicodeDecodeError:
+        return data
+
+
+def redact_pieces(pieces: Sequence[str]) -> list[str]:
+    """Token pieces with every piece that holds part of a secret, spelled out across pieces
+    or inside one, replaced by `[redacted]` (the ids stay: they are numbers)."""
+    pieces = list(pieces)
+    if not _secrets or not pieces:
+        return pieces
+    joined = "".join(pieces)
+    hit = [False] * len(joined)
+    for secret in _secrets:
+        for form in forms(secret):
+            start = joined.find(form)
+            while start != -1:
+                for i in range(start, start + len(form)):
+                    hit[i] = True
+                start = joined.find(form, start + 1)
+    if not any(hit):
+        return [redact(p) for p in pieces]
+    out, at = [], 0
+    for piece in pieces:
+        out.append(REDACTED if any(hit[at:at + len(piece)]) else redact(piece))
+        at += len(piece)
+    return out
+
+
+def url_secrets(url: str) -> list[str]:
+    """The userinfo of a URL (`user:pass`, the password, a user that is a token): secrets."""
+    try:
+        parts = urllib.parse.urlsplit(url.strip())
+    except ValueError:
+        return []
+    if "@" not in parts.netloc:
+        return []
+    userinfo = parts.netloc.rpartition("@")[0]
+    user, _, password = userinfo.partition(":")
+    values = [userinfo, urllib.parse.unquote(userinfo)]
+    values += [password, urllib.parse.unquote(password)] if password else [user, urllib.parse.unquote(user)]
+    return [v for v in values if v]
+
+
+class _Redacting(io.TextIOBase):
+    """A text stream that redacts every write before passing it on."""
+
+    def __init__(self, stream):
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        self._stream.write(redact(text))
+        return len(text)
+
+    def flush(self) -> None:
+        self._stream.flush()
+
+    def isatty(self) -> bool:
+        return self._stream.isatty()
+
+    def fileno(self) -> int:
+        return self._stream.fileno()
+
+    @property
+    def encoding(self):
+        return getattr(self._stream, "encoding", "utf-8")
+
+    @property
+    def buffer(self):  # click writes bytes here for binary echo; redacted the same way
+        return _RedactingBinary(self._stream.buffer) if hasattr(self._stream, "buffer") else None
+
+    def __getattr__(self, name):
+        return getattr(self._stream, name)
+
+
+class _RedactingBinary(io.RawIOBase):
+    def __init__(self, stream):
+        self._stream = stream
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data) -> int:
+        self._stream.write(redact_bytes(bytes(data)))
+        return len(data)
+
+    def flush(self) -> None:
+        self._stream.flush()
+
+
+def install() -> None:
+    """Wrap stdout and stderr so nothing printed carries a secret (once; idempotent)."""
+    for name in ("stdout", "stderr"):
+        stream = getattr(sys, name)
+        if stream is not None and not isinstance(stream, _Redacting):
+            setattr(sys, name, _Redacting(stream))
+
+
+def every(values: Iterable[str]) -> list[str]:
+    return [redact(v) for v in values]

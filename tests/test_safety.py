@@ -1,0 +1,440 @@
+"""Hostile input and hostile servers (issue 23's probe): no secret leaves the tool in any form,
+nothing is written outside goldens' own folders or through a symlink, names are safe by
+construction, every file read is a bounded regular file, and what a server says is untrusted.
+
+Servers are the stand-in of tests/test_ollama.py (real HTTP on 127.0.0.1), answering as the
+probe's hostile servers did.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+import urllib.parse
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from conftest import GOLDENS, ROOT, golden_of, tokenizer_of
+
+from generator.cli import main
+
+KEY = 'sk-Zq9/x"Y+w&<k>7Hd2'
+HEADER = "hdr-Secret/Value+42"
+PASSWORD = "p@ss:w0rd"
+SECRETS = [KEY, HEADER, PASSWORD]
+ENV = {"GOLDENS_SAFETY_KEY": KEY}
+
+
+@pytest.fixture(autouse=True)
+def _forget_secrets():
+    """Each CLI run registers the secrets it was given; the next test starts clean."""
+    yield
+    import generator
+
+    if (Path(generator.__file__).parent / "redaction.py").exists():  # (absent before issue 23)
+        from generator import redaction
+
+        redaction.clear()
+
+
+@pytest.fixture
+def stand_in():
+    from test_ollama import StandIn
+
+    server = StandIn()
+    yield server
+    server.stop()
+
+
+def invoke(*args, env=None):
+    return CliRunner().invoke(main, [str(a) for a in args], env=env)
+
+
+def one_line(result, *needles: str) -> str:
+    assert result.exit_code == 2, (result.exit_code, result.stdout, result.stderr, result.exception)
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("goldens: error: "), result.stderr
+    for needle in needles:
+        assert needle in lines[0], lines[0]
+    return lines[0]
+
+
+def leaks(text: str, secret: str, window: int = 6) -> list[str]:
+    """Any run of `window` characters of the secret, raw or escaped as JSON, a URL or XML."""
+    forms = {secret, json.dumps(secret)[1:-1], urllib.parse.quote(secret, safe=""),
+             secret.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;")}
+    return sorted({form[i:i + window] for form in forms for i in range(len(form) - window + 1)
+                   if form[i:i + window] in text})
+
+
+def reply(body, **fields) -> tuple[int, bytes, dict]:
+    out = {"choices": [{"index": 0, "message": {"role": "assistant", "content": "4"}}],
+           "usage": {"prompt_tokens": 25}, **fields}
+    return 200, json.dumps(out).encode(), {}
+
+
+def secret_check(stand_in, tmp_path, answer, *extra):
+    """`goldens check --engine openai` with a key, a header secret and a password in the URL,
+    against a server answering `answer(body)`; every output the run made, as one text."""
+    stand_in.reply = answer
+    host = stand_in.url.removeprefix("http://")
+    url = f"http://user:{urllib.parse.quote(PASSWORD, safe='')}@{host}/v1"
+    result = invoke("check", "--config", ROOT / "models.yaml", "--goldens", GOLDENS, "--engine", "openai",
+                    "--url", f"openai={url}", "--model", "qwen3", "--api-key-env", "GOLDENS_SAFETY_KEY",
+                    "--header", f"X-Token: {HEADER}", "--junit", tmp_path / "out.xml",
+                    "--report", tmp_path / "out.md", *extra, env=ENV)
+    written = [p.read_text() for p in (tmp_path / "out.xml", tmp_path / "out.md") if p.exists()]
+    return result, "\n".join([result.stdout, result.stderr, *written])
+
+
+def _pieces_ids() -> list[int]:
+    return tokenizer_of("qwen3")(KEY + " " + HEADER, add_special_tokens=False)["input_ids"]
+
+
+ECHOES = {
+    # a key echoed as a token id, as a count, in prompt_text beside drifted ids, spelled out
+    # across token pieces, escaped inside an error body, cut short, and as a model name
+    "token-id": lambda body: None if body is None else reply(body, prompt_token_ids=[KEY]),
+    "usage": lambda body: None if body is None else reply(body, usage={"prompt_tokens": HEADER}),
+    "prompt-text": lambda body: None if body is None else reply(
+        body, prompt_token_ids=[1, 2, 3], prompt_text=f"{KEY} {HEADER} {PASSWORD}"),
+    "pieces": lambda body: None if body is None else reply(body, prompt_token_ids=_pieces_ids()),
+    "escaped": lambda body: None if body is None else (500, json.dumps(
+        {"error": f"bad key {json.dumps(KEY)} {urllib.parse.quote(HEADER)} {urllib.parse.quote(PASSWORD)}"}
+    ).encode(), {}),
+    "cut-short": lambda body: None if body is None else (401, f"key {KEY[:-3]}... rejected".encode(), {}),
+    "model-list": lambda body: (200, json.dumps({"data": [{"id": KEY}, {"id": HEADER}]}).encode(), {})
+    if body is None else None,
+}
+
+
+@pytest.mark.parametrize("echo", sorted(ECHOES))
+def test_no_configured_secret_reaches_any_output_in_any_form(stand_in, tmp_path, echo):
+    extra = () if echo == "model-list" else ("--served-model", "qwen3=m")
+    result, text = secret_check(stand_in, tmp_path, ECHOES[echo], *extra)
+    assert result.exit_code in (1, 2), (result.exit_code, result.stdout, result.stderr)
+    assert "[redacted]" in text
+    for secret in SECRETS:
+        assert leaks(text, secret) == [], (echo, secret)
+
+
+def test_a_header_typo_never_prints_the_key():
+    result = invoke("check", "--engine", "openai", "--url", "openai=http://127.0.0.1:9", "--model", "qwen3",
+                    "--header", f"Authorization=Bearer {KEY}")
+    line = one_line(result, '--header #1: expected "Name: value"')
+    assert leaks(line, KEY, 4) == [] and "Authorization=" not in line
+
+
+def test_a_three_character_key_is_redacted_too(stand_in, tmp_path):
+    stand_in.reply = lambda body: None if body is None else reply(body, usage={"prompt_tokens": "k9Q"})
+    result = invoke("check", "--config", ROOT / "models.yaml", "--goldens", GOLDENS, "--engine", "openai",
+                    "--url", f"openai={stand_in.url}", "--served-model", "qwen3=m", "--api-key-env", "K",
+                    "--report", tmp_path / "out.md", env={"K": "k9Q"})
+    assert result.exit_code == 2
+    text = result.stderr + (tmp_path / "out.md").read_text()
+    assert "k9Q" not in text and "[redacted]" in text
+
+
+def test_a_ledger_entry_carries_no_secret(tmp_path):
+    """Files go through files.atomic_write, which redacts: a ledger entry holding an echoed key."""
+    from generator import files, redaction
+
+    redaction.register(KEY)
+    path = tmp_path / "goldens" / "m" / "plain.openai.json"
+    files.atomic_write(path, json.dumps({"reason": f"server said {KEY}"}), within=tmp_path / "goldens")
+    assert leaks(path.read_text(), KEY) == [] and "[redacted]" in path.read_text()
+
+
+# ------------------------------------------------------------------- writes only where owned
+
+@pytest.fixture
+def goldens_copy(tmp_path) -> Path:
+    out = tmp_path / "goldens"
+    shutil.copytree(GOLDENS, out)
+    return out
+
+
+def _snapshot(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): (p.read_bytes() if p.is_file() and not p.is_symlink() else b"<link>")
+            for p in sorted(root.rglob("*"))}
+
+
+@pytest.mark.parametrize("what", ["golden", "model-folder", "index"])
+def test_a_symlink_in_goldens_is_one_line_and_nothing_is_written(goldens_copy, tmp_path, what):
+    victim = tmp_path / "victim"
+    if what == "golden":
+        victim.write_text("precious\n")
+        (goldens_copy / "qwen3" / "plain.json").unlink()
+        os.symlink(victim, goldens_copy / "qwen3" / "plain.json")
+    elif what == "model-folder":
+        shutil.copytree(goldens_copy / "qwen3", victim)
+        (victim / "plain.json").write_text("precious\n")
+        shutil.rmtree(goldens_copy / "qwen3")
+        os.symlink(victim, goldens_copy / "qwen3")
+    else:
+        victim.write_text("precious\n")
+        (goldens_copy / "regenerate.index").unlink()
+        os.symlink(victim, goldens_copy / "regenerate.index")
+    before = _snapshot(goldens_copy)
+    victim_before = _snapshot(victim) if victim.is_dir() else victim.read_bytes()
+    result = invoke("regenerate", "--config", ROOT / "models.yaml", "--out", goldens_copy, "--model", "qwen3")
+    one_line(result, "symlink", "nothing written")
+    assert _snapshot(goldens_copy) == before
+    assert (_snapshot(victim) if victim.is_dir() else victim.read_bytes()) == victim_before
+
+
+# ------------------------------------------------------------------------- names, by construction
+
+def _config(tmp_path: Path, shapes: str = "[plain]", extra: str = "", name: str = "m") -> Path:
+    tok = tmp_path / "tok"
+    if not tok.exists():
+        from conftest import source_of
+
+        shutil.copytree(source_of("qwen3").tokenizer_dir, tok)
+    path = tmp_path / "m.yaml"
+    path.write_text(f"models:\n  {name}:\n    tokenizer: {{dir: tok}}\n    shapes: {shapes}\n{extra}")
+    return path
+
+
+@pytest.mark.parametrize("stem, needle", [
+    ("tools.vllm", "no '.'"),  # would be the vLLM ledger entry of shape `tools`
+    ("v1.2", "no '.'"),  # a golden whose path names case `v1`
+    ("x" * 100, "at most 64 characters"),
+])
+def test_a_request_file_name_that_cannot_be_a_golden_is_refused(tmp_path, stem, needle):
+    (tmp_path / "requests").mkdir()
+    (tmp_path / "requests" / f"{stem}.json").write_text('{"messages": [{"role": "user", "content": "hi"}]}')
+    path = _config(tmp_path, "{requests: [requests/*.json]}")
+    line = one_line(invoke("models", "--config", path), needle)
+    assert len(line) < 400
+
+
+@pytest.mark.parametrize("field, needle", [
+    ("variant", "variant names are lowercase letters, digits and '-', at most 64"),
+    ("model", "model names are lowercase letters"),
+])
+def test_long_model_and_variant_names_are_refused_before_anything_renders(tmp_path, field, needle):
+    long = "v" * 1000  # YAML takes plain keys up to 1024 characters
+    path = (_config(tmp_path, extra=f"    variants:\n      {long}: {{}}\n") if field == "variant"
+            else _config(tmp_path, name=long))
+    line = one_line(invoke("regenerate", "--config", path, "--out", tmp_path / "out"), needle)
+    assert len(line) < 400 and not (tmp_path / "out").exists()
+
+
+def test_a_case_id_that_walks_out_of_its_model_is_refused(goldens_copy):
+    before = _snapshot(goldens_copy)
+    result = invoke("ledger", "--config", ROOT / "models.yaml", "--engine", "transformers",
+                    "--case", "qwen3/../gemma3/plain", "--reason", "x", "--goldens", goldens_copy)
+    one_line(result, "--case 'qwen3/../gemma3/plain'", "qwen3 has no such case")
+    assert _snapshot(goldens_copy) == before
+
+
+def test_a_long_engine_name_is_not_echoed_whole():
+    line = one_line(invoke("check", "--engine", "e" * 10_000, "--model", "qwen3"), "unknown engine")
+    assert len(line) < 600
+
+
+# ------------------------------------------------------------------- every read is bounded
+
+def _cli(*args, timeout=60, env=None) -> subprocess.CompletedProcess:
+    """goldens in its own process, under a deadline and a memory cap: a read that never ends
+    (a FIFO) fails the test instead of hanging it, and one that reads /dev/zero stops at 4 GB."""
+    import resource
+
+    def cap():
+        resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))
+
+    try:
+        return subprocess.run([sys.executable, "-m", "generator.cli", *map(str, args)], cwd=ROOT,
+                              capture_output=True, text=True, timeout=timeout, preexec_fn=cap,
+                              env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})})
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"goldens {' '.join(map(str, args))} did not finish in {timeout} s")
+
+
+def _one_line(done: subprocess.CompletedProcess, *needles: str) -> None:
+    assert done.returncode == 2, (done.returncode, done.stdout, done.stderr)
+    lines = done.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("goldens: error: "), done.stderr
+    for needle in needles:
+        assert needle in lines[0], lines[0]
+
+
+@pytest.mark.parametrize("kind", ["fifo", "zero"])
+@pytest.mark.parametrize("what", ["config", "request", "template"])
+def test_a_fifo_or_device_is_refused_not_read(tmp_path, kind, what):
+    special = tmp_path / "special"
+    if kind == "fifo":
+        os.mkfifo(special)
+    else:
+        special = Path("/dev/zero")
+    needle = "is a FIFO" if kind == "fifo" else "is a character device"
+    request = tmp_path / "r.json"
+    request.write_text('{"messages": [{"role": "user", "content": "hi"}]}')
+    if what == "config":
+        _one_line(_cli("models", "--config", special), needle)
+    elif what == "request":
+        _one_line(_cli("render", "--model", "qwen3", "--request", special), needle)
+    else:
+        path = _config(tmp_path, extra=f"    template: {{file: {special}}}\n")
+        _one_line(_cli("render", "--config", path, "--model", "m", "--request", request), needle)
+
+
+@pytest.mark.parametrize("what", ["golden", "index"])
+def test_a_fifo_among_the_goldens_is_one_line_not_a_hang(goldens_copy, what):
+    target = goldens_copy / ("qwen3/plain.json" if what == "golden" else "regenerate.index")
+    target.unlink()
+    os.mkfifo(target)
+    _one_line(_cli("regenerate", "--config", ROOT / "models.yaml", "--out", goldens_copy, "--model", "qwen3"),
+              "not a regular file")
+
+
+def test_a_yaml_alias_bomb_is_refused_at_load(tmp_path):
+    rows = ['a0: &a0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
+    rows += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]" for i in range(1, 9)]
+    path = _config(tmp_path, extra="    kwargs: {x: *a8}\n")
+    path.write_text("x-anchors:\n" + "".join(f"  {row}\n" for row in rows) + path.read_text())
+    started = time.monotonic()
+    one_line(invoke("models", "--config", path), "YAML aliases expand it to more than 1,000,000 values")
+    assert time.monotonic() - started < 10
+
+
+# ---------------------------------------------------------------- what a server says is untrusted
+
+@pytest.mark.parametrize("ids, needle", [([-1], "token 0 is -1, not a token id"),
+                                         ([10 ** 98], "token 0 is an integer of 99 digits, not a token id")])
+def test_an_out_of_range_id_is_one_line_and_the_report_is_written(stand_in, tmp_path, ids, needle):
+    stand_in.reply = lambda body: None if body is None else reply(body, prompt_token_ids=ids)
+    result = invoke("check", "--config", ROOT / "models.yaml", "--goldens", GOLDENS, "--engine", "openai",
+                    "--url", f"openai={stand_in.url}", "--served-model", "qwen3=m", "--report", tmp_path / "r.md")
+    assert result.exit_code == 2, (result.stdout, result.stderr, result.exception)
+    assert [line for line in result.stderr.splitlines() if needle in line], result.stderr
+    assert "internal error" not in result.stderr and (tmp_path / "r.md").exists()
+
+
+def test_control_bytes_from_a_server_are_shown_escaped(stand_in):
+    stand_in.reply = (500, b"\x1b[2J\x1b]0;owned\x07\x00 bye", {})
+    result = invoke("check", "--config", ROOT / "models.yaml", "--goldens", GOLDENS, "--engine", "openai",
+                    "--url", f"openai={stand_in.url}", "--served-model", "qwen3=m")
+    assert result.exit_code == 2
+    assert not any(c in result.stderr for c in "\x1b\x07\x00") and "\\x1b[2J" in result.stderr
+
+
+def test_a_server_that_always_answers_429_costs_its_budget_not_the_run(stand_in):
+    from generator.engines import EngineError
+    from generator.engines.openai import OpenAIEngine
+
+    stand_in.reply = (429, b'{"error": "slow down"}', {"Retry-After": "1"})
+    engine = OpenAIEngine(stand_in.url, "m")
+    engine.remote._budget = 2.0
+    request = golden_of("qwen3/plain").request
+    with pytest.raises(EngineError, match="still rate-limited"):
+        engine.ids(request)
+    started = time.monotonic()
+    with pytest.raises(EngineError, match="still rate-limited"):
+        engine.ids(request)  # the budget is spent: no more waiting
+    assert time.monotonic() - started < 1.0
+
+
+def test_a_redirect_is_said_as_one(stand_in):
+    from generator.engines import EngineError
+    from generator.engines.openai import OpenAIEngine
+
+    stand_in.reply = (302, b"", {"Location": "https://elsewhere.example/v1/chat/completions"})
+    with pytest.raises(EngineError, match="HTTP 302: redirects to https://elsewhere.example"):
+        OpenAIEngine(stand_in.url, "m").ids(golden_of("qwen3/plain").request)
+
+
+# ------------------------------------------------------------------------------- the render deadline
+
+def test_a_template_that_never_ends_stops_at_the_render_deadline(tmp_path):
+    loop = "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}"
+    path = _config(tmp_path, extra=f'    template: {{inline: "{loop}"}}\n')
+    request = tmp_path / "r.json"
+    request.write_text('{"messages": [{"role": "user", "content": "hi"}]}')
+    done = _cli("render", "--config", path, "--model", "m", "--request", request,
+                env={"GOLDENS_RENDER_DEADLINE": "1"})
+    _one_line(done, "RenderDeadline: the template did not finish rendering within 1 s", "GOLDENS_RENDER_DEADLINE")
+
+
+# ------------------------------------------------------------------------------- low and poor
+
+def test_bad_values_are_one_line_not_internal_errors(stand_in, tmp_path):
+    one_line(invoke("check", "--engine", "openai", "--url", "openai=http://127.0.0.1:99999", "--model", "qwen3"),
+             "port 99999 is out of range")
+    path = _config(tmp_path)
+    path.write_text("date: 2026-02-30\n" + path.read_text())
+    one_line(invoke("models", "--config", path), "line 1: '2026-02-30' is not a date")
+    one_line(invoke("check", "--config", ROOT / "models.yaml", "--goldens", GOLDENS, "--engine", "openai",
+                    "--url", f"openai={stand_in.url}", "--served-model", "qwen3=m", "--report", "/proc/r.md"),
+             "/proc/r.md: cannot write its lock file")
+    line = one_line(invoke("check", "--bogus"))
+    assert line.endswith("(see goldens check --help)"), line
+
+
+def test_an_audio_part_is_not_called_an_image(tmp_path):
+    (tmp_path / "requests").mkdir()
+    (tmp_path / "requests" / "voice.json").write_text(json.dumps({"messages": [{"role": "user", "content": [
+        {"type": "input_audio", "input_audio": {"data": "AAAA", "format": "wav"}}]}]}))
+    path = _config(tmp_path, "{only: [plain], requests: [requests/*.json]}")
+    one_line(invoke("models", "--config", path), "shape 'voice' carries audio and needs `processor:` settings")
+
+
+def test_a_symlink_loop_among_request_files_is_named(tmp_path):
+    (tmp_path / "requests").mkdir()
+    os.symlink(tmp_path / "requests" / "b.json", tmp_path / "requests" / "a.json")
+    os.symlink(tmp_path / "requests" / "a.json", tmp_path / "requests" / "b.json")
+    path = _config(tmp_path, "{requests: [requests/*.json]}")
+    one_line(invoke("models", "--config", path), "is a symlink loop")
+
+
+def test_a_string_token_count_is_said_as_such(tmp_path):
+    from generator.errors import GoldensError
+    from generator.goldens import golden_file
+
+    data = json.loads((GOLDENS / "qwen3" / "plain.json").read_text())
+    data["token_count"] = str(data["token_count"])
+    with pytest.raises(GoldensError, match="token_count is '25' \\(str\\), not an integer"):
+        golden_file.loads(json.dumps(data), "plain.json")
+
+
+def _git(repo: Path, *args: str) -> None:
+    subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True,
+                   env={**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+                        "GIT_COMMITTER_EMAIL": "t@t"})
+
+
+@pytest.fixture
+def repo(tmp_path) -> Path:
+    repo = tmp_path / "repo"
+    (repo / "goldens" / "qwen3").mkdir(parents=True)
+    shutil.copy(GOLDENS / "qwen3" / "plain.json", repo / "goldens" / "qwen3" / "plain.json")
+    _git(repo, "init", "-q")
+    _git(repo, "add", ".")
+    _git(repo, "commit", "-qm", "goldens")
+    return repo
+
+
+def test_diff_prints_no_workflow_command_from_a_folder_name(repo):
+    name = "x\n::warning title=pwned::owned"
+    folder = repo / "goldens" / name
+    folder.mkdir()
+    data = json.loads((GOLDENS / "qwen3" / "plain.json").read_text())
+    data["case"] = f"{name}/plain"
+    (folder / "plain.json").write_text(json.dumps(data, indent=2) + "\n")
+    result = invoke("diff", "--goldens", repo / "goldens")
+    assert result.exit_code == 0, (result.stdout, result.stderr, result.exception)
+    assert not [line for line in result.stdout.splitlines() if line.startswith("::")], result.stdout
+    assert "x\\x0a::warning" in result.stdout
+
+
+def test_diff_leaves_a_users_own_json_alone(repo):
+    (repo / "goldens" / "qwen3" / "notes.json").write_text('{"todo": "review the tools shape"}\n')
+    result = invoke("diff", "--goldens", repo / "goldens")
+    assert result.exit_code == 0, (result.stdout, result.stderr, result.exception)
+    assert "no golden changed against HEAD" in result.stdout
