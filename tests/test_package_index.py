@@ -112,3 +112,19 @@ def test_a_venv_whose_check_fails_is_not_trusted(configured, tmp_path, monkeypat
     with pytest.raises(GoldensError, match="the check after install failed"):
         venv.ensure("probe", plan, "import goldens_probe; print(goldens_probe.V)", "2.0")
     assert not (tmp_path / "cache" / "probe").exists()
+
+
+def test_a_download_reports_progress_on_stderr_and_checks_its_sha256(tmp_path, capfd):
+    blob = b"x" * (3 << 20)
+    (tmp_path / "a-1.0.tar.gz").write_bytes(blob)
+    url = (tmp_path / "a-1.0.tar.gz").as_uri()
+    good = registry.File("a-1.0.tar.gz", "1.0", hashlib.sha256(blob).hexdigest(), url)
+    (tmp_path / "into").mkdir()
+    assert registry.download(good, tmp_path / "into").read_bytes() == blob
+    out, err = capfd.readouterr()
+    assert out == ""
+    assert err.splitlines()[0] == "downloading a-1.0.tar.gz: started"
+    assert err.splitlines()[-1].startswith("downloading a-1.0.tar.gz: done in ")
+    bad = registry.File("a-1.0.tar.gz", "1.0", "0" * 64, url)
+    with pytest.raises(GoldensError, match="is not the index's"):
+        registry.download(bad, tmp_path / "into")

@@ -14,7 +14,6 @@ import functools
 import hashlib
 import json
 import os
-import shutil
 import sys
 import urllib.error
 import urllib.request
@@ -199,11 +198,20 @@ def require_published(project: str, version: str, *, label: str | None = None) -
 
 
 def download(file: File, into: Path) -> Path:
-    """`file` saved under `into`, its sha256 checked against the index's."""
+    """`file` saved under `into`, its sha256 checked against the index's (progress on stderr:
+    a llama.cpp sdist is 100+ MB)."""
+    from generator import progress
+
     path = into / file.filename
     try:
-        with urllib.request.urlopen(file.url, timeout=600) as response, open(path, "wb") as out:
-            shutil.copyfileobj(response, out)
+        with (urllib.request.urlopen(file.url, timeout=600) as response, open(path, "wb") as out,
+              progress.long_work(f"downloading {file.filename}") as work):
+            size = int(response.headers.get("Content-Length") or 0)
+            done = 0
+            for block in iter(lambda: response.read(1 << 20), b""):
+                out.write(block)
+                done += len(block)
+                work.update(f"{done / 1e6:.0f} MB" + (f" of {size / 1e6:.0f} MB" if size else ""))
     except OSError as error:
         raise GoldensError(f"{file.filename}: cannot download ({error})") from None
     digest = hashlib.sha256()
