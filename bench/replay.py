@@ -29,7 +29,7 @@ sys.path.insert(0, str(ROOT))  # runnable from a checkout without the editable i
 
 from generator.config import models  # noqa: E402
 from generator.config.cases import model_cases  # noqa: E402
-from generator.engines.llama_server import TIMEOUT, LlamaServerEngine, _chat_body  # noqa: E402
+from generator.engines.llama_server import LlamaServerEngine, _chat_body  # noqa: E402
 from generator.errors import GoldensError  # noqa: E402
 from generator.goldens import golden_file  # noqa: E402
 from generator.goldens import regenerate as regen  # noqa: E402
@@ -62,11 +62,9 @@ def plain(url: str, goldens: list[golden_file.Golden], threads: int) -> int:
 
 
 def replayed(url: str, goldens: list[golden_file.Golden], jobs: int) -> list:
-    """goldens' replay on a client of its own, closed after the pass: llama-server (cpp-httplib)
-    keeps a worker thread per open keep-alive connection, so connections left open by one pass
-    would hold workers the next pass waits for."""
-    with httpx.Client(timeout=TIMEOUT, limits=httpx.Limits(max_keepalive_connections=jobs)) as client:
-        return replay(LlamaServerEngine(url, client=client), goldens, ROOT / "goldens", jobs=jobs)
+    """goldens' replay through the engine as `goldens check` makes it (its own kept-alive
+    connections: the server is started with HTTP workers for them and the plain clients both)."""
+    return replay(LlamaServerEngine(url), goldens, ROOT / "goldens", jobs=jobs)
 
 
 def server_cpu(pid: int) -> float:
@@ -99,7 +97,9 @@ def main(argv: list[str] | None = None) -> int:
             gguf = tiny_gguf(model.name, None, source.template, vocab_gguf=source.gguf)
         else:
             gguf = tiny_gguf(model.name, source.tokenizer_dir, source.template)
-        server = LlamaServer(gguf).start()
+        # cpp-httplib holds a worker per open keep-alive connection: the replay's idle ones
+        # (engines/http.py keeps up to MAX_IDLE) must not starve the 16-thread plain client
+        server = LlamaServer(gguf, extra_args=("--threads-http", str(max(THREADS) + 2 * args.jobs))).start()
     except GoldensError as error:
         print(f"bench: error: {error}", file=sys.stderr)
         return 2

@@ -60,6 +60,8 @@ def commands(venv: Path, steps: Steps, uv: str | None) -> list[tuple[str, list[s
     if uv is not None:
         index = registry.index_config().uv_args()
         made = [("create venv", [uv, "venv", "--quiet", "--no-config", "--python", base, str(venv)])]
+        # no --compile-bytecode (pip's default): compiling all of Transformers costs 30 s of CPU
+        # here, where importing it compiles the few modules a worker uses
         verbs = {INSTALL: [uv, "pip", "install", "--no-config", "--python", python, *index],
                  UNINSTALL: [uv, "pip", "uninstall", "--no-config", "--python", python]}
     else:
