@@ -36,6 +36,7 @@ from generator.goldens import regenerate as regen  # noqa: E402
 from generator.replay.judge import load_goldens, replay  # noqa: E402
 from generator.servers.llama_cpp import LlamaServer  # noqa: E402
 from generator.servers.tiny_gguf import tiny_gguf  # noqa: E402
+from generator.sources import pack  # noqa: E402
 from generator.sources.source import resolve  # noqa: E402
 
 THREADS = (1, 4, 16)
@@ -86,6 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=5, help="times the model's goldens are replayed per pass")
     parser.add_argument("--jobs", type=int, default=8, help="the replay's requests in flight (goldens check --jobs)")
     parser.add_argument("--repeat", type=int, default=3, help="passes of each; the best is reported")
+    parser.add_argument("--build", type=int, default=None, help="the llama.cpp build to serve (default: the pinned one)")
     args = parser.parse_args(argv)
 
     try:
@@ -99,7 +101,8 @@ def main(argv: list[str] | None = None) -> int:
             gguf = tiny_gguf(model.name, source.tokenizer_dir, source.template)
         # cpp-httplib holds a worker per open keep-alive connection: the replay's idle ones
         # (engines/http.py keeps up to MAX_IDLE) must not starve the 16-thread plain client
-        server = LlamaServer(gguf, extra_args=("--threads-http", str(max(THREADS) + 2 * args.jobs))).start()
+        build = {"build": args.build} if args.build else {}
+        server = LlamaServer(gguf, extra_args=("--threads-http", str(max(THREADS) + 2 * args.jobs)), **build).start()
     except GoldensError as error:
         print(f"bench: error: {error}", file=sys.stderr)
         return 2
@@ -122,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
     cases = len(goldens)
     best = {name: min(values) for name, values in passes.items()}  # by wall time
     statuses = {status: sum(o.status == status for o in outcomes) for status in ("match", "known", "drift", "error")}
-    print(f"{cases} cases ({args.model} x {args.rounds} rounds) against one llama-server b11434, "
+    print(f"{cases} cases ({args.model} x {args.rounds} rounds) against one llama-server b{args.build or pack.LLAMA_CPP_BUILD}, "
           f"{regen.cores()} cores, load average {os.getloadavg()[0]:.1f} at the end")
     for name, (wall, cpu, mine) in best.items():
         label = f"plain client, {name.split('-')[1]:>2} threads" if name != "replay" else f"goldens replay, --jobs {args.jobs}"
