@@ -29,13 +29,14 @@ sys.path.insert(0, str(ROOT))  # runnable from a checkout without the editable i
 
 from generator.config import models  # noqa: E402
 from generator.config.cases import model_cases  # noqa: E402
-from generator.engines.llama_server import TIMEOUT, LlamaServerEngine, _chat_body  # noqa: E402
+from generator.engines.llama_server import LlamaServerEngine, _chat_body  # noqa: E402
 from generator.errors import GoldensError  # noqa: E402
 from generator.goldens import golden_file  # noqa: E402
 from generator.goldens import regenerate as regen  # noqa: E402
 from generator.replay.judge import load_goldens, replay  # noqa: E402
 from generator.servers.llama_cpp import LlamaServer  # noqa: E402
 from generator.servers.tiny_gguf import tiny_gguf  # noqa: E402
+from generator.sources import pack  # noqa: E402
 from generator.sources.source import resolve  # noqa: E402
 
 THREADS = (1, 4, 16)
@@ -62,11 +63,9 @@ def plain(url: str, goldens: list[golden_file.Golden], threads: int) -> int:
 
 
 def replayed(url: str, goldens: list[golden_file.Golden], jobs: int) -> list:
-    """goldens' replay on a client of its own, closed after the pass: llama-server (cpp-httplib)
-    keeps a worker thread per open keep-alive connection, so connections left open by one pass
-    would hold workers the next pass waits for."""
-    with httpx.Client(timeout=TIMEOUT, limits=httpx.Limits(max_keepalive_connections=jobs)) as client:
-        return replay(LlamaServerEngine(url, client=client), goldens, ROOT / "goldens", jobs=jobs)
+    """goldens' replay through the engine as `goldens check` makes it (its own kept-alive
+    connections: the server is started with HTTP workers for them and the plain clients both)."""
+    return replay(LlamaServerEngine(url), goldens, ROOT / "goldens", jobs=jobs)
 
 
 def server_cpu(pid: int) -> float:
@@ -88,6 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=5, help="times the model's goldens are replayed per pass")
     parser.add_argument("--jobs", type=int, default=8, help="the replay's requests in flight (goldens check --jobs)")
     parser.add_argument("--repeat", type=int, default=3, help="passes of each; the best is reported")
+    parser.add_argument("--build", type=int, default=None, help="the llama.cpp build to serve (default: the pinned one)")
     args = parser.parse_args(argv)
 
     try:
@@ -99,7 +99,10 @@ def main(argv: list[str] | None = None) -> int:
             gguf = tiny_gguf(model.name, None, source.template, vocab_gguf=source.gguf)
         else:
             gguf = tiny_gguf(model.name, source.tokenizer_dir, source.template)
-        server = LlamaServer(gguf).start()
+        # cpp-httplib holds a worker per open keep-alive connection: the replay's idle ones
+        # (engines/http.py keeps up to MAX_IDLE) must not starve the 16-thread plain client
+        build = {"build": args.build} if args.build else {}
+        server = LlamaServer(gguf, extra_args=("--threads-http", str(max(THREADS) + 2 * args.jobs)), **build).start()
     except GoldensError as error:
         print(f"bench: error: {error}", file=sys.stderr)
         return 2
@@ -122,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
     cases = len(goldens)
     best = {name: min(values) for name, values in passes.items()}  # by wall time
     statuses = {status: sum(o.status == status for o in outcomes) for status in ("match", "known", "drift", "error")}
-    print(f"{cases} cases ({args.model} x {args.rounds} rounds) against one llama-server b11434, "
+    print(f"{cases} cases ({args.model} x {args.rounds} rounds) against one llama-server b{args.build or pack.LLAMA_CPP_BUILD}, "
           f"{regen.cores()} cores, load average {os.getloadavg()[0]:.1f} at the end")
     for name, (wall, cpu, mine) in best.items():
         label = f"plain client, {name.split('-')[1]:>2} threads" if name != "replay" else f"goldens replay, --jobs {args.jobs}"

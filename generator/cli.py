@@ -516,9 +516,11 @@ def prefix(config_path: Path, model_name: str, engine_names: tuple[str, ...], kw
 @click.option("--bad", required=True, help="A release whose ids differ from the good one's.")
 @click.option("--model", "model_names", multiple=True, help="Only this model (repeatable).")
 @click.option("--case", "case_ids", multiple=True, help="Only this case, e.g. qwen3/tools (repeatable).")
+@click.option("--jobs", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Releases made ready at once per round (builds share the cores); the range is split jobs+1 ways.")
 @friendly
 def bisect_command(config_path: Path, engine_name: str, good: str, bad: str, model_names: tuple[str, ...],
-                   case_ids: tuple[str, ...]) -> None:
+                   case_ids: tuple[str, ...], jobs: int) -> None:
     """Binary search over the published releases from --good to --bad for the first whose ids
     differ from --good's; exit 0 found, 1 good and bad agree, 2 bad input."""
     from generator.config import engine_spec, models
@@ -531,7 +533,7 @@ def bisect_command(config_path: Path, engine_name: str, good: str, bad: str, mod
     good = engine_spec.normalize(name, good, "--good")
     bad = engine_spec.normalize(name, bad, "--bad")
     sys.exit(bisect.bisect(config, name, good, bad, model_names, case_ids, echo=click.echo,
-                           note=lambda message: click.echo(message, err=True)))
+                           note=lambda message: click.echo(message, err=True), jobs=jobs))
 
 
 if __name__ == "__main__":

@@ -1,10 +1,15 @@
-"""A progress bar on a terminal, silence in CI and pipes (so logs stay diffable)."""
+"""Progress on stderr: a bar over a run's cases on a terminal (silence in CI and pipes, so logs
+stay diffable), and a line for long work (builds, venvs, downloads) everywhere, live on a
+terminal and every few seconds in CI, so minutes of work are never silent."""
 
 from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import sys
+import threading
+import time
 from collections.abc import Callable, Iterator
 
 
@@ -27,3 +32,60 @@ def progress_bar(total: int, label: str) -> Iterator[Callable[[str], None]]:
     with Progress(*columns, transient=True) as bar:
         task = bar.add_task(label, total=total, item="")
         yield lambda item: bar.update(task, advance=1, item=item)
+
+
+# Seconds between plain progress lines when stderr is not a terminal (CI logs, pipes).
+PLAIN_EVERY = float(os.environ.get("GOLDENS_PROGRESS_SECONDS") or 5)
+
+
+def elapsed(seconds: float) -> str:
+    minutes, rest = divmod(int(seconds), 60)
+    return f"{minutes}m{rest:02d}s" if minutes else f"{rest}s"
+
+
+class Work:
+    """One long piece of work's state line (`update` sets what it is doing now)."""
+
+    def __init__(self, label: str):
+        self.label, self.now, self.started = label, "starting", time.monotonic()
+        self._lock = threading.Lock()
+
+    def update(self, now: str) -> None:
+        with self._lock:
+            self.now = now
+
+    def line(self) -> str:
+        with self._lock:
+            return f"{self.label}: {self.now}, {elapsed(time.monotonic() - self.started)}"
+
+
+@contextlib.contextmanager
+def long_work(label: str, log: os.PathLike | str | None = None) -> Iterator[Work]:
+    """Progress of work that takes minutes (a build, a venv install, a download), on stderr only
+    (stdout stays what scripts read): the log path when it starts, then a live line on a
+    terminal, or a plain line every PLAIN_EVERY seconds elsewhere, and how it ended."""
+    work = Work(label)
+    live = sys.stderr.isatty() and not os.environ.get("CI")
+    print(f"{label}: started" + (f" (log: {log})" if log else ""), file=sys.stderr, flush=True)
+    stop = threading.Event()
+
+    def tick() -> None:
+        while not stop.wait(0.5 if live else PLAIN_EVERY):
+            if live:
+                sys.stderr.write("\r\x1b[K" + work.line()[: shutil.get_terminal_size().columns - 1])
+                sys.stderr.flush()
+            else:
+                print(work.line(), file=sys.stderr, flush=True)
+
+    ticker = threading.Thread(target=tick, name=f"progress {label}", daemon=True)
+    ticker.start()
+    outcome = "failed"
+    try:
+        yield work
+        outcome = "done"
+    finally:
+        stop.set()
+        ticker.join()
+        end = "\r\x1b[K" if live else ""
+        print(f"{end}{label}: {outcome} in {elapsed(time.monotonic() - work.started)}"
+              + (f" (log: {log})" if log and outcome == "failed" else ""), file=sys.stderr, flush=True)

@@ -59,6 +59,32 @@ def test_transformers_bisect_finds_the_release_that_aliases_reasoning():
     assert len(tried(result.stdout)) <= math.ceil(math.log2(5)) + 2  # 5.20.1 5.20.2 5.21.0 5.21.1 5.22.0
 
 
+
+def rounds(output: str) -> int:
+    (count,) = re.findall(r"^(\d+) rounds, \d+ releases tried, \d+ s wall", output, re.M)
+    return int(count)
+
+
+def test_transformers_bisect_with_two_jobs_finds_the_same_release_in_fewer_rounds():
+    """5.20.1 5.20.2 5.21.0 5.21.1 5.22.0: one job tries the ends, then 5.21.0, then 5.20.2 (3
+    rounds); two jobs try the ends, then 5.20.2 and 5.21.0 at once (2 rounds)."""
+    args = ("--engine", "transformers", "--good", "5.20.1", "--bad", "5.22.0", "--case", "gpt-oss/agentic-turn")
+    one, two = bisect(*args, "--jobs", "1"), bisect(*args, "--jobs", "2")
+    for result in (one, two):
+        assert result.exit_code == 0, result.output
+        assert "first changed release: 5.21.0 (the one before it: 5.20.2)" in result.stdout
+    assert (rounds(one.stdout), rounds(two.stdout)) == (3, 2)
+    assert tried(one.stdout) == ["5.20.1", "5.22.0", "5.21.0", "5.20.2"]
+    assert tried(two.stdout) == ["5.20.1", "5.22.0", "5.20.2", "5.21.0"]
+
+
+def test_the_range_is_split_jobs_plus_one_ways():
+    from generator.replay.bisect import points
+
+    assert points(0, 4, 1) == [2] and points(0, 4, 2) == [1, 2] and points(0, 46, 3) == [11, 23, 34]
+    assert points(3, 5, 4) == [4] and points(3, 4, 2) == []
+
+
 def test_bisect_exits_1_when_good_and_bad_agree():
     """b9246 and b9247 give the same ids on every qwen3 and phi3.5 case (measured)."""
     result = bisect("--engine", "llama-server", "--good", str(LLAMA_FIRST), "--bad", str(LLAMA_BAD),
@@ -76,6 +102,8 @@ BAD_INPUT = {
     "same-release": (["--engine", "llama-server", "--good", "b10429", "--bad", "10429"],
                      ["--good and --bad are the same release"]),
     "vllm": (["--engine", "vllm", "--good", "0.31.0", "--bad", "0.32.0"], ["bisect --engine: one of"]),
+    "zero-jobs": (["--engine", "llama-server", "--good", "10429", "--bad", "11434", "--jobs", "0"],
+                  ["--jobs"]),
     "versioned-engine": (["--engine", "llama-server@10429", "--good", "10429", "--bad", "11434"],
                          ["bisect takes the versions from --good and --bad"]),
     "unknown-case": (["--engine", "llama-server", "--good", "10429", "--bad", "11434", "--case", "qwen3/nope"],

@@ -97,6 +97,27 @@ def test_a_run_with_nothing_changed_loads_no_tokenizer(matrix):
     assert matrix.state() == before  # not a byte rewritten, not even the index
 
 
+def test_a_run_with_nothing_changed_imports_no_transformers(matrix):
+    """The command a user types, in a fresh process: with the index holding, the template check
+    and the sources resolve without Transformers (0.6 s of import), so a no-change run stays
+    fast; and a template that does not compile is still refused once its text changes."""
+    def run() -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, "-X", "importtime", "-m", "generator.cli", "regenerate",
+             "--config", str(matrix.config), "--out", str(matrix.out)],
+            capture_output=True, text=True, cwd=matrix.root, env={**os.environ, "PYTHONPATH": str(ROOT)},
+        )
+
+    result = run()
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "0 written, 4 unchanged" in result.stdout
+    imported = {line.rsplit("|", 1)[1].strip() for line in result.stderr.splitlines() if line.startswith("import time:")}
+    assert "jinja2" not in imported and not any(name.split(".")[0] == "transformers" for name in imported)
+    (matrix.root / "alpha.jinja").write_text("{% if %}", encoding="utf-8")
+    refused = run()
+    assert refused.returncode == 2 and "does not compile" in refused.stderr
+
+
 def _add_dist_info(root: Path, name: str, version: str) -> Path:
     """A distribution's metadata as pip installs it, first on sys.path: what importlib.metadata
     (and so the index and the provenance) reports after an upgrade of `name`."""

@@ -5,8 +5,9 @@ clashing registrations are reported in one line, never picked silently.
 The venv reaches goldens' dependencies through a .pth file naming this interpreter's
 site-packages, and this worktree's `generator` through PYTHONPATH. The package is a wheel built
 here from README's pyproject.toml (its name, version and entry points) and module, because a
-build backend would have to be downloaded (setuptools 65 needs `wheel` for bdist_wheel); pip
-installs it with no index, so nothing is downloaded.
+build backend would have to be downloaded (setuptools 65 needs `wheel` for bdist_wheel). The
+venv is made as goldens makes its own, with uv when it is there (then it has no pip), and the
+wheel installed with no index, so nothing is downloaded.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import pytest
 from conftest import GOLDENS, ROOT
 
 from generator.config import engine_registry
+from generator.servers.venv import uv_binary
 
 EXTRA = '''
 from generator.engines import Ids
@@ -97,12 +99,16 @@ def venv(tmp_path_factory) -> Path:
         "my_engines/extra.py": EXTRA,
     })
     env = root / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(env)], check=True, capture_output=True)
+    uv = uv_binary()  # as goldens makes its own venvs: uv (no pip in the venv), else venv + pip
+    base = getattr(sys, "_base_executable", None) or sys.executable
+    made = [uv, "venv", "--quiet", "--python", base, str(env)] if uv else [sys.executable, "-m", "venv", str(env)]
+    subprocess.run(made, check=True, capture_output=True)
     python = env / "bin" / "python"
     purelib = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                              check=True, capture_output=True, text=True).stdout.strip()
     (Path(purelib) / "goldens-deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
-    install = subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--no-index", "--no-deps", str(wheel)],
+    installer = [uv, "pip", "install", "--python", str(python)] if uv else [str(python), "-m", "pip", "install"]
+    install = subprocess.run([*installer, "--quiet", "--no-index", "--no-deps", str(wheel)],
                              capture_output=True, text=True, check=False)
     assert install.returncode == 0, install.stderr
     return python

@@ -221,7 +221,7 @@ def test_failed_venv_install_leaves_nothing_marked_complete(tmp_path, monkeypatc
     from generator.servers import venv
 
     monkeypatch.setenv("GOLDENS_CACHE", str(tmp_path))
-    plan = lambda: [("install torch==0.0.0", [*venv.PIP_INSTALL, "torch==0.0.0"])]  # noqa: E731
+    plan = lambda: [("install torch==0.0.0", venv.INSTALL, ["torch==0.0.0"])]  # noqa: E731
     with pytest.raises(GoldensError, match=r"vllm-cpu-x venv: install torch==0\.0\.0 failed") as error:
         venv.ensure("vllm-cpu-x", plan, "print(1)", "1")
     assert "\n" not in str(error.value)

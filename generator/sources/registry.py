@@ -1,20 +1,23 @@
 """What a package registry has published: the PyPI simple index, read once per process.
 
 An engine version is only meaningful if it was published: `NAME@VERSION` specs, `bisect` ranges
-and the llama.cpp sdists all ask this module, which reads PEP 691 JSON from pip's own index (so
-no host is hard-coded and a mirror configured for pip is honoured).
+and the llama.cpp sdists all ask this module, which reads PEP 691 JSON from the index pip and
+uv are configured with (so no host is hard-coded and a mirror is honoured). `index_config`
+reads that configuration the way pip does (its config files, then PIP_* and UV_* variables)
+without importing pip, which a uv-made venv does not have, and venvs are installed with it.
 """
 
 from __future__ import annotations
 
+import configparser
 import functools
 import hashlib
 import json
 import os
-import shutil
+import sys
 import urllib.error
 import urllib.request
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from packaging.utils import (
@@ -38,14 +41,94 @@ class File:
     url: str
 
 
-def simple_index() -> str:
-    """pip's own index (PIP_INDEX_URL, else pip's default)."""
-    configured = os.environ.get("PIP_INDEX_URL")
-    if configured:
-        return configured.rstrip("/")
-    from pip._internal.models.index import PyPI  # pip's default index
+DEFAULT_INDEX = "https://pypi.org/simple"  # pip's and uv's default
 
-    return PyPI.simple_url.rstrip("/")
+
+@dataclass(frozen=True)
+class IndexConfig:
+    """Where packages come from, as pip would look: one index, extra indexes, find-links
+    locations, constraint files and a CA bundle."""
+
+    index_url: str = DEFAULT_INDEX
+    extra_index_urls: tuple[str, ...] = ()
+    find_links: tuple[str, ...] = ()
+    constraints: tuple[str, ...] = ()
+    cert: str | None = None
+    sources: tuple[str, ...] = field(default=(), compare=False)  # the files and variables read
+
+    def uv_args(self) -> list[str]:
+        """`uv pip install` options for the same packages pip would pick: uv reads no pip.conf,
+        and by default takes a package from the first index that has it, where pip merges all."""
+        args = ["--index-url", self.index_url, "--index-strategy", "unsafe-best-match"]
+        for url in self.extra_index_urls:
+            args += ["--extra-index-url", url]
+        for place in self.find_links:
+            args += ["--find-links", place]
+        for path in self.constraints:
+            args += ["--constraint", path]
+        return args
+
+
+def _pip_config_files() -> list[Path]:
+    """pip's configuration files in its order of loading (a later one wins): global, user, site,
+    then PIP_CONFIG_FILE; PIP_CONFIG_FILE=os.devnull loads none."""
+    named = os.environ.get("PIP_CONFIG_FILE")
+    if named == os.devnull:
+        return []
+    dirs = (os.environ.get("XDG_CONFIG_DIRS") or "/etc/xdg").split(os.pathsep)
+    files = [Path(d) / "pip" / "pip.conf" for d in dirs if d] + [Path("/etc/pip.conf")]
+    home = Path(os.path.expanduser("~"))
+    files += [home / ".pip" / "pip.conf",
+              Path(os.environ.get("XDG_CONFIG_HOME") or home / ".config") / "pip" / "pip.conf",
+              Path(sys.prefix) / "pip.conf"]
+    if named:
+        files.append(Path(named))
+    return files
+
+
+def _split(value: str) -> list[str]:
+    return [item for item in value.split() if item]
+
+
+@functools.lru_cache(maxsize=None)
+def index_config() -> IndexConfig:
+    """The configuration pip would use here, with uv's own variables on top (UV_DEFAULT_INDEX,
+    UV_INDEX_URL, UV_INDEX, UV_EXTRA_INDEX_URL, UV_FIND_LINKS): read once per process."""
+    values: dict[str, str] = {}
+    sources: list[str] = []
+    for path in _pip_config_files():
+        parser = configparser.RawConfigParser()
+        try:
+            if not parser.read(path, encoding="utf-8"):
+                continue
+        except (configparser.Error, UnicodeDecodeError, OSError):
+            continue  # pip itself would refuse it; the index lookup says what failed
+        sources.append(str(path))
+        for section in ("global", "install"):  # pip: the command's own section overrides global
+            if parser.has_section(section):
+                values.update({key.replace("_", "-"): value for key, value in parser.items(section)})
+    for key in ("index-url", "extra-index-url", "find-links", "constraint", "cert"):
+        variable = "PIP_" + key.upper().replace("-", "_")
+        if os.environ.get(variable):
+            values[key], _ = os.environ[variable], sources.append(variable)
+    index = values.get("index-url", DEFAULT_INDEX)
+    for variable in ("UV_INDEX_URL", "UV_DEFAULT_INDEX"):  # the later name wins, as in uv
+        if os.environ.get(variable):
+            index, _ = os.environ[variable], sources.append(variable)
+    extras = _split(values.get("extra-index-url", ""))
+    for variable in ("UV_EXTRA_INDEX_URL", "UV_INDEX"):
+        extras += _split(os.environ.get(variable, ""))
+    links = _split(values.get("find-links", "")) + _split(os.environ.get("UV_FIND_LINKS", ""))
+    return IndexConfig(
+        index_url=index.rstrip("/"), extra_index_urls=tuple(dict.fromkeys(extras)),
+        find_links=tuple(dict.fromkeys(links)), constraints=tuple(_split(values.get("constraint", ""))),
+        cert=values.get("cert") or None, sources=tuple(sources),
+    )
+
+
+def simple_index() -> str:
+    """The index pip and uv are configured with (see index_config), PyPI by default."""
+    return index_config().index_url
 
 
 @functools.lru_cache(maxsize=None)
@@ -115,11 +198,20 @@ def require_published(project: str, version: str, *, label: str | None = None) -
 
 
 def download(file: File, into: Path) -> Path:
-    """`file` saved under `into`, its sha256 checked against the index's."""
+    """`file` saved under `into`, its sha256 checked against the index's (progress on stderr:
+    a llama.cpp sdist is 100+ MB)."""
+    from generator import progress
+
     path = into / file.filename
     try:
-        with urllib.request.urlopen(file.url, timeout=600) as response, open(path, "wb") as out:
-            shutil.copyfileobj(response, out)
+        with (urllib.request.urlopen(file.url, timeout=600) as response, open(path, "wb") as out,
+              progress.long_work(f"downloading {file.filename}") as work):
+            size = int(response.headers.get("Content-Length") or 0)
+            done = 0
+            for block in iter(lambda: response.read(1 << 20), b""):
+                out.write(block)
+                done += len(block)
+                work.update(f"{done / 1e6:.0f} MB" + (f" of {size / 1e6:.0f} MB" if size else ""))
     except OSError as error:
         raise GoldensError(f"{file.filename}: cannot download ({error})") from None
     digest = hashlib.sha256()

@@ -1,0 +1,110 @@
+"""How fast is a `transformers@V` venv made ready, through uv and through pip, against its floor?
+
+Each run makes the venv as `goldens check --engine transformers@V` would (servers/venv.py: the
+venv, the install with the index pip is configured with, the import check), in a fresh process
+with a fresh GOLDENS_CACHE, so nothing of an earlier run is reused but the installer's own cache:
+
+- warm: the installer's cache as the user has it (a first, unreported run fills it);
+- cold (--cold): an empty installer cache (UV_CACHE_DIR / PIP_CACHE_DIR in a temp directory),
+  so every wheel is downloaded.
+
+The floor, measured in the same run on the venv each run made: its import check run again (the
+part no installer can skip; uv hard-links files from its cache, so copying the tree is no floor).
+Wall and CPU time (this process's children) are printed; other processes on a shared machine
+stretch wall time, so each figure is the best of --repeat runs.
+
+    .venv/bin/python bench/venv.py [--version 5.20.2] [--installer uv --installer pip] [--cold] [--repeat 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # runnable from a checkout without the editable install
+
+from generator.servers import venv  # noqa: E402
+
+CHECK = "import transformers; print(transformers.__version__)"
+
+
+def children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def timed(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
+    """(wall, CPU) of one command, which must succeed."""
+    wall, cpu = time.perf_counter(), children_cpu()
+    result = subprocess.run(argv, env=env, capture_output=True, text=True)
+    if result.returncode != 0:
+        raise SystemExit(f"bench: error: {' '.join(argv[:3])}...: {result.stderr.strip()[-500:]}")
+    return time.perf_counter() - wall, children_cpu() - cpu
+
+
+def make(version: str, installer: str, cache: Path, cold: Path | None) -> tuple[float, float]:
+    """One venv made ready in a fresh process, as transformers@V does it."""
+    env = {**os.environ, "GOLDENS_CACHE": str(cache), "PYTHONPATH": str(ROOT)}
+    if installer == "pip":
+        env["GOLDENS_UV"] = ""
+    else:
+        env.pop("GOLDENS_UV", None)
+    if cold is not None:
+        shutil.rmtree(cold, ignore_errors=True)
+        env["UV_CACHE_DIR" if installer == "uv" else "PIP_CACHE_DIR"] = str(cold)
+    script = f"from generator.servers.transformers_venv import transformers_python; transformers_python({version!r})"
+    return timed([sys.executable, "-c", script], env)
+
+
+def floor(made: Path) -> tuple[float, float]:
+    """The import check run again in the finished venv: the part of making it ready that no
+    installer can skip (uv links files from its cache, so even copying the tree is no floor)."""
+    return timed([str(venv.python_in(made)), "-c", CHECK], dict(os.environ))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--version", default="5.20.2", help="the Transformers release to install")
+    parser.add_argument("--installer", action="append", choices=("uv", "pip"), help="default: uv and pip")
+    parser.add_argument("--cold", action="store_true", help="also with an empty installer cache")
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args(argv)
+    installers = args.installer or ["uv", "pip"]
+    if "uv" in installers and venv.uv_binary() is None:
+        print("bench: error: uv is not installed (pip install uv)", file=sys.stderr)
+        return 2
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="goldens-bench-venv-") as tmp:
+        scratch = Path(tmp)
+        for installer in installers:
+            modes = [("warm", None)] + ([("cold", scratch / f"{installer}-cache")] if args.cold else [])
+            make(args.version, installer, scratch / "fill", None)  # fills the installer's own cache
+            shutil.rmtree(scratch / "fill", ignore_errors=True)
+            for mode, cold in modes:
+                best = None
+                for run in range(max(1, args.repeat)):
+                    cache = scratch / f"{installer}-{mode}-{run}"
+                    figures = make(args.version, installer, cache, cold)
+                    best = figures if best is None or figures[0] < best[0] else best
+                    made = cache / f"transformers-{args.version}"
+                    floor_figures = floor(made)
+                    shutil.rmtree(cache, ignore_errors=True)
+                rows.append((f"{installer}, {mode} cache", best, floor_figures))
+    print(f"transformers=={args.version} venv made ready ({os.cpu_count()} cores, "
+          f"load average {os.getloadavg()[0]:.1f} at the end); best of {args.repeat}")
+    for label, (wall, cpu), (floor_wall, floor_cpu) in rows:
+        print(f"{label:16s} {wall:6.1f} s wall {cpu:6.1f} s CPU   floor (the import check) "
+              f"{floor_wall:5.1f} s wall {floor_cpu:5.1f} s CPU   x{wall / floor_wall:.1f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,39 @@
+"""Every bench script runs, at small sizes, so a bench can never break silently (`make bench`
+runs them at full size). The figures themselves are not judged here: speed is measured in
+bench/, against the floor of the same run, never in a timed test.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+from conftest import ROOT
+
+SMOKE = {
+    "regenerate": (["--model", "phi3.5", "--repeat", "1"], ["full / floor:", "no change / floor:"]),
+    "replay": (["--model", "phi3.5", "--rounds", "1", "--repeat", "1", "--jobs", "2"],
+               ["goldens replay, --jobs 2", "replay / capacity:"]),
+    "venv": (["--installer", "uv", "--repeat", "1"], ["uv, warm cache", "floor (the import check)"]),
+}
+
+
+@pytest.mark.parametrize("script", sorted(SMOKE))
+def test_bench_script_runs_at_small_size(script):
+    args, needles = SMOKE[script]
+    result = subprocess.run([sys.executable, str(ROOT / "bench" / f"{script}.py"), *args],
+                            capture_output=True, text=True, cwd=ROOT, env=dict(os.environ), timeout=3600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    for needle in needles:
+        assert needle in result.stdout, (needle, result.stdout)
+
+
+def test_every_bench_script_has_a_smoke_run():
+    assert sorted(path.stem for path in (ROOT / "bench").glob("*.py")) == sorted(SMOKE)
+
+
+def test_make_bench_runs_every_bench_script():
+    recipe = (ROOT / "Makefile").read_text().split("\nbench:", 1)[1].split("\n\n", 1)[0]
+    assert sorted(name for name in SMOKE if f"bench/{name}.py" in recipe) == sorted(SMOKE)

@@ -1,0 +1,130 @@
+"""The package index as pip is configured, without pip: read from pip's files and PIP_*/UV_*
+variables, used by the registry and passed to uv, which reads no pip.conf.
+
+The venv test is real: uv (or pip, with GOLDENS_UV="") installs a wheel that only a find-links
+directory named in a pip.conf holds, into a venv checked by importing it.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from generator.errors import GoldensError
+from generator.servers import venv
+from generator.sources import registry
+
+VARIABLES = ("PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_FIND_LINKS", "PIP_CONSTRAINT", "PIP_CERT",
+             "UV_INDEX_URL", "UV_DEFAULT_INDEX", "UV_EXTRA_INDEX_URL", "UV_INDEX", "UV_FIND_LINKS")
+
+
+@pytest.fixture
+def configured(tmp_path, monkeypatch):
+    """Only the pip.conf this test writes (PIP_CONFIG_FILE; XDG and home pointed at nothing)."""
+    for name in VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("XDG_CONFIG_DIRS", str(tmp_path / "none"))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "none"))
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    conf = tmp_path / "pip.conf"
+    monkeypatch.setenv("PIP_CONFIG_FILE", str(conf))
+    registry.index_config.cache_clear()
+    yield conf
+    registry.index_config.cache_clear()
+
+
+def test_pip_conf_and_variables_make_the_index(configured, monkeypatch):
+    configured.write_text("[global]\nindex-url = https://mirror.example/simple/\n"
+                          "extra-index-url = https://a.example/simple\n  https://b.example/simple\n"
+                          "find-links = /srv/wheels\n[install]\nconstraint = /srv/c.txt\n")
+    config = registry.index_config()
+    assert registry.simple_index() == "https://mirror.example/simple"
+    assert config.extra_index_urls == ("https://a.example/simple", "https://b.example/simple")
+    assert config.find_links == ("/srv/wheels",) and config.constraints == ("/srv/c.txt",)
+    assert config.uv_args() == [
+        "--index-url", "https://mirror.example/simple", "--index-strategy", "unsafe-best-match",
+        "--extra-index-url", "https://a.example/simple", "--extra-index-url", "https://b.example/simple",
+        "--find-links", "/srv/wheels", "--constraint", "/srv/c.txt"]
+    monkeypatch.setenv("PIP_INDEX_URL", "https://pip-env.example/simple")
+    registry.index_config.cache_clear()
+    assert registry.simple_index() == "https://pip-env.example/simple"  # a variable beats the file
+    monkeypatch.setenv("UV_INDEX_URL", "https://uv-env.example/simple")
+    monkeypatch.setenv("UV_FIND_LINKS", "/srv/more")
+    registry.index_config.cache_clear()
+    assert registry.simple_index() == "https://uv-env.example/simple"
+    assert registry.index_config().find_links == ("/srv/wheels", "/srv/more")
+
+
+def test_nothing_configured_is_pypi(configured):
+    assert registry.simple_index() == "https://pypi.org/simple"
+    assert registry.index_config().extra_index_urls == ()
+
+
+def _wheel(into: Path, name: str, version: str) -> Path:
+    """A minimal pure-Python wheel holding module `name` with V = version."""
+    files = {f"{name}.py": f"V = {version!r}\n".encode(),
+             f"{name}-{version}.dist-info/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n".encode(),
+             f"{name}-{version}.dist-info/WHEEL": b"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"}
+    record = "".join(
+        f"{path},sha256={base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b'=').decode()},{len(data)}\n"
+        for path, data in files.items()) + f"{name}-{version}.dist-info/RECORD,,\n"
+    files[f"{name}-{version}.dist-info/RECORD"] = record.encode()
+    path = into / f"{name}-{version}-py3-none-any.whl"
+    into.mkdir(parents=True, exist_ok=True)
+    with zipfile.ZipFile(path, "w") as archive:
+        for member, data in files.items():
+            archive.writestr(member, data)
+    return path
+
+
+@pytest.mark.parametrize("installer", ["uv", "pip"])
+def test_a_venv_installs_from_the_find_links_pip_conf_names(configured, tmp_path, monkeypatch, installer):
+    """The wheel is only in the find-links directory, the index is an empty local one: the venv
+    works only if the installer was given pip.conf's configuration."""
+    _wheel(tmp_path / "wheels", "goldens_probe", "1.0")
+    (tmp_path / "index").mkdir()
+    configured.write_text(f"[global]\nindex-url = {(tmp_path / 'index').as_uri()}\nfind-links = {tmp_path / 'wheels'}\n")
+    monkeypatch.setenv("GOLDENS_CACHE", str(tmp_path / "cache"))
+    if installer == "pip":
+        monkeypatch.setenv("GOLDENS_UV", "")
+    else:
+        monkeypatch.delenv("GOLDENS_UV", raising=False)
+        assert venv.uv_binary() is not None  # uv is a dependency of goldens
+    plan = lambda: [("install goldens_probe", venv.INSTALL, ["goldens_probe==1.0"])]  # noqa: E731
+    python = venv.ensure("probe", plan, "import goldens_probe; print(goldens_probe.V)", "1.0")
+    assert python.exists()
+    marker = (tmp_path / "cache" / "probe" / venv.MARKER).read_text()
+    assert marker.startswith("1.0 in ") and f"({installer})" in marker
+    log = (tmp_path / "cache" / "probe.install.log").read_text()
+    assert ("uv pip install" in log) == (installer == "uv")
+
+
+def test_a_venv_whose_check_fails_is_not_trusted(configured, tmp_path, monkeypatch):
+    _wheel(tmp_path / "wheels", "goldens_probe", "1.0")
+    (tmp_path / "index").mkdir()
+    configured.write_text(f"[global]\nindex-url = {(tmp_path / 'index').as_uri()}\nfind-links = {tmp_path / 'wheels'}\n")
+    monkeypatch.setenv("GOLDENS_CACHE", str(tmp_path / "cache"))
+    plan = lambda: [("install goldens_probe", venv.INSTALL, ["goldens_probe==1.0"])]  # noqa: E731
+    with pytest.raises(GoldensError, match="the check after install failed"):
+        venv.ensure("probe", plan, "import goldens_probe; print(goldens_probe.V)", "2.0")
+    assert not (tmp_path / "cache" / "probe").exists()
+
+
+def test_a_download_reports_progress_on_stderr_and_checks_its_sha256(tmp_path, capfd):
+    blob = b"x" * (3 << 20)
+    (tmp_path / "a-1.0.tar.gz").write_bytes(blob)
+    url = (tmp_path / "a-1.0.tar.gz").as_uri()
+    good = registry.File("a-1.0.tar.gz", "1.0", hashlib.sha256(blob).hexdigest(), url)
+    (tmp_path / "into").mkdir()
+    assert registry.download(good, tmp_path / "into").read_bytes() == blob
+    out, err = capfd.readouterr()
+    assert out == ""
+    assert err.splitlines()[0] == "downloading a-1.0.tar.gz: started"
+    assert err.splitlines()[-1].startswith("downloading a-1.0.tar.gz: done in ")
+    bad = registry.File("a-1.0.tar.gz", "1.0", "0" * 64, url)
+    with pytest.raises(GoldensError, match="is not the index's"):
+        registry.download(bad, tmp_path / "into")
