@@ -96,18 +96,41 @@ def main(debug: bool) -> None:
     handle_signals()
 
 
+@main.command(name="init")
+@click.argument("directory", default=".", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--hf", multiple=True, metavar="ORG/NAME@REVISION", help="A Hugging Face model at a pinned revision (repeatable).")
+@click.option("--gguf", multiple=True, metavar="PATH", help="A GGUF file: tokenizer and template from its metadata (repeatable).")
+@click.option("--dir", "dirs", multiple=True, metavar="PATH",
+              help="A directory with tokenizer.json + tokenizer_config.json (repeatable).")
+@click.option("--engine", "engines", multiple=True,
+              help="An engine every model lists (repeatable; default: transformers, minijinja).")
+@friendly
+def init_command(directory: Path, hf: tuple[str, ...], gguf: tuple[str, ...], dirs: tuple[str, ...],
+                 engines: tuple[str, ...]) -> None:
+    """Start goldens in a repository: a commented models.yaml for the models named, the
+    .gitignore lines, and a CI workflow calling goldens' reusable workflow. Existing files are
+    never replaced (exit 2, nothing written)."""
+    from generator import init
+
+    for line in init.init(directory, hf, gguf, dirs, engines):
+        click.echo(line)
+    click.echo("next: goldens regenerate, then commit models.yaml, goldens/ and .github/")
+
+
 @main.command()
 @CONFIG_OPTION
-@click.option("--out", default="goldens", show_default=True, type=click.Path(file_okay=False, path_type=Path),
-              help="Directory of golden files.")
+@click.option("--goldens", "out", default="goldens", show_default=True,
+              type=click.Path(file_okay=False, path_type=Path), help="Directory of golden files.")
+@click.option("--out", "old_out", hidden=True, type=click.Path(file_okay=False, path_type=Path),
+              help="The old name of --goldens.")
 @click.option("--model", "model_names", multiple=True, help="Only this model (repeatable).")
 @click.option("--update-pins", is_flag=True, help="Accept changed template/tokenizer hashes and rewrite the pins.")
 @click.option("--prune", is_flag=True,
               help="Also remove the goldens of models no longer in the config (left alone otherwise).")
 @click.option("--force", is_flag=True, help="Render every model, even those whose inputs match the index.")
 @friendly
-def regenerate(config_path: Path, out: Path, model_names: tuple[str, ...], update_pins: bool,
-               prune: bool, force: bool) -> None:
+def regenerate(config_path: Path, out: Path, old_out: Path | None, model_names: tuple[str, ...],
+               update_pins: bool, prune: bool, force: bool) -> None:
     """Render the models whose inputs changed (every model with --force) and write the goldens
     that changed; remove only this matrix's own stale goldens and ledger entries, each named."""
     from generator.config import models
@@ -115,6 +138,7 @@ def regenerate(config_path: Path, out: Path, model_names: tuple[str, ...], updat
     from generator.goldens import regenerate as regen
     from generator.progress import progress_bar
 
+    out = old_out or out
     config = models.load(config_path)
     total = len(matrix(config, model_names))
     with progress_bar(total, "rendering") as advance:
