@@ -142,3 +142,16 @@ def test_the_shipped_example_is_a_valid_matrix(tmp_path):
     spec = config.models["my-model"]
     assert (spec.tokenizer.kind, spec.engines) == ("hf", ("transformers", "minijinja"))
     assert set(spec.variants) == {"", "thinking-off"} and "image" not in spec.shapes
+
+
+def test_the_goldens_folder_is_goldens_on_every_command():
+    """One name for the option everywhere; regenerate's old --out still works, unlisted."""
+    for name, command in main.commands.items():
+        folder = [p for p in command.params if p.name in ("root", "out", "old_out")]
+        if not folder:
+            continue
+        shown = [opt for p in folder if not getattr(p, "hidden", False) for opt in p.opts]
+        assert shown == ["--goldens"], (name, shown)
+    assert "--out" not in CliRunner().invoke(main, ["regenerate", "--help"]).stdout
+    hidden = [p for p in main.commands["regenerate"].params if p.name == "old_out"]
+    assert hidden[0].opts == ["--out"] and hidden[0].hidden
