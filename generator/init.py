@@ -190,6 +190,8 @@ def init(directory: Path, hf: tuple[str, ...] = (), gguf: tuple[str, ...] = (), 
     for path in (config_path, workflow_path):
         if path.exists() or path.is_symlink():
             raise GoldensError(f"{path}: already exists; goldens init writes only new files (nothing written)")
+    if ignore_path.exists() and not ignore_path.is_file():
+        raise GoldensError(f"{ignore_path}: not a regular file (nothing written)")
     chosen = models_from(directory, hf, gguf, dirs)
     text = models_yaml(chosen, tuple(engines) or DEFAULT_ENGINES, date or _dt.datetime.now(_dt.UTC).date())
     models.parse(__import__("yaml").safe_load(text), config_path)  # what we write must load

@@ -155,3 +155,11 @@ def test_the_goldens_folder_is_goldens_on_every_command():
     assert "--out" not in CliRunner().invoke(main, ["regenerate", "--help"]).stdout
     hidden = [p for p in main.commands["regenerate"].params if p.name == "old_out"]
     assert hidden[0].opts == ["--out"] and hidden[0].hidden
+
+
+def test_a_gitignore_that_is_not_a_file_stops_init_before_anything_is_written(team):
+    (team / ".gitignore").mkdir()
+    before = files_in(team)
+    line = one_line_error(run("init", team, "--dir", team / "tokenizers" / "qwen3"))
+    assert line == f"goldens: error: {team / '.gitignore'}: not a regular file (nothing written)"
+    assert files_in(team) == before and not (team / "models.yaml").exists()
