@@ -109,3 +109,22 @@ def test_without_the_flag_the_plugin_only_lends_its_fixtures(team):
     result = pytest_in(team)
     assert result.returncode == 0, result.stdout + result.stderr
     assert passed(result) == ["test_mine.py::test_matrix"]
+
+
+def test_one_models_vllm_tests_run_together(tmp_path):
+    """The `server` marker: each model's vLLM tests are moved together (first appearance keeps
+    its place, other tests keep file order), so that server starts once and stops after them."""
+    (tmp_path / "test_order.py").write_text(
+        "import pytest\n"
+        "ORDER = []\n"
+        "@pytest.mark.server('vllm', 'a')\ndef test_a1(): ORDER.append('a1')\n"
+        "@pytest.mark.server('vllm', 'b')\ndef test_b1(): ORDER.append('b1')\n"
+        "def test_plain(): ORDER.append('plain')\n"
+        "@pytest.mark.server('vllm', 'a')\ndef test_a2(): ORDER.append('a2')\n"
+        "@pytest.mark.server('llama-server', 'a')\ndef test_l(): ORDER.append('l')\n"
+        "@pytest.mark.server('vllm', 'b')\ndef test_b2(): ORDER.append('b2')\n"
+        "def test_last(): assert ORDER == ['a1', 'a2', 'b1', 'b2', 'plain', 'l']\n", encoding="utf-8")
+    result = pytest_in(tmp_path, "--strict-markers")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert [name.split("::")[1] for name in passed(result)] == sorted(
+        ["test_a1", "test_a2", "test_b1", "test_b2", "test_plain", "test_l", "test_last"])
