@@ -7,7 +7,6 @@ import json
 
 from click.testing import CliRunner
 from conftest import CONFIG, ROOT, source_of
-from test_bisect import LLAMA_BAD, LLAMA_FIRST, LLAMA_GOOD
 from test_diff import change_token, edit, git, repo  # noqa: F401 - the fixture
 
 from generator.cli import main
@@ -82,18 +81,21 @@ def test_diff_json_lists_what_moved_first(repo):  # noqa: F811 - the fixture
 
 
 def test_bisect_json_is_the_search_as_data():
-    """The known answer (test_bisect.py), as data; the human lines go to stderr."""
-    result = CliRunner().invoke(main, ["bisect", "--config", str(ROOT / "models.yaml"), "--engine", "llama-server",
-                                       "--good", str(LLAMA_GOOD), "--bad", str(LLAMA_BAD),
-                                       "--case", "phi3.5/prefill", "--json"])
+    """The known answer (test_bisect.py: Transformers 5.21.0 began copying reasoning_content
+    into `thinking`), as data; the human lines go to stderr."""
+    result = CliRunner().invoke(main, ["bisect", "--config", str(ROOT / "models.yaml"), "--engine", "transformers",
+                                       "--good", "5.20.1", "--bad", "5.22.0", "--case", "gpt-oss/agentic-turn",
+                                       "--json"])
     assert result.exit_code == 0, (result.stdout, result.stderr)
     data = json.loads(result.stdout)
     assert data["schema"] == "goldens.bisect/1" and data["exit_code"] == 0
-    assert (data["engine"], data["good"], data["bad"], data["releases"], data["cases"]) == (
-        "llama-server", str(LLAMA_GOOD), str(LLAMA_BAD), 3, ["phi3.5/prefill"])
-    assert [t["release"] for t in data["tried"]] == [str(LLAMA_GOOD), str(LLAMA_BAD), str(LLAMA_FIRST)]
-    assert [t["changed"] for t in data["tried"]] == [None, "phi3.5/prefill", "phi3.5/prefill"]
-    assert data["first_changed"] == {"release": str(LLAMA_FIRST), "label": f"b{LLAMA_FIRST}"}
-    assert data["before"] == {"release": str(LLAMA_GOOD), "label": f"b{LLAMA_GOOD}"}
-    assert data["first_divergence"].startswith("phi3.5/prefill: drift at token 18")
-    assert f"first changed release: b{LLAMA_FIRST}" in result.stderr
+    assert (data["engine"], data["good"], data["bad"], data["cases"]) == (
+        "transformers", "5.20.1", "5.22.0", ["gpt-oss/agentic-turn"])
+    assert data["releases"] == 5 and data["at_most"] == 5  # 5.20.1 5.20.2 5.21.0 5.21.1 5.22.0
+    assert [t["release"] for t in data["tried"]] == ["5.20.1", "5.22.0", "5.21.0", "5.20.2"]
+    assert [t["changed"] for t in data["tried"]] == [None, "gpt-oss/agentic-turn", "gpt-oss/agentic-turn", None]
+    assert all(set(t) == {"release", "label", "changed", "ready_seconds", "cache"} for t in data["tried"])
+    assert data["first_changed"] == {"release": "5.21.0", "label": "5.21.0"}
+    assert data["before"] == {"release": "5.20.2", "label": "5.20.2"}
+    assert data["first_divergence"].startswith("gpt-oss/agentic-turn: drift at token 166 (207 vs 227 tokens)")
+    assert "first changed release: 5.21.0 (the one before it: 5.20.2)" in result.stderr
