@@ -14,7 +14,7 @@ setup: $(STAMP)
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e .
+	$(BIN)/pip install --quiet -e '.[test]'   # + pytest, syrupy, check-jsonschema
 	touch $(STAMP)
 
 regenerate: setup        ## render every case with the reference and rewrite changed goldens

@@ -18,6 +18,7 @@ from pathlib import Path
 import click
 
 from generator.config.cases import model_cases
+from generator.config.engine_registry import BUILT_IN as BUILT_IN_ENGINES
 from generator.errors import GoldensError, one_line
 
 EXIT_CODES = """\b
@@ -99,18 +100,41 @@ def main(debug: bool) -> None:
     handle_signals()
 
 
+@main.command(name="init")
+@click.argument("directory", default=".", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--hf", multiple=True, metavar="ORG/NAME@REVISION", help="A Hugging Face model at a pinned revision (repeatable).")
+@click.option("--gguf", multiple=True, metavar="PATH", help="A GGUF file: tokenizer and template from its metadata (repeatable).")
+@click.option("--dir", "dirs", multiple=True, metavar="PATH",
+              help="A directory with tokenizer.json + tokenizer_config.json (repeatable).")
+@click.option("--engine", "engines", multiple=True,
+              help="An engine every model lists (repeatable; default: transformers, minijinja).")
+@friendly
+def init_command(directory: Path, hf: tuple[str, ...], gguf: tuple[str, ...], dirs: tuple[str, ...],
+                 engines: tuple[str, ...]) -> None:
+    """Start goldens in a repository: a commented models.yaml for the models named, the
+    .gitignore lines, and a CI workflow calling goldens' reusable workflow. Existing files are
+    never replaced (exit 2, nothing written)."""
+    from generator import init
+
+    for line in init.init(directory, hf, gguf, dirs, engines):
+        click.echo(line)
+    click.echo("next: goldens regenerate, then commit models.yaml, goldens/ and .github/")
+
+
 @main.command()
 @CONFIG_OPTION
-@click.option("--out", default="goldens", show_default=True, type=click.Path(file_okay=False, path_type=Path),
-              help="Directory of golden files.")
+@click.option("--goldens", "out", default="goldens", show_default=True,
+              type=click.Path(file_okay=False, path_type=Path), help="Directory of golden files.")
+@click.option("--out", "old_out", hidden=True, type=click.Path(file_okay=False, path_type=Path),
+              help="The old name of --goldens.")
 @click.option("--model", "model_names", multiple=True, help="Only this model (repeatable).")
 @click.option("--update-pins", is_flag=True, help="Accept changed template/tokenizer hashes and rewrite the pins.")
 @click.option("--prune", is_flag=True,
               help="Also remove the goldens of models no longer in the config (left alone otherwise).")
 @click.option("--force", is_flag=True, help="Render every model, even those whose inputs match the index.")
 @friendly
-def regenerate(config_path: Path, out: Path, model_names: tuple[str, ...], update_pins: bool,
-               prune: bool, force: bool) -> None:
+def regenerate(config_path: Path, out: Path, old_out: Path | None, model_names: tuple[str, ...],
+               update_pins: bool, prune: bool, force: bool) -> None:
     """Render the models whose inputs changed (every model with --force) and write the goldens
     that changed; remove only this matrix's own stale goldens and ledger entries, each named."""
     from generator.config import models
@@ -118,6 +142,7 @@ def regenerate(config_path: Path, out: Path, model_names: tuple[str, ...], updat
     from generator.goldens import regenerate as regen
     from generator.progress import progress_bar
 
+    out = old_out or out
     config = models.load(config_path)
     total = len(matrix(config, model_names))
     with progress_bar(total, "rendering") as advance:
@@ -155,13 +180,20 @@ def render(config_path: Path, model_name: str, request_file) -> None:
 @main.command(name="models")
 @CONFIG_OPTION
 @click.option("--resolve", "do_resolve", is_flag=True, help="Also fetch sources and show their current hashes.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document (goldens.models/1) instead.")
 @friendly
-def list_models(config_path: Path, do_resolve: bool) -> None:
+def list_models(config_path: Path, do_resolve: bool, as_json: bool) -> None:
     """The matrix: each model's sources, shapes, variants, engines and pins."""
     from generator.config import models
     from generator.sources.source import resolve
 
     config = models.load(config_path)
+    if as_json:
+        from generator import documents
+
+        resolved = {m.name: resolve(m, config) for m in config.models.values()} if do_resolve else None
+        click.echo(documents.dumps("models", documents.models(config, resolved)), nl=False)
+        return
     if config.engine_versions:
         pins = ", ".join(f"{name} {'b' if name == 'llama-server' else ''}{version}"
                          for name, version in config.engine_versions.items())
@@ -223,7 +255,12 @@ def _probe(url_map: dict[str, str], timeout: float) -> None:
 
 @main.command(epilog=EXIT_CODES)
 @CONFIG_OPTION
-@click.option("--engine", "engines", multiple=True, help="Engine to replay through (repeatable; default: each model's engines).")
+@click.option("--engine", "engines", multiple=True, metavar="NAME[@VERSION]",
+              help="Engine to replay through (repeatable; default: each model's engines): "
+                   + ", ".join(info.name for info in BUILT_IN_ENGINES)
+                   + ", or one an installed package registers (goldens engines). NAME@VERSION runs another "
+                     "release side by side: a llama.cpp build for llama-server and client-completion "
+                     "(llama-server@10429), a PyPI release for transformers and vllm (transformers@4.57.6).")
 @click.option("--model", "model_names", multiple=True, help="Only this model (repeatable).")
 @click.option("--url", "urls", multiple=True, metavar="[ENGINE=]URL",
               help="Use a running server instead of starting one (repeatable).")
@@ -390,11 +427,18 @@ def _connection(config, model_names: tuple[str, ...], served: tuple[str, ...], h
 
 
 @main.command(name="engines")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document (goldens.engines/1) instead.")
 @friendly
-def list_engines() -> None:
+def list_engines(as_json: bool) -> None:
     """The engines goldens can replay through: built-in, and those installed packages register
     in the `goldens.engines` entry-point group, each with where it came from."""
     from generator.config import engine_registry
+
+    if as_json:
+        from generator import documents
+
+        click.echo(documents.dumps("engines", documents.engines(engine_registry.registered())), nl=False)
+        return
 
     rows = [(info.name, info.origin, info.summary + (f" [not usable: {info.problem}]" if info.problem else ""))
             for info in engine_registry.registered()]
@@ -452,8 +496,10 @@ def ledger(config_path: Path, engine_name: str, case_ids: tuple[str, ...], reaso
 @click.option("--context", default=3, show_default=True, type=click.IntRange(0, 50),
               help="Unchanged tokens shown around each change.")
 @click.option("--full", is_flag=True, help="Show every row of a long change instead of cutting it.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document (goldens.diff/1) instead of the view.")
 @friendly
-def diff_command(rev: str, root: Path, markdown: bool, report_path: Path | None, context: int, full: bool) -> None:
+def diff_command(rev: str, root: Path, markdown: bool, report_path: Path | None, context: int, full: bool,
+                 as_json: bool) -> None:
     """Token-level view of every golden changed against a git revision (default: HEAD): goldens
     whose tokens moved first, then one line per model for provenance- or analysis-only changes."""
     from generator.goldens import diff
@@ -464,7 +510,12 @@ def diff_command(rev: str, root: Path, markdown: bool, report_path: Path | None,
     page = diff.render_markdown(changes, rev, context)
     if report_path is not None:
         destination.write(report_path, page)
-    click.echo(page if markdown else diff.render_text(changes, rev, context, full), nl=False)
+    if as_json:
+        from generator import documents
+
+        click.echo(documents.dumps("diff", documents.diff(changes, rev)), nl=False)
+    else:
+        click.echo(page if markdown else diff.render_text(changes, rev, context, full), nl=False)
     github.publish(page, github.diff_annotations(changes), lambda line: click.echo(line, err=True))
 
 
@@ -518,9 +569,11 @@ def prefix(config_path: Path, model_name: str, engine_names: tuple[str, ...], kw
 @click.option("--case", "case_ids", multiple=True, help="Only this case, e.g. qwen3/tools (repeatable).")
 @click.option("--jobs", type=click.IntRange(min=1), default=1, show_default=True,
               help="Releases made ready at once per round (builds share the cores); the range is split jobs+1 ways.")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print one JSON document (goldens.bisect/1) on stdout; the progress lines go to stderr.")
 @friendly
 def bisect_command(config_path: Path, engine_name: str, good: str, bad: str, model_names: tuple[str, ...],
-                   case_ids: tuple[str, ...], jobs: int) -> None:
+                   case_ids: tuple[str, ...], jobs: int, as_json: bool) -> None:
     """Binary search over the published releases from --good to --bad for the first whose ids
     differ from --good's; exit 0 found, 1 good and bad agree, 2 bad input."""
     from generator.config import engine_spec, models
@@ -532,8 +585,16 @@ def bisect_command(config_path: Path, engine_name: str, good: str, bad: str, mod
         raise GoldensError(f"--engine {engine_name}: bisect takes the versions from --good and --bad")
     good = engine_spec.normalize(name, good, "--good")
     bad = engine_spec.normalize(name, bad, "--bad")
-    sys.exit(bisect.bisect(config, name, good, bad, model_names, case_ids, echo=click.echo,
-                           note=lambda message: click.echo(message, err=True), jobs=jobs))
+    report = None
+    if as_json:
+        from generator import documents
+
+        def report(document: dict) -> None:
+            click.echo(documents.dumps("bisect", document), nl=False)
+
+    echo = (lambda line: click.echo(line, err=True)) if as_json else click.echo
+    sys.exit(bisect.bisect(config, name, good, bad, model_names, case_ids, echo=echo,
+                           note=lambda message: click.echo(message, err=True), jobs=jobs, report=report))
 
 
 if __name__ == "__main__":

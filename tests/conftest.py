@@ -1,15 +1,15 @@
 """Shared fixtures and helpers: the committed matrix, its resolved sources, the goldens root, the
 session's managed servers, and the checks every command-line test makes.
 
-Servers: one per (kind, model) for the whole session, from one EnginePool, whichever test file
-asks first. A vLLM server takes about 3.5 GB, so a test that uses one carries
-`@pytest.mark.server("vllm", "<model>")`: those tests run one model after another (the hook below
+Servers: one per (kind, model) for the whole session, from the goldens pytest plugin's EnginePool
+(generator/pytest_plugin.py holds the pool, the `server` marker and its hooks), whichever test
+file asks first. A vLLM server takes about 3.5 GB, so a test that uses one carries
+`@pytest.mark.server("vllm", "<model>")`: those tests run one model after another (the plugin
 groups them), and each model's vLLM server stops after its last test, so at most one is up.
 """
 
 from __future__ import annotations
 
-import collections
 import functools
 from pathlib import Path
 
@@ -66,17 +66,10 @@ def one_line_error(result) -> str:
 
 # ------------------------------------------------------------------------------ managed servers
 
-_POOL: list[EnginePool] = []  # the session's pool, once the `pool` fixture has made it
-_USES: collections.Counter = collections.Counter()  # (kind, model) -> marked tests still to run
-
-
 @pytest.fixture(scope="session")
-def pool():
-    """The session's EnginePool: it owns every managed server and stops them at the end."""
-    with EnginePool(CONFIG.date, versions=CONFIG.engine_versions) as engines:  # the pins in models.yaml
-        _POOL.append(engines)
-        yield engines
-        _POOL.clear()
+def pool(goldens_pool):
+    """The session's EnginePool (the goldens pytest plugin's: it owns every managed server)."""
+    return goldens_pool
 
 
 def server_of(pool: EnginePool, kind: str, model: str):
@@ -107,40 +100,3 @@ def engine_of(pool: EnginePool, name: str, model: str) -> Engine:
 def qwen3_llama_server(pool):
     """llama-server on a tiny GGUF with Qwen3's tokenizer and template, shared by every file."""
     return server_of(pool, "llama-server", "qwen3")
-
-
-def pytest_configure(config):
-    config.addinivalue_line(
-        "markers", "server(kind, model): the test uses the session's managed server of that kind "
-                   "for that model; it is stopped after the last such test")
-
-
-def _marked(item) -> list[tuple[str, str]]:
-    return [tuple(mark.args) for mark in item.iter_markers("server")]
-
-
-def pytest_collection_modifyitems(session, config, items):
-    """Run the tests of each model's vLLM server together (in file order otherwise), and count
-    them, so the server starts once and stops after the last one."""
-    groups: dict[str, list] = {}
-    order: list[list] = []
-    for item in items:
-        vllm = [model for kind, model in _marked(item) if kind == "vllm"]
-        if not vllm:
-            order.append([item])
-        elif vllm[0] in groups:
-            groups[vllm[0]].append(item)
-        else:
-            groups[vllm[0]] = [item]
-            order.append(groups[vllm[0]])
-    items[:] = [item for group in order for item in group]
-    _USES.clear()
-    _USES.update(key for item in items for key in _marked(item))
-
-
-def pytest_runtest_teardown(item, nextitem):
-    for key in _marked(item):
-        _USES[key] -= 1
-        if _USES[key] == 0 and _POOL:
-            kind, model = key
-            _POOL[0].release(model, kind)

@@ -114,12 +114,14 @@ def points(low: int, high: int, jobs: int) -> list[int]:
 
 def bisect(config: Config, engine: str, good: str, bad: str, models: Sequence[str] = (),
            case_ids: Sequence[str] = (), echo: Callable[[str], None] = print,
-           note: Callable[[str], None] | None = None, jobs: int = 1) -> int:
+           note: Callable[[str], None] | None = None, jobs: int = 1,
+           report: Callable[[dict], None] | None = None) -> int:
     """Print each release tried with its verdict, then the first changed release and its first
     divergence, and the rounds, releases tried and wall time. With `jobs` N, each round makes
     N releases ready at once (builds share the cores, venvs install side by side) and splits
     the range N + 1 ways, so about ceil(log_{N+1}(n)) rounds follow the first (both ends).
-    0: found; 1: good and bad agree on every case; 2 (GoldensError): bad input."""
+    0: found; 1: good and bad agree on every case; 2 (GoldensError): bad input.
+    `report` gets the same outcome as data once at the end (`goldens bisect --json`)."""
     if engine not in ENGINES:
         raise GoldensError(f"bisect --engine: one of {', '.join(ENGINES)}, got {engine!r}")
     if jobs < 1:
@@ -149,10 +151,22 @@ def bisect(config: Config, engine: str, good: str, bad: str, models: Sequence[st
             results.append(result)
         return results
 
+    def document(first: Tried | None, before: Tried | None, divergence: str | None) -> dict:
+        release = (lambda t: None if t is None else {"release": t.version, "label": label(t.version)})
+        return {"engine": engine, "good": good, "bad": bad, "releases": len(span),
+                "jobs": jobs, "rounds": rounds, "at_most_rounds": rounds_most,
+                "cases": [case.id for case in cases],
+                "tried": [{**release(t), "changed": t.changed, "ready_seconds": round(t.seconds, 1),
+                           "cache": t.cache} for t in tried.values()],
+                "first_changed": release(first), "before": release(before), "first_divergence": divergence,
+                "exit_code": 0 if first is not None else 1}
+
     _, last = attempt([0, len(span) - 1])
     if last.changed is None:
         echo(f"{label(span[0])} and {label(span[-1])} agree on all {len(cases)} case(s)")
         echo(_totals(rounds, tried, started))
+        if report is not None:
+            report(document(None, None, None))
         return 1
     low, high = 0, len(span) - 1
     while high - low > 1:
@@ -166,8 +180,11 @@ def bisect(config: Config, engine: str, good: str, bad: str, models: Sequence[st
     first, before = tried[span[high]], tried[span[low]]
     echo(f"first changed release: {label(first.version)} (the one before it: {label(before.version)}); "
          f"{len(tried)} releases tried")
-    echo(_first_divergence(config, before, first, cases, label))
+    divergence = _first_divergence(config, before, first, cases, label)
+    echo(divergence)
     echo(_totals(rounds, tried, started))
+    if report is not None:
+        report(document(first, before, divergence.removeprefix("first divergence: ")))
     return 0
 
 

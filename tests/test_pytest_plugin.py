@@ -1,0 +1,130 @@
+"""The goldens pytest plugin in a team's own suite: `pytest --goldens` runs one test per case per
+engine of its models.yaml (and the reference's own), judged as `goldens check` judges, and
+`--snapshot-update` writes the bytes `goldens regenerate` writes. Each run is a real pytest
+process in a folder outside this checkout, finding the plugin through its entry point."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from click.testing import CliRunner
+from conftest import source_of
+
+from generator.cli import main
+
+SHAPES = ["plain", "tools", "multi-turn"]
+
+
+def pytest_in(directory: Path, *args: str) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
+    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rA", *args],
+                          cwd=directory, capture_output=True, text=True, timeout=600, env=env)
+
+
+@pytest.fixture(scope="module")
+def made(tmp_path_factory) -> Path:
+    """A team folder: Qwen3's tokenizer files, a models.yaml of three shapes, its goldens."""
+    repo = tmp_path_factory.mktemp("plugin") / "team"
+    shutil.copytree(source_of("qwen3").tokenizer_dir, repo / "tok")
+    matrix = {"date": "2026-01-15", "models": {"q": {
+        "tokenizer": {"dir": "tok"}, "shapes": SHAPES, "engines": ["transformers", "minijinja"]}}}
+    (repo / "models.yaml").write_text(yaml.safe_dump(matrix, sort_keys=False), encoding="utf-8")
+    result = CliRunner().invoke(main, ["regenerate", "--config", str(repo / "models.yaml"),
+                                       "--goldens", str(repo / "goldens")])
+    assert result.exit_code == 0, result.output
+    return repo
+
+
+@pytest.fixture
+def team(made, tmp_path) -> Path:
+    repo = tmp_path / "team"
+    shutil.copytree(made, repo)
+    return repo
+
+
+def passed(result) -> list[str]:
+    return sorted(line.split(" ", 1)[1] for line in result.stdout.splitlines() if line.startswith("PASSED "))
+
+
+def test_one_test_per_case_per_engine_and_the_reference(team):
+    result = pytest_in(team, "--goldens")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert passed(result) == sorted(f"models.yaml::q/{shape}[{engine}]" for shape in SHAPES
+                                    for engine in ("reference", "transformers", "minijinja"))
+
+
+def test_a_moved_token_fails_each_engine_with_its_first_divergence(team):
+    path = team / "goldens" / "q" / "plain.json"
+    path.write_text(path.read_text(encoding="utf-8").replace('[8948, "system"]', '[8949, "system"]', 1),
+                    encoding="utf-8")
+    result = pytest_in(team, "--goldens", "--goldens-engine", "minijinja")
+    assert result.returncode == 1, result.stdout + result.stderr
+    failed = sorted(line.split(" ")[1] for line in result.stdout.splitlines() if line.startswith("FAILED "))
+    assert failed == ["models.yaml::q/plain[minijinja]", "models.yaml::q/plain[reference]"]
+    assert "drift at token 1 (25 vs 25 tokens)" in result.stdout
+    assert "  minijinja 0:151644:'<|im_start|>' »1:8948:'system'" in result.stdout
+    assert "Traceback" not in result.stdout
+    assert len(passed(result)) == 2 * len(SHAPES) - 2  # transformers not chosen: reference + minijinja
+
+
+def test_snapshot_update_writes_what_regenerate_writes(team, made):
+    goldens = team / "goldens" / "q"
+    (goldens / "tools.json").unlink()
+    (goldens / "plain.json").write_text("{}", encoding="utf-8")
+    result = pytest_in(team, "--goldens", "--snapshot-update", "-k", "reference")
+    assert result.returncode == 0, result.stdout + result.stderr
+    for shape in SHAPES:
+        assert (goldens / f"{shape}.json").read_bytes() == (made / "goldens" / "q" / f"{shape}.json").read_bytes()
+    result = CliRunner().invoke(main, ["regenerate", "--config", str(team / "models.yaml"),
+                                       "--goldens", str(team / "goldens"), "--force"])
+    assert result.stdout.splitlines()[-1] == f"0 written, {len(SHAPES)} unchanged, 0 removed"
+
+
+def test_a_missing_golden_says_how_to_make_it(team):
+    (team / "goldens" / "q" / "tools.json").unlink()
+    result = pytest_in(team, "--goldens", "-k", "tools")
+    assert result.returncode == 1
+    assert "goldens/q/tools.json: no golden; run `goldens regenerate`" in result.stdout
+
+
+def test_a_bad_matrix_is_one_line(team):
+    (team / "models.yaml").write_text("models: {q: {tokenizer: {dir: tok}, engines: [nope]}}\n", encoding="utf-8")
+    result = pytest_in(team, "--goldens")
+    assert result.returncode == 4, result.stdout + result.stderr
+    errors = [line for line in result.stderr.splitlines() if line.strip()]
+    assert errors == ["ERROR: goldens: error: models.yaml: models.q.engines[0]: unknown engine 'nope' "
+                      f"(known: {errors[0].split('(known: ')[1]}"], errors
+
+
+def test_without_the_flag_the_plugin_only_lends_its_fixtures(team):
+    (team / "test_mine.py").write_text(
+        "def test_matrix(goldens_config):\n"
+        "    assert list(goldens_config.models) == ['q']\n", encoding="utf-8")
+    result = pytest_in(team)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert passed(result) == ["test_mine.py::test_matrix"]
+
+
+def test_one_models_vllm_tests_run_together(tmp_path):
+    """The `server` marker: each model's vLLM tests are moved together (first appearance keeps
+    its place, other tests keep file order), so that server starts once and stops after them."""
+    (tmp_path / "test_order.py").write_text(
+        "import pytest\n"
+        "ORDER = []\n"
+        "@pytest.mark.server('vllm', 'a')\ndef test_a1(): ORDER.append('a1')\n"
+        "@pytest.mark.server('vllm', 'b')\ndef test_b1(): ORDER.append('b1')\n"
+        "def test_plain(): ORDER.append('plain')\n"
+        "@pytest.mark.server('vllm', 'a')\ndef test_a2(): ORDER.append('a2')\n"
+        "@pytest.mark.server('llama-server', 'a')\ndef test_l(): ORDER.append('l')\n"
+        "@pytest.mark.server('vllm', 'b')\ndef test_b2(): ORDER.append('b2')\n"
+        "def test_last(): assert ORDER == ['a1', 'a2', 'b1', 'b2', 'plain', 'l']\n", encoding="utf-8")
+    result = pytest_in(tmp_path, "--strict-markers")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert [name.split("::")[1] for name in passed(result)] == sorted(
+        ["test_a1", "test_a2", "test_b1", "test_b2", "test_plain", "test_l", "test_last"])
