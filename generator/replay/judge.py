@@ -30,6 +30,7 @@ from generator.engines import (
     Engine, EngineError, Ids, PromptCount, Refused, Served, Unreachable, first_divergence, http, pieces_of,
     reported_version,
 )
+from generator.config import engine_registry
 from generator.errors import GoldensError, first_line
 from generator.goldens import golden_file
 from generator.replay import ledger
@@ -166,16 +167,16 @@ def judge(engine: Engine, item: golden_file.Golden, root: Path,
 
 
 def _serve(engine: Engine, request: dict, got: Answer) -> Served | None:
-    serve = getattr(engine, "serve", None)
-    if serve is None:
+    """The serving path's answer, for an engine whose registry entry declares a stand-in."""
+    if not engine_registry.capabilities(engine.name).stand_in:
         return None
-    return serve(request, None if isinstance(got, (Refused, PromptCount)) else list(got))
+    return engine.serve(request, None if isinstance(got, (Refused, PromptCount)) else list(got))
 
 
 def _stand_in_finding(case: str, engine: Engine, got: Answer, served: Served,
                       label: str) -> Outcome | None:
     """The stand-in's answer against the serving path's; None when they agree."""
-    stand_in = getattr(engine, "stand_in", "stand-in")
+    stand_in = engine_registry.capabilities(engine.name).stand_in
     column = label + STAND_IN
     if isinstance(got, Refused):
         if served.refused is not None:
