@@ -330,7 +330,8 @@ def list_engines() -> None:
     in the `goldens.engines` entry-point group, each with where it came from."""
     from generator.config import engine_registry
 
-    rows = [(info.name, info.origin, info.summary + (f" [not usable: {info.problem}]" if info.problem else ""))
+    rows = [(info.name, info.origin, info.summary + engine_registry.declares(info)
+             + (f" [not usable: {info.problem}]" if info.problem else ""))
             for info in engine_registry.registered()]
     widths = [max(len(row[i]) for row in rows) for i in (0, 1)]
     for name, origin, summary in rows:

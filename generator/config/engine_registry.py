@@ -100,13 +100,13 @@ BUILT_IN = (
               versions=Versions("version", "generator.engines.transformers:RELEASES", bisect=True),
               server=Server("transformers", "generator.engines.transformers:make_worker", per_model=False)),
     _built_in("llama-server", "generator.engines.llama_server:open_engine",
-              "llama-server's chat template and tokenizer (managed, or --url)", media=True,
+              "llama-server's chat template and tokenizer", media=True,
               versions=LLAMA_CPP, server=LLAMA_SERVER, stand_in="/apply-template + /tokenize"),
     _built_in("client-completion", "generator.engines.llama_server:open_client",
               "a client that renders the prompt itself and posts it to llama-server's /completion",
               versions=LLAMA_CPP, follows="llama-server", server=LLAMA_SERVER),
     _built_in("vllm", "generator.engines.vllm:open_engine",
-              "vLLM's chat rendering through /tokenize (managed, or --url)", media=True,
+              "vLLM's chat rendering", media=True,
               versions=Versions("version", "generator.engines.vllm:RELEASES"),
               server=Server("vllm", "generator.engines.vllm:make_server"), stand_in="/tokenize"),
     _built_in("minijinja", "generator.engines.minijinja:open_engine",
@@ -115,9 +115,9 @@ BUILT_IN = (
               "mistral-common's own request encoding"),
     _built_in("openai", "generator.engines.openai:open_engine",
               "any /v1/chat/completions server (--url): prompt token ids where it returns them, "
-              "else usage.prompt_tokens as a count", any_model=True, evidence="ids or count"),
+              "else usage.prompt_tokens", any_model=True, evidence="ids or count"),
     _built_in("ollama", "generator.engines.ollama:open_engine",
-              "Ollama's /api/chat (--url): prompt_eval_count as a count", any_model=True, evidence="count"),
+              "Ollama's /api/chat (--url): prompt_eval_count", any_model=True, evidence="count"),
 )
 
 
@@ -235,6 +235,22 @@ def pin_key(name: str, where: str) -> str:
 def bisectable() -> list[str]:
     """The built-in engines whose published releases `goldens bisect` can search."""
     return [info.name for info in BUILT_IN if info.versions is not None and info.versions.bisect]
+
+
+def declares(info: EngineInfo) -> str:
+    """What an entry declares beyond ids, for `goldens engines`: "" when nothing."""
+    parts = []
+    if info.versions is not None:
+        parts.append(f"versions: {info.follows}'s" if info.follows else f"versions: {info.versions.key}")
+    if info.server is not None:
+        parts.append(f"server: {info.server.kind}")
+    if info.media:
+        parts.append("media")
+    if info.stand_in:
+        parts.append(f"stand-in: {info.stand_in}")
+    if info.evidence != "ids":
+        parts.append(f"evidence: {info.evidence}")
+    return f" [{', '.join(parts)}]" if parts else ""
 
 
 def describe(info: EngineInfo) -> str:

@@ -112,11 +112,13 @@ class EnginePool:
             connection=self.connection, on_start=self.on_start,
         )
         factory = engine_registry.factory(info)
-        if info.entry_point is None:
-            engine = factory(context)
-        else:
-            engine = self._plugin(info, factory, context)
+        engine = factory(context) if info.entry_point is None else self._plugin(info, factory, context)
         self._stack.callback(engine.close)
+        wanted = StandIn if info.stand_in else Engine
+        if not isinstance(engine, wanted) or engine.name != info.name:
+            what = "a StandIn engine (it declares stand_in)" if info.stand_in else "an Engine"
+            raise GoldensError(f"{engine_registry.describe(info)}: returned {type(engine).__name__} named "
+                               f"{getattr(engine, 'name', None)!r}, not {what} named {info.name!r}")
         return engine
 
     def _version(self, info: engine_registry.EngineInfo, wanted: str | None) -> str | None:
@@ -136,11 +138,6 @@ class EnginePool:
         except Exception as error:  # noqa: BLE001 - a plugin's constructor may raise anything
             raise GoldensError(f"{where}: failed to start: {type(error).__name__}: "
                                f"{self.connection.redact(str(error))}") from None
-        wanted = StandIn if info.stand_in else Engine
-        if not isinstance(engine, wanted) or engine.name != info.name:
-            what = "a StandIn engine (it declares stand_in)" if info.stand_in else "an Engine"
-            raise GoldensError(f"{where}: returned {type(engine).__name__} named "
-                               f"{getattr(engine, 'name', None)!r}, not {what} named {info.name!r}")
         return engine
 
     def _server(self, server: engine_registry.Server, model: ModelSpec, source: Source, version: str):
