@@ -6,11 +6,15 @@ Here a request has one deadline covering connect, send and the whole reply, and 
 operation may wait only for the time left. A whole run can lower every deadline further
 (`deadlines`, for `goldens check --timeout/--request-timeout`). Replies are bounded in size and parsed by the
 hardened JSON reader (nesting depth, lone surrogates, huge integers), so a misbehaving server
-is always an EngineError naming the engine, the URL and the fault; HTTP 400 is `Refused`, the
-engine's answer that it will not render this request.
+is always an EngineError naming the engine, the URL and the fault; HTTP 400 and 422 are
+`Refused`, the engine's answer that it will not render this request (`failure`, the one status
+mapping every engine uses).
 
 Connections are kept alive and shared by the threads replay runs requests from, at most
-MAX_IDLE idle per server, so a run does not pay a connection per request.
+MAX_IDLE idle per server, so a run does not pay a connection per request. HTTP_PROXY,
+HTTPS_PROXY and NO_PROXY are honoured as curl and httpx do (http through the proxy in
+absolute form, https through a CONNECT tunnel), except for loopback hosts: the servers goldens
+manages listen on 127.0.0.1 and no proxy can reach them.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ import socket
 import threading
 import time
 import urllib.parse
+import urllib.request
 from collections.abc import Iterator
 from typing import Any
 
@@ -55,7 +60,7 @@ def deadlines(run: float | None = None, request: float | None = None) -> Iterato
         _run_deadline, _request_cap = saved
 
 
-_idle: dict[tuple[str, str, int], list[http.client.HTTPConnection]] = {}
+_idle: dict[tuple, list[http.client.HTTPConnection]] = {}  # route -> idle connections
 _busy: set[http.client.HTTPConnection] = set()
 _lock = threading.Lock()
 _cancels = 0  # how many times cancel_all ran; a request cut by it is never retried
@@ -74,12 +79,29 @@ def cancel_all() -> None:
             connection.sock.sock.shutdown(socket.SHUT_RDWR)
 
 
-def _take(scheme: str, host: str, port: int, fresh: bool = False) -> http.client.HTTPConnection:
-    """A kept-alive connection to the server if one is idle (unless `fresh`), else a new one
-    (not yet connected). A fresh one also drops the idle ones: the server closed one of them,
-    so it has likely closed them all."""
+LOOPBACK = ("localhost", "127.0.0.1", "::1")
+
+
+def proxy_for(scheme: str, host: str) -> tuple[str, int] | None:
+    """The (host, port) of the proxy the environment names for this URL, or None: direct."""
+    if host in LOOPBACK or host.startswith("127.") or urllib.request.proxy_bypass(host):
+        return None
+    proxy = urllib.request.getproxies().get(scheme)
+    if not proxy:
+        return None
+    parts = urllib.parse.urlsplit(proxy if "://" in proxy else f"http://{proxy}")
+    if not parts.hostname:
+        return None
+    return parts.hostname, parts.port or 80
+
+
+def _take(route: tuple, fresh: bool = False) -> http.client.HTTPConnection:
+    """A kept-alive connection on the route (scheme, host, port, proxy) if one is idle (unless
+    `fresh`), else a new one (not yet connected). A fresh one also drops the idle ones: the
+    server closed one of them, so it has likely closed them all."""
+    scheme, host, port, proxy = route
     with _lock:
-        idle = _idle.get((scheme, host, port))
+        idle = _idle.get(route)
         if fresh and idle:
             stale, idle[:] = list(idle), []
             for old in stale:
@@ -87,16 +109,21 @@ def _take(scheme: str, host: str, port: int, fresh: bool = False) -> http.client
         connection = idle.pop() if idle else None
         if connection is None:
             kind = _HTTPSConnection if scheme == "https" else _HTTPConnection
-            connection = kind(host, port)
+            if proxy is None:
+                connection = kind(host, port)
+            elif scheme == "https":  # a CONNECT tunnel through the proxy, then TLS to the host
+                connection = kind(*proxy)
+                connection.set_tunnel(host, port)
+            else:  # the proxy is asked for the absolute URL
+                connection = _HTTPConnection(*proxy)
         _busy.add(connection)
     return connection
 
 
-def _give_back(scheme: str, host: str, port: int, connection: http.client.HTTPConnection,
-               keep: bool) -> None:
+def _give_back(route: tuple, connection: http.client.HTTPConnection, keep: bool) -> None:
     with _lock:
         _busy.discard(connection)
-        idle = _idle.setdefault((scheme, host, port), [])
+        idle = _idle.setdefault(route, [])
         if keep and connection.sock is not None and len(idle) < MAX_IDLE:
             idle.append(connection)
             return
@@ -203,6 +230,9 @@ def exchange(method: str, url: str, body: Any = None, *, where: str, timeout: fl
         raise EngineError(f"{where}: {url!r} is not an http(s) URL")
     port = parts.port or (443 if parts.scheme == "https" else 80)
     path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    route = (parts.scheme, parts.hostname, port, proxy_for(parts.scheme, parts.hostname))
+    if route[3] is not None and parts.scheme == "http":
+        path = urllib.parse.urlunsplit((parts.scheme, parts.netloc, path, "", ""))
     data = None if body is None else json.dumps(body, ensure_ascii=False).encode("utf-8")
     headers = {**(headers or {}), "Accept": "application/json"}
     if data is not None:
@@ -213,7 +243,7 @@ def exchange(method: str, url: str, body: Any = None, *, where: str, timeout: fl
     deadline = time.monotonic() + budget
     cancels = _cancels
     for attempt in (1, 2):
-        connection = _take(parts.scheme, parts.hostname, port, fresh=attempt > 1)
+        connection = _take(route, fresh=attempt > 1)
         reused = connection.sock is not None
         received, started, keep = 0, False, False
         try:
@@ -252,13 +282,13 @@ def exchange(method: str, url: str, body: Any = None, *, where: str, timeout: fl
             reason = f"{type(error).__name__}: {shorten(str(error))}"
             raise EngineError(f"{where}: not a valid HTTP reply ({reason})") from None
         finally:
-            _give_back(parts.scheme, parts.hostname, port, connection, keep)
+            _give_back(route, connection, keep)
     raise AssertionError("unreachable")
 
 
 def post_json(url: str, body: dict[str, Any], *, where: str, timeout: float = TIMEOUT) -> dict[str, Any]:
-    """POST a JSON body and return the JSON object that comes back. HTTP 400 raises Refused (the
-    engine declines the request: an outcome to compare); any other failure an EngineError."""
+    """POST a JSON body and return the JSON object that comes back. HTTP 400 or 422 raises Refused
+    (the engine declines the request: an outcome to compare); any other failure an EngineError."""
     status, raw = request("POST", url, body, where=where, timeout=timeout)
     return _reply(status, raw, where)
 
@@ -268,12 +298,22 @@ def get_json(url: str, *, where: str, timeout: float = TIMEOUT) -> dict[str, Any
     return _reply(status, raw, where)
 
 
+REFUSED = (400, 422)  # a request the server will not take (its template, its schema): an answer
+
+
+def failure(status: int, where: str, said: str) -> EngineError | None:
+    """What a reply's status means, the same for every engine: None for 2xx; Refused for
+    REFUSED; any other status an EngineError. `said` is the server's words, already shortened
+    (and redacted, where the caller holds secrets)."""
+    if 200 <= status < 300:
+        return None
+    return (Refused if status in REFUSED else EngineError)(f"{where}: HTTP {status}: {said}")
+
+
 def _reply(status: int, raw: bytes, where: str) -> dict[str, Any]:
-    if status >= 400:
-        error = Refused if status == 400 else EngineError
-        raise error(f"{where}: HTTP {status}: {shorten(raw.decode('utf-8', errors='replace'))}")
-    if not 200 <= status < 300:
-        raise EngineError(f"{where}: HTTP {status}: {shorten(raw.decode('utf-8', errors='replace'))}")
+    error = failure(status, where, shorten(raw.decode("utf-8", errors="replace")))
+    if error is not None:
+        raise error
     text = raw.decode("utf-8", errors="replace")
     if not text.lstrip().startswith(("{", "[")):
         raise EngineError(f"{where}: reply is not JSON: {shorten(text)!r}")

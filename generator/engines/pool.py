@@ -22,14 +22,16 @@ from generator.sources.source import Source
 
 
 def check_url(engine: str, url: str) -> str:
-    """A --url must be an http(s) URL; say so in one line rather than failing on connect."""
-    import httpx
+    """A --url must be an http(s) URL; say so in one line rather than failing on connect. Parsed
+    as engines/http.py parses every URL it is given."""
+    import urllib.parse
 
     try:
-        parsed = httpx.URL(url)
-    except (httpx.InvalidURL, TypeError):
+        parts = urllib.parse.urlsplit(url)
+        parts.port  # noqa: B018 - a port that is not a number raises here
+    except (ValueError, TypeError, AttributeError):
         raise GoldensError(f"{engine}: {url!r} is not a URL") from None
-    if parsed.scheme not in ("http", "https") or not parsed.host:
+    if parts.scheme not in ("http", "https") or not parts.hostname:
         raise GoldensError(f"{engine}: {url!r} is not an http(s) URL")
     return url.rstrip("/")
 

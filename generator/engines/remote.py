@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from generator.config.request import load_json
-from generator.engines import EngineError, Refused, http
+from generator.engines import EngineError, http
 from generator.errors import GoldensError
 
 TIMEOUT = 120.0  # seconds for one request, connect to last byte (engines/http.py)
@@ -113,9 +113,9 @@ class Remote:
                 break
             time.sleep(wait)
         text = raw.decode("utf-8", errors="replace")
-        if status >= 400:
-            error = Refused if status in (400, 422) else EngineError
-            raise error(f"{where}: HTTP {status}: {self.quote(text)}")
+        error = http.failure(status, where, self.quote(text)) if status >= 400 else None
+        if error is not None:
+            raise error
         try:
             return load_json(raw, f"{where}: reply", error=EngineError)
         except EngineError:
