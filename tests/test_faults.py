@@ -95,10 +95,12 @@ def test_a_drip_cannot_outlast_the_total_deadline():
 
 
 def test_the_run_deadline_caps_every_request():
-    with FaultServer("hang") as server, http.deadlines(run=1.0):
+    """A transport bounded by a 1 s run holds a request asking for 60 s to the run's end."""
+    with FaultServer("hang") as server:
         started = time.monotonic()
+        transport = http.Transport.bounded(run=1.0).with_timeout(60)
         with pytest.raises(Unreachable, match="timed out"):
-            http.post_json(f"{server.url}/x", {}, where="engine", timeout=60)
+            VllmEngine(server.url, "m", transport=transport).ids({"messages": [{"role": "user", "content": "hi"}]})
         assert time.monotonic() - started < 2.0
 
 

@@ -149,6 +149,7 @@ class EngineContext:
     processor: Any = None  # the model's processor settings (ModelSpec.processor), for media
     server: Callable[[], Any] | None = field(default=None, repr=False)
     connection: Any = field(default=None, repr=False)  # engines.remote.Connection: retries, redaction
+    transport: Any = field(default=None, repr=False)  # engines.http.Transport: the run's deadlines
     on_start: Callable[[str], None] = field(default=lambda message: None, repr=False)
 
     def managed(self) -> Any:

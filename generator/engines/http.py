@@ -3,8 +3,10 @@
 httpx (like most clients) times each socket operation on its own, so its read timeout restarts
 on every byte: a server that sends its headers and then a byte a second holds a request forever.
 Here a request has one deadline covering connect, send and the whole reply, and every socket
-operation may wait only for the time left. A whole run can lower every deadline further
-(`deadlines`, for `goldens check --timeout/--request-timeout`). Replies are bounded in size and parsed by the
+operation may wait only for the time left. A Transport carries those bounds as values: an
+engine is given one (the pool's, from its EngineContext), and `goldens check --timeout/
+--request-timeout` hands the pool a Transport bounded by the run, so no process global holds
+a deadline. Replies are bounded in size and parsed by the
 hardened JSON reader (nesting depth, lone surrogates, huge integers), so a misbehaving server
 is always an EngineError naming the engine, the URL and the fault; HTTP 400 and 422 are
 `Refused`, the engine's answer that it will not render this request (`failure`, the one status
@@ -29,7 +31,7 @@ import threading
 import time
 import urllib.parse
 import urllib.request
-from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from generator.config.request import load_json
@@ -39,25 +41,53 @@ TIMEOUT = 60.0  # seconds for one request, connect to last byte of the reply
 MAX_REPLY = 64 * 1024 * 1024
 _SHOWN = 300  # characters of a bad reply quoted in an error
 
-_run_deadline: float | None = None  # time.monotonic() by which every request must have ended
-_request_cap: float | None = None  # seconds no request may exceed, whatever its caller asked
 
 
-@contextlib.contextmanager
-def deadlines(run: float | None = None, request: float | None = None) -> Iterator[None]:
-    """For the block, end every request in this process within `request` seconds of its start
-    and within `run` seconds of now (`goldens check --request-timeout/--timeout`)."""
-    global _run_deadline, _request_cap
-    saved = _run_deadline, _request_cap
-    if run is not None:
-        at = time.monotonic() + run
-        _run_deadline = at if _run_deadline is None else min(_run_deadline, at)
-    if request is not None:
-        _request_cap = request if _request_cap is None else min(_request_cap, request)
-    try:
-        yield
-    finally:
-        _run_deadline, _request_cap = saved
+@dataclass(frozen=True)
+class Transport:
+    """How an engine's requests are sent: each within `timeout` seconds (connect to last byte),
+    never longer than `cap` seconds, and all ended by `until` (a time.monotonic() value: the
+    run's deadline). The connections themselves are this module's, shared."""
+
+    timeout: float = TIMEOUT
+    cap: float | None = None
+    until: float | None = None
+
+    @classmethod
+    def bounded(cls, run: float | None = None, request: float | None = None) -> Transport:
+        """A transport for a run of `run` seconds from now whose requests last at most `request`."""
+        return cls(cap=request, until=None if run is None else time.monotonic() + run)
+
+    def with_timeout(self, timeout: float) -> Transport:
+        """The same bounds, with another per-request timeout (a health probe, a model listing)."""
+        return Transport(timeout, self.cap, self.until)
+
+    def budget(self) -> float:
+        """Seconds the next request may take."""
+        budget = self.timeout if self.cap is None else min(self.timeout, self.cap)
+        return budget if self.until is None else min(budget, self.until - time.monotonic())
+
+    def request(self, method: str, url: str, body: Any = None, *, where: str) -> tuple[int, bytes]:
+        status, _, raw = self.exchange(method, url, body, where=where)
+        return status, raw
+
+    def exchange(self, method: str, url: str, body: Any = None, *, where: str,
+                 headers: dict[str, str] | None = None) -> tuple[int, dict[str, str], bytes]:
+        return _exchange(method, url, body, where=where, budget=self.budget(), headers=headers)
+
+    def post_json(self, url: str, body: dict[str, Any], *, where: str) -> dict[str, Any]:
+        """POST a JSON body and return the JSON object that comes back. HTTP 400 or 422 raises
+        Refused (the engine declines the request: an outcome to compare); any other failure
+        an EngineError."""
+        status, raw = self.request("POST", url, body, where=where)
+        return _reply(status, raw, where)
+
+    def get_json(self, url: str, *, where: str) -> dict[str, Any]:
+        status, raw = self.request("GET", url, where=where)
+        return _reply(status, raw, where)
+
+
+DEFAULT = Transport()
 
 
 _idle: dict[tuple, list[http.client.HTTPConnection]] = {}  # route -> idle connections
@@ -215,16 +245,15 @@ class _HTTPSConnection(_Armed, http.client.HTTPSConnection):
 
 def request(method: str, url: str, body: Any = None, *, where: str,
             timeout: float = TIMEOUT) -> tuple[int, bytes]:
-    """One HTTP exchange within `timeout` seconds (and the run's deadline): (status, body).
-    Any transport failure is an EngineError that starts with `where`."""
-    status, _, raw = exchange(method, url, body, where=where, timeout=timeout)
-    return status, raw
+    """One HTTP exchange within `timeout` seconds, bounded by nothing else: (status, body)."""
+    return DEFAULT.with_timeout(timeout).request(method, url, body, where=where)
 
 
-def exchange(method: str, url: str, body: Any = None, *, where: str, timeout: float = TIMEOUT,
-             headers: dict[str, str] | None = None) -> tuple[int, dict[str, str], bytes]:
-    """request() with extra request `headers` (auth: never put in a message) and the reply's
-    headers too, lower-cased (a 429's Retry-After): (status, headers, body)."""
+def _exchange(method: str, url: str, body: Any = None, *, where: str, budget: float,
+              headers: dict[str, str] | None = None) -> tuple[int, dict[str, str], bytes]:
+    """One HTTP exchange that must end within `budget` seconds, with extra request `headers`
+    (auth: never put in a message): (status, the reply's headers lower-cased, body). Any
+    transport failure is an EngineError that starts with `where`."""
     parts = urllib.parse.urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise EngineError(f"{where}: {url!r} is not an http(s) URL")
@@ -237,9 +266,6 @@ def exchange(method: str, url: str, body: Any = None, *, where: str, timeout: fl
     headers = {**(headers or {}), "Accept": "application/json"}
     if data is not None:
         headers["Content-Type"] = "application/json"
-    budget = timeout if _request_cap is None else min(timeout, _request_cap)
-    if _run_deadline is not None:
-        budget = min(budget, _run_deadline - time.monotonic())
     deadline = time.monotonic() + budget
     cancels = _cancels
     for attempt in (1, 2):
@@ -287,15 +313,12 @@ def exchange(method: str, url: str, body: Any = None, *, where: str, timeout: fl
 
 
 def post_json(url: str, body: dict[str, Any], *, where: str, timeout: float = TIMEOUT) -> dict[str, Any]:
-    """POST a JSON body and return the JSON object that comes back. HTTP 400 or 422 raises Refused
-    (the engine declines the request: an outcome to compare); any other failure an EngineError."""
-    status, raw = request("POST", url, body, where=where, timeout=timeout)
-    return _reply(status, raw, where)
+    """Transport.post_json within `timeout` seconds, bounded by nothing else."""
+    return DEFAULT.with_timeout(timeout).post_json(url, body, where=where)
 
 
 def get_json(url: str, *, where: str, timeout: float = TIMEOUT) -> dict[str, Any]:
-    status, raw = request("GET", url, where=where, timeout=timeout)
-    return _reply(status, raw, where)
+    return DEFAULT.with_timeout(timeout).get_json(url, where=where)
 
 
 REFUSED = (400, 422)  # a request the server will not take (its template, its schema): an answer

@@ -36,9 +36,9 @@ from generator.engines import (
 )
 
 
-def _post(engine: str, url: str, body: dict, timeout: float) -> dict:
+def _post(engine: str, url: str, body: dict, transport: http.Transport) -> dict:
     try:
-        return http.post_json(url, body, where=f"{engine} at {url}", timeout=timeout)
+        return transport.post_json(url, body, where=f"{engine} at {url}")
     except EngineError as error:
         # Older builds (b9093) answer a template's own raise_exception ("Jinja Exception: ...")
         # with HTTP 500 where b11434 answers 400: the same answer, from an older build.
@@ -48,10 +48,10 @@ def _post(engine: str, url: str, body: dict, timeout: float) -> dict:
         raise
 
 
-def build_info(engine: str, base: str, timeout: float = http.TIMEOUT) -> str:
+def build_info(engine: str, base: str, transport: http.Transport = http.DEFAULT) -> str:
     """The build the server reports in GET /props (`build_info`, e.g. "b11434-<commit>")."""
     url = f"{base}/props"
-    info = http.get_json(url, where=f"{engine} at {url}", timeout=timeout).get("build_info")
+    info = transport.get_json(url, where=f"{engine} at {url}").get("build_info")
     if not isinstance(info, str) or not info:
         raise EngineError(f"{engine}: GET {url} names no build_info")
     return info
@@ -66,12 +66,12 @@ def _field(engine: str, url: str, data: dict, *path: str) -> Any:
     return value
 
 
-def _tokenize(engine: str, base: str, prompt: str, timeout: float, add_special: bool = True) -> Ids:
+def _tokenize(engine: str, base: str, prompt: str, transport: http.Transport, add_special: bool = True) -> Ids:
     """/tokenize as the chat path and /completion tokenize a string: BOS added if the model
     says so (unless add_special is off), special-token text parsed as special tokens."""
     url = f"{base}/tokenize"
     body = {"content": prompt, "add_special": add_special, "parse_special": True, "with_pieces": True}
-    tokens = _field(engine, url, _post(engine, url, body, timeout), "tokens")
+    tokens = _field(engine, url, _post(engine, url, body, transport), "tokens")
     if not isinstance(tokens, list) or not all(isinstance(t, dict) and "id" in t for t in tokens):
         raise EngineError(f"{engine}: {url} returned tokens without ids: {http.shorten(json.dumps(tokens), 500)}")
     ids = strict_ids(engine, [t["id"] for t in tokens])
@@ -123,22 +123,22 @@ class LlamaServerEngine(EngineBase):
 
     name = "llama-server"
 
-    def __init__(self, url: str, timeout: float = http.TIMEOUT,
+    def __init__(self, url: str, transport: http.Transport = http.DEFAULT,
                  media: tuple[str, str, str] | None = None):
         self.url = url.rstrip("/")
-        self.timeout = timeout
+        self.transport = transport
         self.media = media
 
     def __repr__(self) -> str:
         return f"<LlamaServerEngine {self.url}>"
 
     def version(self) -> str:
-        return build_info(self.name, self.url, self.timeout)
+        return build_info(self.name, self.url, self.transport)
 
     def prompt(self, request: Request) -> str:
         """The prompt string the server's chat path renders for this request."""
         url = f"{self.url}/apply-template"
-        reply = _post(self.name, url, _chat_body(self.name, url, request), self.timeout)
+        reply = _post(self.name, url, _chat_body(self.name, url, request), self.transport)
         prompt = _field(self.name, url, reply, "prompt")
         if not isinstance(prompt, str):
             raise EngineError(f"{self.name}: {url} returned a {type(prompt).__name__} prompt")
@@ -147,7 +147,7 @@ class LlamaServerEngine(EngineBase):
     def ids(self, request: Request) -> Ids:
         if carries_media(request):
             return self.media_ids(request)
-        return _tokenize(self.name, self.url, self.prompt(request), self.timeout)
+        return _tokenize(self.name, self.url, self.prompt(request), self.transport)
 
     def media_ids(self, request: Request) -> Ids:
         """The positions a request with images fills, from the server's own reports: its prompt
@@ -161,17 +161,17 @@ class LlamaServerEngine(EngineBase):
         segments = MEDIA_MARKER.split(self.prompt(request))
         if len(segments) < 2:
             raise EngineError(f"{self.name}: {self.url}/apply-template wrote no media marker for the image")
-        begin, end, position = (_tokenize(self.name, self.url, text, self.timeout, add_special=False)
+        begin, end, position = (_tokenize(self.name, self.url, text, self.transport, add_special=False)
                                 for text in self.media)
         if len(position) != 1:
             raise EngineError(f"{self.name}: {self.media[2]!r} is not one token in this vocabulary")
-        texts = [_tokenize(self.name, self.url, text, self.timeout, add_special=index == 0)
+        texts = [_tokenize(self.name, self.url, text, self.transport, add_special=index == 0)
                  for index, text in enumerate(segments)]
         served_text, served_count = self._served(request)
         text_ids: list[int] = list(texts[0])
         for piece in texts[1:]:
             text_ids += [*begin, *end, *piece]
-        evaluated = _tokenize(self.name, self.url, served_text, self.timeout, add_special=False)
+        evaluated = _tokenize(self.name, self.url, served_text, self.transport, add_special=False)
         images = len(segments) - 1
         per_image, rest = divmod(served_count - len(text_ids), images)
         if list(evaluated) != text_ids or rest or per_image < 1:
@@ -193,7 +193,7 @@ class LlamaServerEngine(EngineBase):
         url = f"{self.url}/v1/chat/completions"
         body = {**_chat_body(self.name, url, request), "max_tokens": 1, "cache_prompt": False,
                 "temperature": 0, "verbose": True}
-        reply = _post(self.name, url, body, self.timeout)
+        reply = _post(self.name, url, body, self.transport)
         text = _field(self.name, url, reply, "__verbose", "prompt")
         count = _field(self.name, url, reply, "usage", "prompt_tokens")
         if not isinstance(text, str) or type(count) is not int:
@@ -211,7 +211,7 @@ class LlamaServerEngine(EngineBase):
                 "max_tokens": 1, "cache_prompt": False, "temperature": 0}
         served = Served(endpoint="/v1/chat/completions")
         try:
-            reply = _post(self.name, chat_url, chat, self.timeout)
+            reply = _post(self.name, chat_url, chat, self.transport)
         except Refused as refusal:
             served.refused = str(refusal)
             return served
@@ -221,7 +221,7 @@ class LlamaServerEngine(EngineBase):
             url = f"{self.url}/completion"
             body = {"prompt": strict_ids(self.name, list(ids)), "n_predict": 1, "cache_prompt": False,
                     "temperature": 0}
-            evaluated = _field(self.name, url, _post(self.name, url, body, self.timeout), "tokens_evaluated")
+            evaluated = _field(self.name, url, _post(self.name, url, body, self.transport), "tokens_evaluated")
             served.counts["/completion tokens_evaluated"] = _count(self.name, url, evaluated)
         return served
 
@@ -239,16 +239,16 @@ class ClientCompletionEngine(EngineBase):
 
     name = "client-completion"
 
-    def __init__(self, url: str, render: Callable[[Request], str], timeout: float = http.TIMEOUT):
+    def __init__(self, url: str, render: Callable[[Request], str], transport: http.Transport = http.DEFAULT):
         self.url = url.rstrip("/")
         self.render = render
-        self.timeout = timeout
+        self.transport = transport
 
     def __repr__(self) -> str:
         return f"<ClientCompletionEngine {self.url}>"
 
     def version(self) -> str:
-        return build_info(self.name, self.url, self.timeout)
+        return build_info(self.name, self.url, self.transport)
 
     def ids(self, request: Request) -> Ids:
         try:
@@ -257,7 +257,7 @@ class ClientCompletionEngine(EngineBase):
             raise Refused(f"{self.name}: rendering the prompt failed: {error}") from None
         if not isinstance(prompt, str):
             raise EngineError(f"{self.name}: render returned {type(prompt).__name__}, not a string")
-        return _tokenize(self.name, self.url, prompt, self.timeout)
+        return _tokenize(self.name, self.url, prompt, self.transport)
 
 
 # ------------------------------------------------------------------ registry entries (config/engine_registry.py)
@@ -265,7 +265,7 @@ class ClientCompletionEngine(EngineBase):
 def open_engine(context: EngineContext) -> LlamaServerEngine:
     """llama-server at --url, or the managed one of context.version for the model."""
     url = context.url or context.managed().url
-    return LlamaServerEngine(url, media=_framing(context.processor))
+    return LlamaServerEngine(url, context.transport, media=_framing(context.processor))
 
 
 def open_client(context: EngineContext) -> ClientCompletionEngine:
@@ -275,7 +275,8 @@ def open_client(context: EngineContext) -> ClientCompletionEngine:
     url = context.url or context.managed().url
     tokenizer = reference.load_tokenizer(context.source.tokenizer_dir)
     return ClientCompletionEngine(
-        url, lambda request: reference.render_prompt(tokenizer, context.source.template, request, context.date))
+        url, lambda request: reference.render_prompt(tokenizer, context.source.template, request, context.date),
+        context.transport)
 
 
 def _framing(processor) -> tuple[str, str, str] | None:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from generator.engines import EngineBase, EngineError, PromptCount, Refused, Request
+from generator.engines import EngineBase, EngineError, PromptCount, Refused, Request, http
 from generator.engines.remote import Connection, Remote, integer, open_remote
 
 PATH = "/api/chat"
@@ -28,10 +28,11 @@ class OllamaEngine(EngineBase):
 
     name = "ollama"
 
-    def __init__(self, url: str, served_model: str, connection: Connection | None = None):
+    def __init__(self, url: str, served_model: str, connection: Connection | None = None,
+                 transport: http.Transport | None = None):
         self.url = url.rstrip("/")
         self.served_model = served_model
-        self.remote = Remote(self.name, self.url, connection or Connection())
+        self.remote = Remote(self.name, self.url, connection or Connection(), transport)
 
     def __repr__(self) -> str:
         return f"<OllamaEngine {self.url} {self.served_model}>"

@@ -30,6 +30,7 @@ from generator.engines import (
     PromptCount,
     Refused,
     Request,
+    http,
     strict_ids,
 )
 from generator.engines.remote import Connection, Remote, integer, open_remote
@@ -48,12 +49,13 @@ class OpenAIEngine(EngineBase):
 
     name = "openai"
 
-    def __init__(self, url: str, served_model: str, connection: Connection | None = None):
+    def __init__(self, url: str, served_model: str, connection: Connection | None = None,
+                 transport: http.Transport | None = None):
         url = url.rstrip("/")
         self.url = url
         self.path = "/chat/completions" if url.endswith("/v1") else "/v1/chat/completions"
         self.served_model = served_model
-        self.remote = Remote(self.name, url, connection or Connection())
+        self.remote = Remote(self.name, url, connection or Connection(), transport)
         self.flags = dict(ID_FLAGS)  # emptied once a server rejects them
         self.tool_choice: str | None = None  # "none" once a server refuses its default "auto"
 

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from generator.config import engine_registry, engine_spec
 from generator.config.engine_spec import EngineSpec
 from generator.config.models import ModelSpec
-from generator.engines import Engine, EngineContext, StandIn
+from generator.engines import Engine, EngineContext, StandIn, http
 from generator.engines.remote import Connection
 from generator.errors import GoldensError
 from generator.sources.source import Source
@@ -58,12 +58,13 @@ class EnginePool:
 
     def __init__(self, date: _dt.date, urls: dict[str, str] | None = None,
                  on_start: Callable[[str], None] | None = None, connection: Connection | None = None,
-                 versions: dict[str, str] | None = None):
+                 versions: dict[str, str] | None = None, transport: http.Transport = http.DEFAULT):
         self.date = date
         self.urls = {name: check_url(name, url) for name, url in (urls or {}).items()}
         self.on_start = on_start or (lambda message: None)
         self.connection = connection or Connection()
         self.versions = dict(versions or {})
+        self.transport = transport  # every engine's requests, with the run's deadlines
         self._servers: dict[tuple[str, str, str], object] = {}
         self._stack = contextlib.ExitStack()
 
@@ -111,7 +112,7 @@ class EnginePool:
             served_model=self.connection.served.get(model.name), headers=self.connection.all_headers(),
             jobs=self.connection.jobs, version=version, processor=model.processor,
             server=None if server is None else (lambda: self._server(server, model, source, version)),
-            connection=self.connection, on_start=self.on_start,
+            connection=self.connection, transport=self.transport, on_start=self.on_start,
         )
         factory = engine_registry.factory(info)
         engine = factory(context) if info.entry_point is None else self._plugin(info, factory, context)

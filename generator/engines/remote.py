@@ -69,8 +69,10 @@ class Remote:
     """One server through engines/http.py (a total deadline per request, kept-alive
     connections), with at most `connection.jobs` requests in flight."""
 
-    def __init__(self, engine: str, url: str, connection: Connection):
+    def __init__(self, engine: str, url: str, connection: Connection,
+                 transport: http.Transport | None = None):
         self.engine = engine
+        self.transport = transport or http.DEFAULT.with_timeout(TIMEOUT)
         self.url = url.rstrip("/")
         self.connection = connection
         self._slots = threading.BoundedSemaphore(connection.jobs)
@@ -104,8 +106,8 @@ class Remote:
         where = self.where(path)
         for attempt in range(RETRIES_429 + 1):
             with self._slots:
-                status, headers, raw = http.exchange(method, self.url + path, body, where=where,
-                                                     timeout=TIMEOUT, headers=self._headers)
+                status, headers, raw = self.transport.exchange(method, self.url + path, body, where=where,
+                                                               headers=self._headers)
             if status != 429 or attempt == RETRIES_429:
                 break
             wait = _retry_after(headers, attempt)
@@ -152,7 +154,8 @@ def open_remote(engine_class, context):
     served model name is --served-model's or, failing that, the one model the server lists."""
     if context.url is None:
         raise GoldensError(f"{context.name}: give the server with --url {context.name}=URL (goldens does not start one)")
-    engine = engine_class(context.url, context.served_model or "", context.connection)
+    engine = engine_class(context.url, context.served_model or "", context.connection,
+                          context.transport.with_timeout(TIMEOUT))
     if not context.served_model:
         engine.served_model = only_model(f"{context.name} at {context.url}", engine.models(), context.model)
     return engine

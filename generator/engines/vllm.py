@@ -28,10 +28,10 @@ class VllmEngine(EngineBase):
 
     name = "vllm"
 
-    def __init__(self, url: str, model_name: str, *, timeout: float = http.TIMEOUT):
+    def __init__(self, url: str, model_name: str, *, transport: http.Transport = http.DEFAULT):
         self.url = url.rstrip("/")
         self.model_name = model_name
-        self.timeout = timeout
+        self.transport = transport
 
     def __enter__(self) -> VllmEngine:
         return self
@@ -42,7 +42,7 @@ class VllmEngine(EngineBase):
     def version(self) -> str:
         """The release the server reports at GET /version."""
         where = self._where("/version")
-        value = http.get_json(f"{self.url}/version", where=where, timeout=self.timeout).get("version")
+        value = self.transport.get_json(f"{self.url}/version", where=where).get("version")
         if not isinstance(value, str) or not value:
             raise EngineError(f"{where}: names no version")
         return value
@@ -105,7 +105,7 @@ class VllmEngine(EngineBase):
         return strict_ids(self._where(path), values)
 
     def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
-        return http.post_json(f"{self.url}{path}", body, where=self._where(path), timeout=self.timeout)
+        return self.transport.post_json(f"{self.url}{path}", body, where=self._where(path))
 
 
 # ------------------------------------------------------------------ registry entries (config/engine_registry.py)
@@ -114,17 +114,18 @@ def open_engine(context: EngineContext) -> VllmEngine:
     """A user's vLLM at --url (the model it serves, unless --served-model names it), or the
     managed one of context.version for the model."""
     if context.url is not None:
-        return VllmEngine(context.url, context.served_model or served_model(context.url))
+        served = context.served_model or served_model(context.url, context.transport)
+        return VllmEngine(context.url, served, transport=context.transport)
     server = context.managed()
-    return VllmEngine(server.url, server.model_name)
+    return VllmEngine(server.url, server.model_name, transport=context.transport)
 
 
-def served_model(url: str) -> str:
+def served_model(url: str, transport: http.Transport = http.DEFAULT) -> str:
     """The model a user's vLLM serves (its /v1/models), so --url needs no model name."""
     from generator.errors import GoldensError
 
     try:
-        data = http.get_json(f"{url}/v1/models", where=f"vllm at {url}/v1/models", timeout=30)
+        data = transport.with_timeout(30).get_json(f"{url}/v1/models", where=f"vllm at {url}/v1/models")
         model = data["data"][0]["id"]
     except EngineError as error:
         raise GoldensError(f"vllm: cannot list models: {error}") from None

@@ -83,9 +83,9 @@ def run(config: Config, root: Path, engines: tuple[str, ...] = (), models: tuple
             return f"not judged: the run's --timeout of {timeout:g}s was reached"
         return None
 
-    with http.deadlines(timeout, request_timeout), \
-            EnginePool(config.date, urls, on_start=note, connection=connection,
-                       versions=config.engine_versions) as pool:
+    transport = http.Transport.bounded(run=timeout, request=request_timeout)
+    with EnginePool(config.date, urls, on_start=note, connection=connection,
+                    versions=config.engine_versions, transport=transport) as pool:
         for model_name, engine_names in work:
             model = config.models[model_name]
             source = resolve(model, config)
