@@ -116,12 +116,12 @@ class EnginePool:
         )
         factory = engine_registry.factory(info)
         engine = factory(context) if info.entry_point is None else self._plugin(info, factory, context)
-        self._stack.callback(engine.close)
         wanted = StandIn if info.stand_in else Engine
         if not isinstance(engine, wanted) or engine.name != info.name:
             what = "a StandIn engine (it declares stand_in)" if info.stand_in else "an Engine"
             raise GoldensError(f"{engine_registry.describe(info)}: returned {type(engine).__name__} named "
                                f"{getattr(engine, 'name', None)!r}, not {what} named {info.name!r}")
+        self._stack.callback(engine.close)
         return engine
 
     def _version(self, info: engine_registry.EngineInfo, wanted: str | None) -> str | None:
