@@ -440,7 +440,8 @@ def list_engines(as_json: bool) -> None:
         click.echo(documents.dumps("engines", documents.engines(engine_registry.registered())), nl=False)
         return
 
-    rows = [(info.name, info.origin, info.summary + (f" [not usable: {info.problem}]" if info.problem else ""))
+    rows = [(info.name, info.origin, info.summary + engine_registry.declares(info)
+             + (f" [not usable: {info.problem}]" if info.problem else ""))
             for info in engine_registry.registered()]
     widths = [max(len(row[i]) for row in rows) for i in (0, 1)]
     for name, origin, summary in rows:

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from generator import reference
-from generator.config import models
+from generator.config import engine_registry, models
 from generator.engines import Engine
 from generator.engines.pool import EnginePool
 from generator.goldens import golden_file
@@ -91,8 +91,9 @@ def engine_of(pool: EnginePool, name: str, model: str) -> Engine:
     """The engine `name` for a matrix model, on the session's servers (one engine per server:
     a released server started again is a new URL and gets a new engine)."""
     url = None
-    if name in ("vllm", "llama-server", "client-completion"):
-        url = server_of(pool, "vllm" if name == "vllm" else "llama-server", model).url
+    server = engine_registry.lookup(name).server
+    if server is not None and server.per_model:  # a model's server, which a test may have released
+        url = server_of(pool, server.kind, model).url
     return _engine(pool, name, model, url)
 
 

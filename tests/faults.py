@@ -25,6 +25,7 @@ class FaultServer:
         self.fault = fault
         self.reply = reply
         self.posts = 0
+        self.targets: list[str] = []  # each request line's target, as sent (a proxy gets absolute URLs)
         self._stop = threading.Event()
         self._listener = socket.create_server(("127.0.0.1", 0))
         self._listener.settimeout(0.2)
@@ -68,6 +69,7 @@ class FaultServer:
         head, _, rest = buffer.partition(b"\r\n\r\n")
         lines = head.decode("latin-1").split("\r\n")
         method = lines[0].split(" ", 1)[0]
+        self.targets.append(lines[0].split(" ")[1] if " " in lines[0] else "")
         length = 0
         for line in lines[1:]:
             name, _, value = line.partition(":")

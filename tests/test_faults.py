@@ -95,10 +95,12 @@ def test_a_drip_cannot_outlast_the_total_deadline():
 
 
 def test_the_run_deadline_caps_every_request():
-    with FaultServer("hang") as server, http.deadlines(run=1.0):
+    """A transport bounded by a 1 s run holds a request asking for 60 s to the run's end."""
+    with FaultServer("hang") as server:
         started = time.monotonic()
+        transport = http.Transport.bounded(run=1.0).with_timeout(60)
         with pytest.raises(Unreachable, match="timed out"):
-            http.post_json(f"{server.url}/x", {}, where="engine", timeout=60)
+            VllmEngine(server.url, "m", transport=transport).ids({"messages": [{"role": "user", "content": "hi"}]})
         assert time.monotonic() - started < 2.0
 
 
@@ -122,3 +124,31 @@ def test_connections_are_kept_alive_and_reused():
             assert http.post_json(f"{server.url}/x", {}, where="engine") == {"ok": True}
         assert server.posts == 20
         assert len(server._threads) == 1  # one connection served all twenty
+
+
+def test_a_proxy_in_the_environment_carries_the_request(monkeypatch):
+    """HTTP_PROXY names a real proxy socket (the fault server answering `ok`): a request for a
+    host that does not resolve reaches it in absolute form; NO_PROXY for that host, or a
+    loopback host, goes direct."""
+    with FaultServer("ok") as proxy:
+        monkeypatch.setenv("HTTP_PROXY", proxy.url)
+        monkeypatch.delenv("http_proxy", raising=False)
+        monkeypatch.delenv("NO_PROXY", raising=False)
+        monkeypatch.delenv("no_proxy", raising=False)
+        assert http.post_json("http://engine.invalid:8000/v1/x?y=1", {}, where="engine") == {"ok": True}
+        assert proxy.targets == ["http://engine.invalid:8000/v1/x?y=1"]
+        with FaultServer("ok") as direct:  # a loopback server is never proxied
+            assert http.post_json(f"{direct.url}/x", {}, where="engine") == {"ok": True}
+            assert direct.targets == ["/x"]
+        monkeypatch.setenv("NO_PROXY", "engine.invalid")
+        with pytest.raises(Unreachable, match="connection failed"):
+            http.post_json("http://engine.invalid:8000/v1/x", {}, where="engine", timeout=5)
+    assert proxy.targets == ["http://engine.invalid:8000/v1/x?y=1"]
+
+
+def test_422_is_a_refusal_like_400():
+    """One status mapping for every engine: the remote engines' and engines/http.py's."""
+    assert isinstance(http.failure(422, "engine", "schema"), Refused)
+    assert isinstance(http.failure(400, "engine", "template"), Refused)
+    assert type(http.failure(500, "engine", "boom")) is EngineError
+    assert http.failure(200, "engine", "") is None

@@ -14,7 +14,7 @@ import pytest
 from conftest import server_of, source_of, tokenizer_of
 from transformers.utils import get_json_schema
 
-from generator.engines import Engine, EngineError, first_divergence
+from generator.engines import EngineError, first_divergence
 from generator.engines.llama_server import ClientCompletionEngine, LlamaServerEngine
 from generator.errors import GoldensError
 from generator.servers.llama_cpp import LlamaServer, llama_server_binary, llama_server_version
@@ -96,11 +96,6 @@ def phi35_server(pool):
 
 def test_binary_is_the_pinned_build(binary):
     assert llama_server_version(binary) == pack.LLAMA_CPP_BUILD == 11434
-
-
-def test_engines_implement_the_protocol(qwen3_llama_server):
-    assert isinstance(LlamaServerEngine(qwen3_llama_server.url), Engine)
-    assert isinstance(ClientCompletionEngine(qwen3_llama_server.url, str), Engine)
 
 
 # ---------------------------------------------------------------------------------- Qwen3

@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 from click.testing import CliRunner
 
 from generator.cli import main
@@ -293,17 +294,16 @@ def test_image_shapes_go_only_to_models_with_a_processor():
     assert gemma3.processor.processor_config["image_seq_length"] == 256
 
 
-def test_committed_models_yaml_is_valid():
-    config = models.load(ROOT / "models.yaml")
-    assert config.date.isoformat() == "2026-01-15"
-    qwen3 = config.models["qwen3"]
-    assert "image" not in qwen3.shapes and "video" not in qwen3.shapes
-    assert qwen3.variants == {"": {}, "thinking-off": {"enable_thinking": False}}
-    # the override belongs to the model (Phi-3.5's own tokenizer_config), not to the phi-3 vocab
-    assert config.models["phi3.5"].tokenizer.config == {"add_bos_token": False}
-    assert all(not m.tokenizer.config for name, m in config.models.items() if name != "phi3.5")
-    assert config.engine_versions == {"llama-server": "11434", "vllm": "0.32.0"}
-    assert config.pinned("client-completion") == "11434" and config.pinned("minijinja") is None
+def test_an_engine_that_follows_another_runs_its_pin(tmp_path):
+    """client-completion is a client of llama-server's server: it runs llama-server's pin and
+    cannot be pinned itself (the registry's `follows`); an unversioned engine has no pin."""
+    config = models.parse(yaml.safe_load(f"engines:\n  llama-server: {{build: 11000}}\n"
+                                         f"models:\n  m:\n    tokenizer: {QWEN}\n"), tmp_path / "m.yaml")
+    assert config.pinned("client-completion") == config.pinned("llama-server") == "11000"
+    assert config.pinned("minijinja") is None
+    with pytest.raises(GoldensError, match=r"engines.client-completion: unknown key \(allowed: llama-server, transformers, vllm\)"):
+        models.parse(yaml.safe_load(f"engines:\n  client-completion: {{build: 11000}}\n"
+                                    f"models:\n  m:\n    tokenizer: {QWEN}\n"), tmp_path / "m.yaml")
 
 
 # request files -> (file name, body, what the one line must contain besides the config and file)

@@ -16,6 +16,7 @@ import base64
 import hashlib
 import os
 import re
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -180,3 +181,39 @@ def test_a_broken_plugin_is_one_line_exit_2(venv, tmp_path, engine, message):
     assert result.stderr.splitlines() == [
         f"goldens: error: [{engine}] {engine} unavailable for qwen3: {fault} (30 cases, from qwen3/plain)"]
     assert "30 error" in (tmp_path / "out.md").read_text()
+
+
+def readme_block(marker: str) -> str:
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    match = re.search(rf"<!-- {re.escape(marker)} -->\n```\w+\n(.*?)\n```", text, re.DOTALL)
+    assert match, f"README has no block after <!-- {marker} -->"
+    return match.group(1) + "\n"
+
+
+def test_a_built_in_engine_is_one_module_and_one_registry_entry(tmp_path):
+    """README's toy engine added exactly as README says (its module, its line in BUILT_IN) to a
+    copy of generator/, then listed and replayed like every built-in."""
+    copy = tmp_path / "src"
+    shutil.copytree(ROOT / "generator", copy / "generator", ignore=shutil.ignore_patterns("__pycache__"))
+    (copy / "generator" / "engines" / "toy.py").write_text(
+        readme_block("example built-in engine: generator/engines/toy.py"), encoding="utf-8")
+    registry = copy / "generator" / "config" / "engine_registry.py"
+    text = registry.read_text(encoding="utf-8")
+    assert text.count("BUILT_IN = (\n") == 1
+    registry.write_text(text.replace("BUILT_IN = (\n", "BUILT_IN = (\n" + readme_block("example built-in entry")),
+                        encoding="utf-8")
+    (tmp_path / "models.yaml").write_text(
+        "models:\n  qwen3:\n    tokenizer: {pack: \"npm:qwen3\"}\n"
+        "    shapes: [plain, tools, prefill]\n    engines: [toy]\n")
+    env = {**os.environ, "PYTHONPATH": str(copy)}
+
+    def run(*args):
+        return subprocess.run([sys.executable, "-m", "generator.cli", *map(str, args)], capture_output=True,
+                              text=True, env=env, cwd=tmp_path, timeout=300, check=False)
+
+    listed = run("engines")
+    assert listed.returncode == 0, listed.stderr
+    assert re.match(r"toy +built-in +the reference's render", listed.stdout.splitlines()[0])
+    result = run("check", "--config", tmp_path / "models.yaml", "--goldens", GOLDENS, "--report", tmp_path / "out.md")
+    assert result.returncode == 0, (result.stdout, result.stderr)
+    assert result.stdout.splitlines()[-1] == "3 checked: 3 match, 0 known divergence, 0 drift, 0 error"

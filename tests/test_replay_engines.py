@@ -1,10 +1,11 @@
 """Replay every golden through every engine its model lists, against real servers.
 
-Each test is `assert judged(engine, request) == snapshot` (what `goldens check` judges: vLLM's
-serving path, the other engines' own ids), the snapshot being the committed golden, or the
-engine's reviewed ledger entry where one exists; a reviewed stand-in entry is checked beside it. The servers are the session's
-(conftest.py): llama-server from the pinned build and vLLM from its own venv, each on a tiny
-model carrying the real tokenizer and template. The transformers engine is the reference itself;
+Each test asks the judge (the one `goldens check` uses, serving path included) for the verdict
+on the engine's answer against the committed golden, or the engine's reviewed ledger entry where
+one exists: a match or a known divergence, and a stand-in endpoint that disagrees with serving
+only where a reviewed stand-in entry says so. The servers are the session's (conftest.py):
+llama-server from the pinned build and vLLM from its own venv, each on a tiny model carrying the
+real tokenizer and template. The transformers engine is the reference itself;
 test_replay_transformers.py has its smoke test.
 """
 
@@ -13,14 +14,20 @@ from __future__ import annotations
 import pytest
 from conftest import CONFIG, GOLDENS, engine_of, golden_of
 
+from generator.config import engine_registry
 from generator.config.cases import matrix, replays
-from generator.replay import ledger
-from generator.replay.judge import answer, judged
-from generator.replay.snapshot import golden_extension
+from generator.replay.judge import judge
+
+
+def _memory_bound(engine: str):
+    """The engine's managed server when it is one conftest.py runs a model at a time (vLLM)."""
+    server = engine_registry.lookup(engine).server
+    return server if server is not None and server.kind == "vllm" else None
+
 
 REPLAYED = [
     pytest.param(case, engine, id=f"{case.id}@{engine}",
-                 marks=[pytest.mark.server("vllm", case.model)] if engine == "vllm" else [])
+                 marks=[pytest.mark.server(server.kind, case.model)] if (server := _memory_bound(engine)) else [])
     for case in matrix(CONFIG)
     for engine in CONFIG.models[case.model].engines
     if engine != "transformers" and replays(case, engine)  # transformers: test_replay_transformers.py
@@ -28,14 +35,10 @@ REPLAYED = [
 
 
 @pytest.mark.parametrize(("case", "engine_name"), REPLAYED)
-def test_replay(case, engine_name, pool, snapshot):
-    engine = engine_of(pool, engine_name, case.model)
-    item = golden_of(case.id)
-    extension = golden_extension(GOLDENS, case.id, item.request, item.provenance, engine=engine_name)
-    assert judged(engine, item.request) == snapshot.use_extension(extension)  # what `check` judges
-    stand_in = ledger.read_stand_in(GOLDENS, case.id, engine_name)  # a reviewed stand-in finding
-    if stand_in is not None:
-        assert list(answer(engine, item.request)) == stand_in.ids
+def test_replay(case, engine_name, pool):
+    outcome = judge(engine_of(pool, engine_name, case.model), golden_of(case.id), GOLDENS, confirm=True)
+    assert outcome.status in ("match", "known"), outcome.detail
+    assert outcome.finding is None or outcome.finding.status == "known", outcome.finding.detail
 
 
 CONFIRMED = [c for c in matrix(CONFIG) if c.shape in ("plain", "tools-reduced", "multi-turn")

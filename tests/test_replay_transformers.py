@@ -13,43 +13,43 @@ import functools
 import pytest
 from conftest import CONFIG, GOLDENS, source_of
 
-from generator import files, reference
+from generator import files
 from generator.config.cases import matrix
 from generator.engines.transformers import TransformersEngine
 from generator.goldens import golden_file
-from generator.goldens.regenerate import annotate, provenance
+from generator.goldens.regenerate import provenance, reference_golden
 from generator.replay import divergence
-from generator.replay.judge import answer
-from generator.replay.snapshot import golden_extension
+from generator.replay.judge import judge
+from generator.replay.snapshot import GoldenSnapshot
 
 CASES = matrix(CONFIG)
 
 
+@functools.cache
+def _stamp(model: str) -> dict[str, str]:
+    return provenance(source_of(model), CONFIG)
+
+
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
 def test_reference_golden(case, snapshot):
-    """The reference render equals the committed golden (or rewrites it under --snapshot-update)."""
-    source = source_of(case.model)
-    rendered = reference.render_request(source, case.request, CONFIG.date)
-    extension = golden_extension(GOLDENS, case.id, case.request, provenance(source, CONFIG),
-                                 annotate=functools.partial(annotate, case, source, CONFIG))
-    assert rendered == snapshot.use_extension(extension)
+    """The reference's golden is the committed file, byte for byte (or rewrites it under
+    --snapshot-update, in the bytes `goldens regenerate` writes)."""
+    golden = reference_golden(case, source_of(case.model), CONFIG, _stamp(case.model))
+    assert golden == snapshot(name=case.id, extension_class=GoldenSnapshot)
 
 
 @pytest.mark.parametrize("case_id", ["qwen3/multi-turn--thinking-off", "gemma3/tool-result"])
-def test_transformers_engine_replay_smoke(case_id, snapshot):
-    """The replay path end to end (Engine protocol, Ids, the golden snapshot extension) on one
-    golden that renders and one the template refuses."""
+def test_transformers_engine_replay_smoke(case_id):
+    """The replay path end to end (Engine protocol, Ids, the judge) on one golden that renders
+    and one the template refuses: the verdict is a match."""
     case = next(c for c in CASES if c.id == case_id)
     engine = TransformersEngine(source_of(case.model), CONFIG.date)
-    item = golden_file.read(golden_file.golden_path(GOLDENS, case.id))
-    extension = golden_extension(GOLDENS, case.id, case.request, item.provenance, engine=engine.name)
-    assert answer(engine, case.request) == snapshot.use_extension(extension)
+    outcome = judge(engine, golden_file.read(golden_file.golden_path(GOLDENS, case.id)), GOLDENS)
+    assert outcome.status == "match", outcome.detail
 
 
 def test_an_edited_golden_token_is_reported_with_its_position(tmp_path):
     """Drift detection itself: change one token of a copy of a golden and replay."""
-    from generator.replay.judge import judge
-
     case = next(c for c in CASES if c.id == "qwen3/plain")
     item = golden_file.read(golden_file.golden_path(GOLDENS, case.id))
     item.ids[7] = 12345

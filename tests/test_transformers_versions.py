@@ -8,6 +8,9 @@ every tokenizer directory this project builds must load in 4.x too.
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 import xml.etree.ElementTree as ET
 
 import pytest
@@ -69,3 +72,27 @@ def test_prefix_puts_two_releases_side_by_side():
     assert lines[at].split() == ["conversation", f"transformers@{RELEASE}", "transformers"]
     row = next(line for line in lines[at:] if line.startswith("qwen3/multi-turn [thinking-off]"))
     assert row.count("token 25 (2 -> 4 messages)") == 2  # the declared tail, in both releases
+
+
+def test_a_tokenizer_the_release_cannot_load_is_answered_not_a_crash(tmp_path):
+    """The worker module, run by this venv's python (it imports only the standard library and
+    generator.reference): a tokenizer directory whose tokenizer.json is not JSON gets a `fatal`
+    answer naming it, and the worker goes on to answer the next job."""
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "tokenizer.json").write_text("{not json", encoding="utf-8")
+    (broken / "tokenizer_config.json").write_text('{"tokenizer_class": "PreTrainedTokenizerFast"}', encoding="utf-8")
+    source = source_of("qwen3")
+    case = matrix(CONFIG, ["qwen3"])[0]
+    request = case.request
+    jobs = [{"tokenizer_dir": str(broken), "template": source.template, "request": request, "date": "2026-01-15"},
+            {"tokenizer_dir": str(source.tokenizer_dir), "template": source.template, "request": request,
+             "date": "2026-01-15"}]
+    done = subprocess.run([sys.executable, "-m", "generator.servers.transformers_worker"],
+                          input="".join(json.dumps(job) + "\n" for job in jobs), capture_output=True, text=True,
+                          cwd=ROOT, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    versions, fatal, answer = (json.loads(line) for line in done.stdout.splitlines())
+    assert set(versions) == {"transformers", "tokenizers", "jinja2"}
+    assert fatal["fatal"].startswith(f"{broken}: cannot load the tokenizer (JSONDecodeError: "), fatal
+    assert answer["ids"] == golden_file.read(golden_file.golden_path(GOLDENS, case.id)).ids

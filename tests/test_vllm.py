@@ -17,7 +17,7 @@ import pytest
 from conftest import engine_of, source_of, tokenizer_of
 from transformers.utils import get_json_schema
 
-from generator.engines import EngineError
+from generator.engines import EngineError, http
 from generator.engines.vllm import VllmEngine
 from generator.errors import GoldensError
 from generator.servers.process import free_port
@@ -154,7 +154,7 @@ def test_no_answer_is_a_timeout():
         sock.listen(1)
         url = f"http://127.0.0.1:{sock.getsockname()[1]}"
         with pytest.raises(EngineError, match=rf"vllm at {url}/tokenize: timed out"):
-            VllmEngine(url, "m", timeout=0.5).ids(PLAIN)
+            VllmEngine(url, "m", transport=http.DEFAULT.with_timeout(0.5)).ids(PLAIN)
 
 
 @pytest.fixture

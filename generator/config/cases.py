@@ -9,7 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from generator.config.models import MEDIA_ENGINES, Config, ModelSpec
+from generator.config import engine_registry
+from generator.config.models import Config, ModelSpec
 from generator.config.request import carries_media
 
 # What a golden's ids are: the chat template's tokens (media as the one placeholder the template
@@ -39,8 +40,8 @@ class Case:
 
 def replays(case: Case, engine: str) -> bool:
     """Whether `engine` is asked about `case`: an expanded-view case only by engines that take
-    media data (a template renderer has no image to expand)."""
-    return case.view == TEMPLATE_VIEW or engine in MEDIA_ENGINES
+    media data, as the engine registry declares (a template renderer has no image to expand)."""
+    return case.view == TEMPLATE_VIEW or engine_registry.capabilities(engine).media
 
 
 def model_cases(model: ModelSpec) -> list[Case]:

@@ -1,20 +1,29 @@
-"""Which engines exist: the built-in ones, and those installed packages register.
+"""Which engines exist and what each can do: the one registry, built-in and plugin engines alike.
 
-A package adds an engine by declaring an entry point in the `goldens.engines` group; its name is
-the engine's name and its value names a callable (usually the engine class) that takes one
-`generator.engines.EngineContext` and returns an object implementing the Engine protocol. The
-registry lists names and where each came from without importing anything; the engine pool loads
-an entry point only when its engine is used. This module sits in the config layer because
-models.yaml names engines and must be validated before anything runs.
+An entry names its engine's factory (a callable taking one `generator.engines.EngineContext`
+and returning an Engine) and declares its capabilities: whether and how it is versioned, whose
+version, pin and --url it follows, whether it takes media, the managed server it needs, the
+stand-in endpoint its ids come from, and whether it answers with ids or only a count. Everything
+else (the pool, `check`, `bisect`, `prefix`, models.yaml validation, `goldens engines`) reads
+this module; an unknown name is an error, never a fallback.
+
+A built-in engine is one module under generator/engines/ plus one entry in BUILT_IN. References
+to code are "module:attribute" strings, loaded only when used, so this config-layer module
+imports no engine. A package adds an engine with an entry point in the `goldens.engines` group:
+its value names either a factory (no capabilities beyond ids) or an `Entry` declaring the same
+capabilities as a built-in; it is loaded only when its engine is used.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import importlib
 import re
 from collections import Counter
 from dataclasses import dataclass
 from importlib import metadata
+from typing import Any
 
 from generator.errors import GoldensError
 
@@ -23,28 +32,92 @@ NAME = re.compile(r"^[a-z0-9][a-z0-9._-]*$")  # no '=' (--url NAME=URL) and no '
 
 
 @dataclass(frozen=True)
-class EngineInfo:
-    name: str
-    origin: str  # "built-in", or the distribution that registered it: "my-engines 0.2.0"
-    summary: str  # one line: what it replays, or the entry point's target
-    any_model: bool  # True: applies to any model named with --model (a server goldens does not
-    #                  manage, a plugin); False: only to models that list it in models.yaml
+class Versions:
+    """How an engine's versions are spelt and made ready.
+
+    `key` is the models.yaml `engines:` key and the spelling: "build" (a llama.cpp build number)
+    or "version" (a PEP 440 release). `line` names an object (generator.engines.VersionLine)
+    that knows the default, whether a version can be used here, and how it is made ready;
+    `bisect` says whether its published releases can be searched."""
+
+    key: str
+    line: str
+    bisect: bool = False
+
+
+@dataclass(frozen=True)
+class Server:
+    """A server goldens starts and stops for an engine, one per (kind, version, model), or per
+    (kind, version) when not `per_model`. `make` names a callable
+    (model: ModelSpec, source, version: str, on_start) -> the server, not yet started: the pool
+    owns its `stop()` before calling its `start()`."""
+
+    kind: str
+    make: str
+    per_model: bool = True
+
+
+@dataclass(frozen=True)
+class Entry:
+    """What an engine declares (a plugin's entry point may name one). `factory` is a
+    "module:callable" string or the callable itself."""
+
+    factory: Any
+    summary: str = ""
+    any_model: bool = False  # applies to any model named with --model (a server goldens does not
+    #                          manage, a plugin), not only to models that list it in models.yaml
+    versions: Versions | None = None
+    follows: str | None = None  # a client of another engine's server: its version, pin and --url
+    media: bool = False  # takes media data, so it is asked the expanded-view (image) cases
+    server: Server | None = None  # the managed server it needs when no --url is given
+    stand_in: str | None = None  # the endpoint its ids read in place of serving; `serve` confirms it
+    evidence: str = "ids"  # "ids", or "ids or count" / "count" (PromptCount: judged as a count)
+
+
+@dataclass(frozen=True)
+class EngineInfo(Entry):
+    name: str = ""
+    origin: str = "built-in"  # or the distribution that registered it: "my-engines 0.2.0"
     entry_point: metadata.EntryPoint | None = None
     problem: str | None = None  # why a registered engine cannot be used (a clashing name)
 
+    @property
+    def pinned_as(self) -> str:
+        """The engine whose version pin and --url this one uses (its own unless it follows one)."""
+        return self.follows or self.name
+
+
+def _built_in(name: str, factory: str, summary: str, **capabilities: Any) -> EngineInfo:
+    return EngineInfo(name=name, factory=factory, summary=summary, **capabilities)
+
+
+LLAMA_CPP = Versions("build", "generator.engines.llama_server:BUILDS", bisect=True)
+LLAMA_SERVER = Server("llama-server", "generator.engines.llama_server:make_server")
 
 BUILT_IN = (
-    EngineInfo("transformers", "built-in", "the reference itself: Transformers' apply_chat_template", False),
-    EngineInfo("llama-server", "built-in", "llama-server's chat template and tokenizer (managed, or --url)", False),
-    EngineInfo("client-completion", "built-in",
-               "a client that renders the prompt itself and posts it to llama-server's /completion", False),
-    EngineInfo("vllm", "built-in", "vLLM's chat rendering through /tokenize (managed, or --url)", False),
-    EngineInfo("minijinja", "built-in", "minijinja (TGI's template engine) with the HF tokenizer", False),
-    EngineInfo("mistral-common", "built-in", "mistral-common's own request encoding", False),
-    EngineInfo("openai", "built-in",
-               "any /v1/chat/completions server (--url): prompt token ids where it returns them, "
-               "else usage.prompt_tokens as a count", True),
-    EngineInfo("ollama", "built-in", "Ollama's /api/chat (--url): prompt_eval_count as a count", True),
+    _built_in("transformers", "generator.engines.transformers:open_engine",
+              "the reference itself: Transformers' apply_chat_template", media=True,
+              versions=Versions("version", "generator.engines.transformers:RELEASES", bisect=True),
+              server=Server("transformers", "generator.engines.transformers:make_worker", per_model=False)),
+    _built_in("llama-server", "generator.engines.llama_server:open_engine",
+              "llama-server's chat template and tokenizer", media=True,
+              versions=LLAMA_CPP, server=LLAMA_SERVER, stand_in="/apply-template + /tokenize"),
+    _built_in("client-completion", "generator.engines.llama_server:open_client",
+              "a client that renders the prompt itself and posts it to llama-server's /completion",
+              versions=LLAMA_CPP, follows="llama-server", server=LLAMA_SERVER),
+    _built_in("vllm", "generator.engines.vllm:open_engine",
+              "vLLM's chat rendering", media=True,
+              versions=Versions("version", "generator.engines.vllm:RELEASES"),
+              server=Server("vllm", "generator.engines.vllm:make_server"), stand_in="/tokenize"),
+    _built_in("minijinja", "generator.engines.minijinja:open_engine",
+              "minijinja (TGI's template engine) with the HF tokenizer"),
+    _built_in("mistral-common", "generator.engines.mistral_common:open_engine",
+              "mistral-common's own request encoding"),
+    _built_in("openai", "generator.engines.openai:open_engine",
+              "any /v1/chat/completions server (--url): prompt token ids where it returns them, "
+              "else usage.prompt_tokens", any_model=True, evidence="ids or count"),
+    _built_in("ollama", "generator.engines.ollama:open_engine",
+              "Ollama's /api/chat (--url): prompt_eval_count", any_model=True, evidence="count"),
 )
 
 
@@ -66,7 +139,8 @@ def registered() -> tuple[EngineInfo, ...]:
             problem = "the name is a built-in engine's"
         elif counts[entry.name] > 1:
             problem = f"{counts[entry.name]} installed packages register this name"
-        out.append(EngineInfo(entry.name, _origin(entry), entry.value, True, entry, problem))
+        out.append(EngineInfo(factory=entry.value, summary=entry.value, any_model=True, name=entry.name,
+                              origin=_origin(entry), entry_point=entry, problem=problem))
     return tuple(out)
 
 
@@ -76,7 +150,8 @@ def available() -> dict[str, EngineInfo]:
 
 
 def lookup(name: str, where: str = "") -> EngineInfo:
-    """The engine called `name`; an unknown or unusable name is a one-line error."""
+    """The engine called `name`, as registered (a plugin's declared capabilities are read by
+    `declared`, which loads it); an unknown or unusable name is a one-line error."""
     engines = registered()
     usable = {info.name: info for info in engines if info.problem is None}
     prefix = f"{where}: " if where else ""
@@ -87,6 +162,100 @@ def lookup(name: str, where: str = "") -> EngineInfo:
         origins = ", ".join(info.origin for info in clashing)
         raise GoldensError(f"{prefix}engine {name!r} from {origins} cannot be used: {clashing[0].problem}")
     raise GoldensError(f"{prefix}unknown engine {name[:60]!r}{'...' if len(name) > 60 else ''} (known: {', '.join(usable)})")
+
+
+@functools.lru_cache(maxsize=None)
+def declared(name: str) -> EngineInfo:
+    """The engine with every capability it declares: a built-in's entry, or a plugin's once its
+    entry point is loaded (an `Entry` it names; a bare factory declares none). A plugin that
+    cannot be imported is a one-line error naming it and its package."""
+    info = lookup(name)
+    if info.entry_point is None:
+        return info
+    try:
+        target = info.entry_point.load()
+    except Exception as error:  # noqa: BLE001 - a plugin's import may raise anything: one line
+        raise GoldensError(f"{describe(info)}: cannot load: {type(error).__name__}: {error}") from None
+    if isinstance(target, Entry):
+        fields = {f.name: getattr(target, f.name) for f in dataclasses.fields(Entry)}
+        return dataclasses.replace(info, **{**fields, "summary": target.summary or info.summary,
+                                            "any_model": True})
+    return dataclasses.replace(info, factory=target)
+
+
+def capabilities(name: str) -> EngineInfo:
+    """What `declared` says, or the registration alone when a plugin cannot be loaded (opening
+    it then reports why, against its own cases)."""
+    try:
+        return declared(name)
+    except GoldensError:
+        return lookup(name)
+
+
+def factory(info: EngineInfo):
+    """The callable that builds the engine from an EngineContext."""
+    return load(info.factory) if isinstance(info.factory, str) else info.factory
+
+
+def load(reference: str) -> Any:
+    """The object a "module:attribute" string names."""
+    module, _, attribute = reference.partition(":")
+    target: Any = importlib.import_module(module)
+    for part in attribute.split("."):
+        target = getattr(target, part)
+    return target
+
+
+def version_line(info: EngineInfo):
+    """The engine's VersionLine (None for an engine without versions of its own)."""
+    return None if info.versions is None else load(info.versions.line)
+
+
+def versioned() -> list[str]:
+    """The built-in engines with versions (for error lines)."""
+    return [info.name for info in BUILT_IN if info.versions is not None]
+
+
+def pins() -> dict[str, str]:
+    """Engine -> its models.yaml `engines:` key ("build" or "version"): the built-ins with a
+    version of their own (one following another's is pinned by that one's), and the plugins,
+    whose key `pin_key` reads from what they declare."""
+    out = {info.name: info.versions.key for info in BUILT_IN if info.versions is not None and not info.follows}
+    return {**out, **{name: "" for name, info in available().items() if info.entry_point is not None}}
+
+
+def pin_key(name: str, where: str) -> str:
+    """The `engines:` key that pins `name` (a plugin is loaded to read it)."""
+    info = declared(name)
+    if info.versions is None or info.follows:
+        raise GoldensError(f"{where}: {name} has no version of its own to pin")
+    return info.versions.key
+
+
+def bisectable() -> list[str]:
+    """The built-in engines whose published releases `goldens bisect` can search."""
+    return [info.name for info in BUILT_IN if info.versions is not None and info.versions.bisect]
+
+
+def declares(info: EngineInfo) -> str:
+    """What an entry declares beyond ids, for `goldens engines`: "" when nothing."""
+    parts = []
+    if info.versions is not None:
+        parts.append(f"versions: {info.follows}'s" if info.follows else f"versions: {info.versions.key}")
+    if info.server is not None:
+        parts.append(f"server: {info.server.kind}")
+    if info.media:
+        parts.append("media")
+    if info.stand_in:
+        parts.append(f"stand-in: {info.stand_in}")
+    if info.evidence != "ids":
+        parts.append(f"evidence: {info.evidence}")
+    return f" [{', '.join(parts)}]" if parts else ""
+
+
+def describe(info: EngineInfo) -> str:
+    """How an error line names a plugin engine: `engine 'x' (module:Class from pkg 1.0)`."""
+    return f"engine {info.name!r} ({info.summary} from {info.origin})"
 
 
 def _origin(entry: metadata.EntryPoint) -> str:

@@ -16,13 +16,6 @@ from packaging.version import InvalidVersion, Version
 
 from generator.errors import GoldensError
 
-# engine -> what its version is: a llama.cpp build number, or a PyPI release
-VERSIONED = {
-    "llama-server": "build",
-    "client-completion": "build",  # a client of llama-server: the server's build
-    "transformers": "version",
-    "vllm": "version",
-}
 BUILD = re.compile(r"^b?(\d+)$")
 
 
@@ -53,11 +46,15 @@ def parse(text: str, known: Iterable[str] | None = None) -> EngineSpec:
 
 
 def normalize(name: str, version: object, where: str) -> str:
-    """The version as goldens spells it: a build number's digits, a release as written."""
-    kind = VERSIONED.get(name)
-    if kind is None:
-        takes = ", ".join(VERSIONED)
+    """The version as goldens spells it: a build number's digits, a release as written. How
+    an engine is versioned is the engine registry's to say."""
+    from generator.config import engine_registry
+
+    versions = engine_registry.declared(name).versions
+    if versions is None:
+        takes = ", ".join(engine_registry.versioned())
         raise GoldensError(f"{where}: {name} has no versions of its own (versioned engines: {takes})")
+    kind = versions.key
     if kind == "build":
         match = BUILD.match(str(version)) if isinstance(version, (int, str)) and not isinstance(version, bool) else None
         if not match:

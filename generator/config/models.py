@@ -25,9 +25,6 @@ from generator.config.shapes import SHAPES
 from generator.config.shapes import build as build_shape
 from generator.errors import GoldensError, first_line
 
-# Engines that take media data with a request; the others (a template renderer, a client that
-# posts a string) only ever see the template view, so expanded-view cases skip them.
-MEDIA_ENGINES = ("transformers", "llama-server", "vllm")
 # Names become paths (goldens/<model>/<shape>[--<variant>][.<engine>].json), so they are safe by
 # construction: lowercase, short, and a shape never holds a '.' (`tools.vllm` would be the vLLM
 # ledger entry of `tools`, `v1.2` a golden whose path names case `v1`).
@@ -111,11 +108,6 @@ class ModelSpec:
         return request
 
 
-# The managed engines whose version models.yaml pins under top-level `engines:`, and the key
-# each takes; bumping one and running `goldens check` is the whole upgrade flow.
-PINNED_ENGINES = {"llama-server": "build", "vllm": "version", "transformers": "version"}
-
-
 @dataclass(frozen=True)
 class Config:
     path: Path
@@ -124,8 +116,8 @@ class Config:
     engine_versions: dict[str, str] = field(default_factory=dict)  # engine -> pinned version
 
     def pinned(self, engine: str) -> str | None:
-        """The version models.yaml pins for an engine (client-completion is llama-server's)."""
-        return self.engine_versions.get("llama-server" if engine == "client-completion" else engine)
+        """The version models.yaml pins for an engine (or for the engine it follows)."""
+        return self.engine_versions.get(engine_registry.lookup(engine).pinned_as)
 
     def select(self, names: tuple[str, ...] | list[str]) -> list[ModelSpec]:
         """The named models in file order (all when none named); an unknown name is an error."""
@@ -200,10 +192,13 @@ def parse(data: Any, path: Path) -> Config:
 
 
 def _parse_engines(raw: Any, where: _Where) -> dict[str, str]:
-    """`engines: {llama-server: {build: 11434}, vllm: {version: "0.32.0"}}`."""
+    """`engines: {llama-server: {build: 11434}, vllm: {version: "0.32.0"}}`: the engines the
+    registry says have a version of their own; bumping one and running `goldens check` is the
+    whole upgrade flow."""
     versions = {}
-    for name, spec in where.mapping(raw, "engines", set(PINNED_ENGINES)).items():
-        key = PINNED_ENGINES[name]
+    pins = engine_registry.pins()
+    for name, spec in where.mapping(raw, "engines", set(pins)).items():
+        key = pins[name] or engine_registry.pin_key(name, f"{where.file}: engines.{name}")
         spec = where.mapping(spec, f"engines.{name}", {key}, required={key})
         versions[name] = engine_spec.normalize(name, spec[key], f"{where.file}: engines.{name}.{key}")
     return versions

@@ -1,13 +1,15 @@
 """Engines: every path that turns a chat request into the token ids a model sees.
 
-One protocol, as small as the question it answers: a `name`, and `ids(request)` returning the
-token ids (an engine may also say what it is with `version()`, see reported_version). Each
-engine lives in its own module; replay, prefix checks and reports never know which one they are
-talking to. An engine that cannot see the ids (a server reporting only usage.prompt_tokens)
-returns a PromptCount instead, which replay judges as a count and says so. An engine whose `ids`
-reads an endpoint that only stands in for serving (llama-server's /apply-template + /tokenize,
-vLLM's /tokenize) also names it in `stand_in` and offers `serve(request, ids) -> Served`, what
-its serving path fed the model, so `goldens check` can confirm the stand-in on every case.
+One protocol, as small as the question it answers: a `name`, `ids(request)` returning the token
+ids, `version()` saying what it is ("" when it cannot) and `close()`; EngineBase gives the last
+two for an engine with nothing to say or release. Each engine lives in its own module and is
+built by the factory its entry in config/engine_registry.py names, from an EngineContext; replay,
+prefix checks and reports never know which one they are talking to. An engine that cannot see
+the ids (a server reporting only usage.prompt_tokens) returns a PromptCount instead, which replay
+judges as a count and says so. An engine whose registry entry declares a `stand_in` endpoint
+(llama-server's /apply-template + /tokenize, vLLM's /tokenize) is a StandIn: it offers
+`serve(request, ids) -> Served`, what its serving path fed the model, so `goldens check` can
+confirm the stand-in on every case.
 
 A request is an OpenAI-style chat body, the same dict every engine receives:
     {"messages": [...], "tools": [...],                 # tools optional
@@ -72,16 +74,71 @@ class Engine(Protocol):
 
     def ids(self, request: Request) -> Ids | PromptCount: ...
 
+    def version(self) -> str: ...
+
+    def close(self) -> None: ...
+
+
+@runtime_checkable
+class StandIn(Engine, Protocol):
+    """An engine whose ids come from an endpoint standing in for serving (its registry entry's
+    `stand_in`): `serve` says what the serving path fed the model for the same request."""
+
+    def serve(self, request: Request, ids: list[int] | None) -> Served: ...
+
+
+class EngineBase:
+    """The defaults of the Engine protocol for an engine with no version to report and nothing
+    to release."""
+
+    name: str
+
+    def version(self) -> str:
+        return ""
+
+    def close(self) -> None:
+        """Nothing to release: connections are http.py's, kept alive per thread."""
+
+
+class VersionLine(Protocol):
+    """How an engine's versions are made ready (the `line` a registry entry's Versions names).
+    `published`, `require_published` and `ready` are needed only when the entry's Versions
+    says `bisect`."""
+
+    def default(self) -> str:
+        """The version run when neither --engine NAME@V nor models.yaml names one."""
+
+    def require(self, version: str) -> None:
+        """One-line GoldensError, before anything starts, for a version that cannot run here."""
+
+    def published(self) -> list[str]:
+        """Every published release, oldest first (for bisect)."""
+
+    def require_published(self, version: str) -> None: ...
+
+    def order(self, version: str) -> Any:
+        """A sort key: a build number, a PEP 440 Version."""
+
+    def ready(self, version: str, jobs: int | None = None) -> tuple[float, str]:
+        """Build or install it now: (seconds spent, "cached" or what was done); `jobs` is a
+        build's share of the cores (None: all of them)."""
+
+    def label(self, version: str) -> str:
+        """How bisect prints it: "b11434", "5.21.0"."""
+
 
 @dataclass(frozen=True)
 class EngineContext:
-    """What an engine from another package is built with: its entry point (registered in the
-    `goldens.engines` group) is called with one EngineContext and returns an Engine.
+    """What an engine's factory is built with (its registry entry names the factory; a plugin's
+    entry point in the `goldens.engines` group names it or an Entry).
 
     `source` is the golden model's resolved tokenizer directory and chat template (what the
-    goldens were rendered from); `url` is the `--url NAME=URL` given for this engine, if any;
-    `served_model` the `--served-model` name for this golden model; `headers` the `--header`
-    values plus the API key's Authorization header (secrets: never print them)."""
+    goldens were rendered from); `url` is the `--url NAME=URL` given for this engine (or for the
+    engine it follows), if any; `served_model` the `--served-model` name for this golden model;
+    `headers` the `--header` values plus the API key's Authorization header (secrets: never print
+    them). `version` is the version to run (--engine NAME@V, else the models.yaml pin, else the
+    default) for an engine that declares versions; `server()` starts (once per pool) and returns
+    the managed server the entry declares, when no `url` is given."""
 
     name: str  # the engine name it is registered under; the engine's `name` must equal it
     model: str  # the golden model, e.g. "qwen3"
@@ -91,6 +148,18 @@ class EngineContext:
     served_model: str | None = None
     headers: dict[str, str] = field(default_factory=dict, repr=False)
     jobs: int = 8  # requests goldens keeps in flight
+    version: str | None = None
+    processor: Any = None  # the model's processor settings (ModelSpec.processor), for media
+    server: Callable[[], Any] | None = field(default=None, repr=False)
+    connection: Any = field(default=None, repr=False)  # engines.remote.Connection: retries, redaction
+    transport: Any = field(default=None, repr=False)  # engines.http.Transport: the run's deadlines
+    on_start: Callable[[str], None] = field(default=lambda message: None, repr=False)
+
+    def managed(self) -> Any:
+        """The entry's managed server, started on first use."""
+        if self.server is None:
+            raise GoldensError(f"{self.name}: no managed server is declared for it; give --url {self.name}=URL")
+        return self.server()
 
 
 class PromptCount:
@@ -115,14 +184,10 @@ class PromptCount:
 
 
 def reported_version(engine: Engine) -> str:
-    """What an engine says it is, for reports and ledger entries: an optional `version()`
-    method (llama-server's /props build_info, vLLM's /version, a library's own version);
-    "" when the engine has none or cannot say."""
-    method = getattr(engine, "version", None)
-    if method is None:
-        return ""
+    """What an engine says it is, for reports and ledger entries (llama-server's /props
+    build_info, vLLM's /version, a library's own version); "" when it cannot say."""
     try:
-        return str(method() or "")
+        return str(engine.version() or "")
     except GoldensError:
         return ""
 

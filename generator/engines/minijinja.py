@@ -36,7 +36,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from generator.engines import EngineError, Ids, Refused, Request
+from generator.engines import EngineBase, EngineContext, EngineError, Ids, Refused, Request
 from generator.errors import first_line
 from generator.sources.source import Source
 
@@ -97,7 +97,7 @@ def tgi_template(template: str) -> str:
     return template
 
 
-class MinijinjaEngine:
+class MinijinjaEngine(EngineBase):
     name = "minijinja"
 
     def __init__(self, source: Source, date: _dt.date):
@@ -182,3 +182,8 @@ def continue_final(prompt: str, message: dict) -> str:
     at = prompt.rfind(content)
     return prompt if at < 0 else prompt[:at + len(content)].rstrip()
 
+
+
+def open_engine(context: EngineContext) -> MinijinjaEngine:
+    """The registry's factory (config/engine_registry.py)."""
+    return MinijinjaEngine(context.source, context.date)

@@ -20,12 +20,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from generator.engines import EngineError, Ids, Refused, Request
+from generator.engines import EngineBase, EngineContext, EngineError, Ids, Refused, Request
 from generator.errors import first_line
 from generator.sources.source import Source
 
 
-class MistralCommonEngine:
+class MistralCommonEngine(EngineBase):
     name = "mistral-common"
 
     def __init__(self, source: Source):
@@ -192,3 +192,8 @@ def _first_error(error) -> str:
     first = error.errors()[0] if error.errors() else {}
     where = ".".join(str(part) for part in first.get("loc", ()))
     return f"{where}: {first.get('msg', str(error))}" if where else first.get("msg", str(error))
+
+
+def open_engine(context: EngineContext) -> MistralCommonEngine:
+    """The registry's factory (config/engine_registry.py)."""
+    return MistralCommonEngine(context.source)

@@ -17,21 +17,22 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from generator.engines import EngineError, PromptCount, Refused, Request
-from generator.engines.remote import Connection, Remote, integer
+from generator.engines import EngineBase, EngineError, PromptCount, Refused, Request, http
+from generator.engines.remote import Connection, Remote, integer, open_remote
 
 PATH = "/api/chat"
 
 
-class OllamaEngine:
+class OllamaEngine(EngineBase):
     """A user's Ollama at `url`, serving the golden model as `served_model` ("qwen3:8b")."""
 
     name = "ollama"
 
-    def __init__(self, url: str, served_model: str, connection: Connection | None = None):
+    def __init__(self, url: str, served_model: str, connection: Connection | None = None,
+                 transport: http.Transport | None = None):
         self.url = url.rstrip("/")
         self.served_model = served_model
-        self.remote = Remote(self.name, self.url, connection or Connection())
+        self.remote = Remote(self.name, self.url, connection or Connection(), transport)
 
     def __repr__(self) -> str:
         return f"<OllamaEngine {self.url} {self.served_model}>"
@@ -148,3 +149,8 @@ def _data_url(image: Any) -> str | None:
     if isinstance(url, str) and url.startswith("data:") and ";base64," in url:
         return url.split(";base64,", 1)[1]
     return None
+
+
+def open_engine(context) -> OllamaEngine:
+    """The registry's factory (config/engine_registry.py)."""
+    return open_remote(OllamaEngine, context)

@@ -24,14 +24,16 @@ from __future__ import annotations
 from typing import Any
 
 from generator.engines import (
+    EngineBase,
     EngineError,
     Ids,
     PromptCount,
     Refused,
     Request,
+    http,
     strict_ids,
 )
-from generator.engines.remote import Connection, Remote, integer
+from generator.engines.remote import Connection, Remote, integer, open_remote
 
 # Which extension asks which server for what (README lists the servers):
 ID_FLAGS = {
@@ -41,18 +43,19 @@ ID_FLAGS = {
 }
 
 
-class OpenAIEngine:
+class OpenAIEngine(EngineBase):
     """A user's OpenAI-compatible server at `url` (with or without the trailing /v1), serving
     the golden model as `served_model`."""
 
     name = "openai"
 
-    def __init__(self, url: str, served_model: str, connection: Connection | None = None):
+    def __init__(self, url: str, served_model: str, connection: Connection | None = None,
+                 transport: http.Transport | None = None):
         url = url.rstrip("/")
         self.url = url
         self.path = "/chat/completions" if url.endswith("/v1") else "/v1/chat/completions"
         self.served_model = served_model
-        self.remote = Remote(self.name, url, connection or Connection())
+        self.remote = Remote(self.name, url, connection or Connection(), transport)
         self.flags = dict(ID_FLAGS)  # emptied once a server rejects them
         self.tool_choice: str | None = None  # "none" once a server refuses its default "auto"
 
@@ -123,3 +126,8 @@ class OpenAIEngine:
         if not isinstance(data, list) or not all(isinstance(m, dict) and isinstance(m.get("id"), str) for m in data):
             raise EngineError(f"{self.remote.where(path)}: not a model list: {self.remote.quote(reply, 200)}")
         return [m["id"] for m in data]
+
+
+def open_engine(context) -> OpenAIEngine:
+    """The registry's factory (config/engine_registry.py)."""
+    return open_remote(OpenAIEngine, context)

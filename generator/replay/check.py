@@ -112,10 +112,10 @@ def run(config: Config, root: Path, engines: tuple[str, ...] = (), models: tuple
     for i in chosen:
         by_model.setdefault(parts[i][0], []).append(i)
     lent = pool is not None
-    with http.deadlines(timeout, request_timeout), \
-            (contextlib.nullcontext(pool) if lent else
-             EnginePool(config.date, urls, on_start=note, connection=connection,
-                        versions=config.engine_versions)) as pool:
+    transport = http.Transport.bounded(run=timeout, request=request_timeout)
+    with (contextlib.nullcontext(pool) if lent else
+          EnginePool(config.date, urls, on_start=note, connection=connection,
+                     versions=config.engine_versions, transport=transport)) as pool:
         for model_name, indices in by_model.items():
             model = config.models[model_name]
             source = resolve(model, config)

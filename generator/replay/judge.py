@@ -35,6 +35,7 @@ from generator.engines import (
     Engine, EngineError, Ids, PromptCount, Refused, Served, Unreachable, first_divergence, http, pieces_of,
     reported_version,
 )
+from generator.config import engine_registry
 from generator.errors import GoldensError, first_line
 from generator.goldens import golden_file
 from generator.replay import ledger
@@ -197,24 +198,29 @@ def judge(engine: Engine, item: golden_file.Golden, root: Path,
         return verdict(item, entry, label, got, decode)
     serving = served.answer()
     outcome = verdict(item, entry, label, serving if serving is not None else got, decode)
-    stand_in = getattr(engine, "stand_in", "stand-in")
+    stand_in = _stand_in(engine)
     finding = _stand_in_finding(item.case, engine, got, served, label)
     outcome.finding = judge_finding(item, ledger.read_stand_in(root, item.case, engine.name), label,
                                     stand_in, got, finding, decode)
     return outcome
 
 
+def _stand_in(engine: Engine) -> str:
+    """The stand-in endpoint the engine's registry entry declares, as reports name it."""
+    return engine_registry.capabilities(engine.name).stand_in or "stand-in"
+
+
 def _serve(engine: Engine, request: dict, got: Answer) -> Served | None:
-    serve = getattr(engine, "serve", None)
-    if serve is None:
+    """The serving path's answer, for an engine whose registry entry declares a stand-in."""
+    if not engine_registry.capabilities(engine.name).stand_in:
         return None
-    return serve(request, None if isinstance(got, (Refused, PromptCount)) else list(got))
+    return engine.serve(request, None if isinstance(got, (Refused, PromptCount)) else list(got))
 
 
 def _stand_in_finding(case: str, engine: Engine, got: Answer, served: Served,
                       label: str) -> str | None:
     """How the stand-in's answer disagrees with the serving path's, in words; None when they agree."""
-    stand_in = getattr(engine, "stand_in", "stand-in")
+    stand_in = _stand_in(engine)
     if isinstance(got, Refused):
         if served.refused is not None:
             return None
@@ -342,7 +348,7 @@ def record(engine: Engine, item: golden_file.Golden, root: Path, reason: str, st
         raise GoldensError(f"{item.case}: the reference refused this case; there are no ids to diverge from")
     got = answer(engine, item.request)
     served = _serve(engine, item.request, got)
-    endpoint = getattr(engine, "stand_in", None)
+    endpoint = engine_registry.capabilities(engine.name).stand_in or None
     if stand_in:
         if served is None or endpoint is None:
             raise GoldensError(f"{item.case}: {engine.name} has no stand-in endpoint beside a serving path")

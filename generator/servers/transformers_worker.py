@@ -20,6 +20,7 @@ def main() -> None:
     from importlib.metadata import version
 
     from generator import reference
+    from generator.errors import GoldensError, describe
 
     out = sys.stdout
     out.write(json.dumps({name: version(name) for name in ("transformers", "tokenizers", "jinja2")}) + "\n")
@@ -31,7 +32,8 @@ def main() -> None:
         try:
             tokenizer = reference.load_tokenizer(job["tokenizer_dir"])
         except Exception as error:  # this release cannot load the tokenizer: the run's answer
-            answer = {"fatal": f"cannot load {job['tokenizer_dir']}: {reference.describe_error(error)}"}
+            answer = {"fatal": str(error) if isinstance(error, GoldensError)  # it names the directory
+                      else f"cannot load {job['tokenizer_dir']}: {describe(error)}"}
         else:
             result = reference.render(tokenizer, job["template"], job["request"],
                                       _dt.date.fromisoformat(job["date"]))
