@@ -62,6 +62,8 @@ def golden_extension(root: Path, case_id: str, request: dict, provenance: dict[s
                 pieces=list(pieces), prompt=prompt, error=error, provenance=provenance,
             )
             if annotate is not None and isinstance(data, Rendered):
+                if data.normalization is not None:  # as regenerate records it
+                    item.extra["normalization"] = data.normalization
                 annotate(item)
             return golden_file.dumps(item)
 
