@@ -460,3 +460,28 @@ def bisect_command(config_path: Path, engine_name: str, good: str, bad: str, mod
 
 if __name__ == "__main__":
     main()
+
+
+@main.command()
+@CONFIG_OPTION
+@click.option("--model", "model_names", multiple=True, help="Only this model (repeatable).")
+@click.option("--report", "report_path", type=click.Path(dir_okay=False, path_type=Path),
+              help="Also write the Markdown view here (one table, the spans folded).")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
+@friendly
+def coverage(config_path: Path, model_names: tuple[str, ...], report_path: Path | None, as_json: bool) -> None:
+    """Per model, the share of its template's code the matrix's reference renders execute, and
+    every never-executed span with its template lines and text."""
+    from generator.config import models
+    from generator.coverage import report as coverage_report
+    from generator.coverage.trace import model_coverage
+    from generator.replay import report
+    from generator.sources.source import resolve
+
+    report.check_destination(report_path)
+    config = models.load(config_path)
+    measured = {model.name: model_coverage(model, resolve(model, config), config)
+                for model in config.select(model_names)}
+    if report_path is not None:
+        report.write(report_path, coverage_report.markdown(measured))
+    click.echo(coverage_report.as_json(measured) if as_json else coverage_report.text(measured), nl=False)

@@ -47,7 +47,7 @@ def compiled(template: str) -> TemplateCode:
 
 
 @functools.lru_cache(maxsize=64)
-def _code_cached(compiled_template, template: str) -> TemplateCode:
+def _code_of(compiled_template, template: str) -> TemplateCode:
     functions = [compiled_template.root_render_func, *compiled_template.blocks.values()]
     codes = {code for fn in functions for code in _nested(fn.__code__)}
     marks = sorted((code_line, template_line) for template_line, code_line in compiled_template.debug_info)
@@ -63,11 +63,16 @@ def _code_cached(compiled_template, template: str) -> TemplateCode:
                 owner = template_line
             if owner is not None:  # before the first mark: the function's preamble
                 lines[lineno] = owner
+    # Jinja opens every block body with `pass`: it is the body's first line, not the line of
+    # the `if`/`for` above it, so it takes the template line of the body statement after it.
+    source = compiled_template.environment.compile(template, raw=True).splitlines()
+    for lineno in sorted(lines):
+        row = source[lineno - 1] if lineno <= len(source) else ""
+        if row.strip() == "pass" and lineno + 1 in lines:
+            after = source[lineno]
+            if len(after) - len(after.lstrip()) == len(row) - len(row.lstrip()):
+                lines[lineno] = lines[lineno + 1]
     return TemplateCode(template=template, codes=frozenset(codes), lines=lines)
-
-
-def _code_of(compiled_template, template: str) -> TemplateCode:
-    return _code_cached(compiled_template, template)
 
 
 _TRACE_LOCK = threading.Lock()
@@ -145,3 +150,22 @@ class Coverage:
             "executed": self.executed, "executable": self.executable,
             "percent": round(self.percent, 1), "never_executed": self.spans(),
         }
+
+
+def render_traced(source, request: dict[str, Any], date) -> tuple[Any, set[int]]:
+    """The reference's render of one request (generator.reference.render_request, the very
+    call regenerate makes, normalization and the as-sent render included) and the compiled
+    lines of the template it executed."""
+    from generator import reference
+
+    return run_traced(compiled(source.template), lambda: reference.render_request(source, request, date))
+
+
+def model_coverage(model, source, config) -> Coverage:
+    """What every case of a model's matrix executes of its template."""
+    from generator.config.cases import model_cases
+
+    coverage = Coverage(compiled(source.template))
+    for case in model_cases(model):
+        coverage.hits |= render_traced(source, case.request, config.date)[1]
+    return coverage
