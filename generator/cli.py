@@ -485,3 +485,33 @@ def coverage(config_path: Path, model_names: tuple[str, ...], report_path: Path 
     if report_path is not None:
         report.write(report_path, coverage_report.markdown(measured))
     click.echo(coverage_report.as_json(measured) if as_json else coverage_report.text(measured), nl=False)
+
+
+@main.group(name="requests")
+def requests_group() -> None:
+    """Request files made for you: found by template coverage, or imported from your traffic."""
+
+
+@requests_group.command(name="search")
+@CONFIG_OPTION
+@click.option("--model", "model_names", multiple=True, help="Only this model (repeatable).")
+@click.option("--out", required=True, type=click.Path(file_okay=False, path_type=Path),
+              help="Write the keepers here, as <out>/<model>/<name>.json.")
+@friendly
+def requests_search(config_path: Path, model_names: tuple[str, ...], out: Path) -> None:
+    """Search request variations for ones that execute template code the matrix does not, and
+    write the minimal set that does (greedy cover) as request files; coverage before and after."""
+    from generator.config import models
+    from generator.coverage import search
+    from generator.sources.source import resolve
+
+    config = models.load(config_path)
+    for model in config.select(model_names):
+        result = search.search(model, resolve(model, config), config)
+        written = search.write_keepers(result, out)
+        click.echo(f"{model.name}: {result.before.percent:.1f}% -> {result.after.percent:.1f}% "
+                   f"({result.before.executed} -> {result.after.executed} of {result.after.executable} "
+                   f"compiled lines); {len(result.kept)} of {result.tried} variations kept")
+        for (candidate, gain), path in zip(result.kept, written):
+            outcome = "; ".join(sorted(set(candidate.outcomes)))
+            click.echo(f"  +{gain:<3d} {path}  ({outcome})")
