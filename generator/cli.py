@@ -515,3 +515,33 @@ def requests_search(config_path: Path, model_names: tuple[str, ...], out: Path) 
         for (candidate, gain), path in zip(result.kept, written):
             outcome = "; ".join(sorted(set(candidate.outcomes)))
             click.echo(f"  +{gain:<3d} {path}  ({outcome})")
+
+
+@requests_group.command(name="import")
+@CONFIG_OPTION
+@click.argument("log", type=click.Path(exists=True, path_type=Path))
+@click.option("--out", required=True, type=click.Path(file_okay=False, path_type=Path),
+              help="Write the kept bodies here, one request file each.")
+@click.option("--model", "model_names", multiple=True,
+              help="A model that will render them (repeatable; default: every model).")
+@click.option("--redact", is_flag=True, help="Replace message text with placeholder text of the same form.")
+@friendly
+def requests_import(config_path: Path, log: Path, out: Path, model_names: tuple[str, ...], redact: bool) -> None:
+    """Logged OpenAI chat bodies (JSONL, or a folder of JSON files) to the smallest set of
+    request files that reaches everything the whole log reaches: each model's template code
+    and the bodies' structure. A malformed entry is one error line; the rest are imported
+    (exit 2 says some input was bad)."""
+    from generator.config import models
+    from generator.coverage import traffic
+
+    config = models.load(config_path)
+    result = traffic.import_log(log, out, config, config.select(model_names), redacting=redact)
+    for error in result.errors:
+        click.echo(f"goldens: error: {error}", err=True)
+    click.echo(f"{result.read} bodies read, {len(result.kept)} kept"
+               + (f", {len(result.errors)} malformed" if result.errors else "") + f" (in {out})")
+    for name, coverage in result.coverage.items():
+        click.echo(f"  {name}: the kept bodies execute {coverage.percent:.1f}% of its template "
+                   f"({coverage.executed}/{coverage.executable} compiled lines)")
+    if result.errors:
+        sys.exit(2)
