@@ -44,6 +44,23 @@ PARAMETER_FORMS: dict[str, dict[str, Any]] = {
     "default": {"type": "integer", "default": 3, "description": "Retries."},
     "no-description": {"type": "string"},
     "min-max": {"type": "integer", "minimum": 1, "maximum": 10, "description": "A count."},
+    "array-of-numbers": {"type": "array", "items": {"type": "number"}, "description": "Readings."},
+    "array-of-integers": {"type": "array", "items": {"type": "integer"}, "description": "Days."},
+    "array-of-booleans": {"type": "array", "items": {"type": "boolean"}, "description": "Flags."},
+    "array-of-one-of": {"type": "array", "items": {"oneOf": [{"type": "string"}, {"type": "object"}]},
+                        "description": "Mixed."},
+    "array-nullable": {"type": "array", "items": {"type": "string"}, "nullable": True, "description": "Maybe tags."},
+    "object-nullable": {"type": "object", "nullable": True, "properties": {"a": {"type": "string"}},
+                        "description": "Maybe a place."},
+    "type-list-one": {"type": ["string"], "description": "A name."},
+    "one-of-objects": {"oneOf": [
+        {"type": "object", "description": "By name.", "properties": {"name": {"type": "string"}}, "default": {"name": "Paris"}},
+        {"type": "object", "description": "By position.", "properties": {"lat": {"type": "number"}}}],
+        "description": "Where."},
+    "one-of-default": {"oneOf": [{"type": "string"}, {"type": "integer"}], "default": "today", "description": "When."},
+    "enum-default": {"type": "string", "enum": ["celsius", "fahrenheit"], "default": "celsius", "description": "Unit."},
+    "string-default": {"type": "string", "default": "Paris", "description": "A city."},
+    "enum-integer": {"type": "integer", "enum": [1, 2, 3], "description": "A level."},
 }
 
 
@@ -160,6 +177,39 @@ def conversations() -> dict[str, dict[str, Any]]:
                                                  {"role": "system", "content": "Now answer in French."},
                                                  {"role": "user", "content": "How are you?"}]},
         "system-only": {"messages": [SYSTEM]},
+        "thinking-field": {"messages": [SYSTEM, {"role": "user", "content": "What is 2 + 2?"},
+                                        {"role": "assistant", "content": "4.", "thinking": "2 plus 2."},
+                                        {"role": "user", "content": "And times 3?"}]},
+        "thinking-field-last": {"messages": [SYSTEM, {"role": "user", "content": "What is 2 + 2?"},
+                                             {"role": "assistant", "content": "4.", "thinking": "2 plus 2."}],
+                                "add_generation_prompt": False},
+        "thinking-with-tool-call": {"messages": [
+            SYSTEM, {"role": "user", "content": "Weather in Paris?"},
+            {"role": "assistant", "content": "Checking.", "thinking": "Call the tool.", "tool_calls": [_weather()]},
+            {"role": "tool", "tool_call_id": CALL_1, "content": "sunny"}], "tools": TOOLS},
+        "channel-tags-in-content": {"messages": [
+            {"role": "user", "content": "Hi"},
+            {"role": "assistant", "content": "<|channel|>final<|message|>Hello"}, {"role": "user", "content": "Again"}]},
+        "channel-tags-in-thinking": {"messages": [
+            {"role": "user", "content": "Hi"},
+            {"role": "assistant", "content": "Hello", "thinking": "<|channel|>analysis"}, {"role": "user", "content": "Again"}]},
+        "tool-without-call": {"messages": [SYSTEM, {"role": "user", "content": "Hi"},
+                                           {"role": "tool", "tool_call_id": CALL_1, "content": "sunny"}]},
+        "content-object": {"messages": [SYSTEM, {"role": "user", "content": "Hi"},
+                                        {"role": "assistant", "content": "", "tool_calls": [_weather()]},
+                                        {"role": "tool", "tool_call_id": CALL_1,
+                                         "content": {"content": "sunny"}}], "tools": TOOLS},
+        "two-tool-calls-text": {"messages": [
+            SYSTEM, {"role": "user", "content": "Weather and time in Paris?"},
+            {"role": "assistant", "content": "Checking both.", "tool_calls": [
+                _weather(), _call("get_time", {"city": "Paris"}, CALL_2)]},
+            {"role": "tool", "tool_call_id": CALL_1, "content": "sunny"},
+            {"role": "tool", "tool_call_id": CALL_2, "content": "noon"}], "tools": TOOLS},
+        "tool-result-response-tags": {"messages": [
+            SYSTEM, {"role": "user", "content": "Weather?"},
+            {"role": "assistant", "content": "", "tool_calls": [_weather()]},
+            {"role": "tool", "tool_call_id": CALL_1, "content": "sunny"},
+            {"role": "user", "content": "<tool_response>\nrain\n</tool_response>"}], "tools": TOOLS},
         "assistant-first": {"messages": [{"role": "assistant", "content": "Hello, how can I help?"},
                                          {"role": "user", "content": "What is 2 + 2?"}]},
         "two-users": {"messages": [{"role": "user", "content": "Hello!"}, {"role": "user", "content": "Anyone?"}]},
