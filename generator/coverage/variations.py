@@ -214,6 +214,7 @@ def conversations() -> dict[str, dict[str, Any]]:
                                          {"role": "user", "content": "What is 2 + 2?"}]},
         "two-users": {"messages": [{"role": "user", "content": "Hello!"}, {"role": "user", "content": "Anyone?"}]},
         "empty-content": {"messages": [SYSTEM, {"role": "user", "content": ""}]},
+        "tools-system-only": {"messages": [SYSTEM], "tools": TOOLS},
         "tools-no-system": {"messages": [{"role": "user", "content": "Weather in Paris?"}], "tools": TOOLS},
         "tools-reordered-keys": {"messages": [SYSTEM, {"role": "user", "content": "Weather in Paris?"}],
                                  "tools": reordered_tool()},
@@ -316,6 +317,9 @@ def kwarg_variations(template: str) -> dict[str, dict[str, Any]]:
                 out[f"kwarg-{_slug(name)}-{label}-called"] = {
                     "messages": _tool_turns(_call(value[0], {"query": "2 + 2"})), "tools": TOOLS,
                     "chat_template_kwargs": {name: value}}
+                out[f"kwarg-{_slug(name)}-{label}-called-two-args"] = {
+                    "messages": _tool_turns(_call(value[0], {"query": "2 + 2", "precision": "high"})),
+                    "tools": TOOLS, "chat_template_kwargs": {name: value}}
     return out
 
 
