@@ -275,7 +275,7 @@ def test_check_marks_every_count_verdict_in_every_report(ollama, tmp_path):
     assert "qwen3/tools · ollama: drift (count only)" in markdown
 
     xml = (tmp_path / "out.xml").read_text()
-    assert '<property name="count_only" value="28" />' in xml  # the two documents cases were refused
+    assert '<property name="count_only" value="34" />' in xml  # the two documents cases were refused
     assert "qwen3/plain [ollama]: length matches (count only): count only: prompt_eval_count 25" in xml
     assert 'message="drift: count only: prompt_eval_count 168, 9 tokens shorter' in xml
 
