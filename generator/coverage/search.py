@@ -68,7 +68,9 @@ def search(model, source, config, catalogue: dict[str, dict[str, Any]] | None = 
            prefix: str = "cov-") -> Search:
     before = model_coverage(model, source, config)
     catalogue = variations.all_variations(source.template) if catalogue is None else catalogue
-    candidates = [evaluate(model, source, config, prefix + name, body) for name, body in catalogue.items()]
+    # a variation already in the matrix under its name is never rewritten (its golden stands)
+    candidates = [evaluate(model, source, config, prefix + name, body) for name, body in catalogue.items()
+                  if prefix + name not in model.shapes]
     kept = greedy(before.hits, candidates)
     after = Coverage(before.code, set(before.hits))
     for candidate, _ in kept:
