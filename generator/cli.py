@@ -600,3 +600,88 @@ def bisect_command(config_path: Path, engine_name: str, good: str, bad: str, mod
 
 if __name__ == "__main__":
     main()
+
+
+@main.command()
+@CONFIG_OPTION
+@click.option("--model", "model_names", multiple=True, help="Only this model (repeatable).")
+@click.option("--report", "report_path", type=click.Path(dir_okay=False, path_type=Path),
+              help="Also write the Markdown view here (one table, the spans folded).")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
+@friendly
+def coverage(config_path: Path, model_names: tuple[str, ...], report_path: Path | None, as_json: bool) -> None:
+    """Per model, the share of its template's code the matrix's reference renders execute, and
+    every never-executed span with its template lines and text."""
+    from generator.config import models
+    from generator.coverage import report as coverage_report
+    from generator.coverage.trace import model_coverage
+    from generator.replay import report
+    from generator.sources.source import resolve
+
+    report.check_destination(report_path)
+    config = models.load(config_path)
+    measured = {model.name: model_coverage(model, resolve(model, config), config)
+                for model in config.select(model_names)}
+    if report_path is not None:
+        report.write(report_path, coverage_report.markdown(measured))
+    click.echo(coverage_report.as_json(measured) if as_json else coverage_report.text(measured), nl=False)
+
+
+@main.group(name="requests")
+def requests_group() -> None:
+    """Request files made for you: found by template coverage, or imported from your traffic."""
+
+
+@requests_group.command(name="search")
+@CONFIG_OPTION
+@click.option("--model", "model_names", multiple=True, help="Only this model (repeatable).")
+@click.option("--out", required=True, type=click.Path(file_okay=False, path_type=Path),
+              help="Write the keepers here, as <out>/<model>/<name>.json.")
+@friendly
+def requests_search(config_path: Path, model_names: tuple[str, ...], out: Path) -> None:
+    """Search request variations for ones that execute template code the matrix does not, and
+    write the minimal set that does (greedy cover) as request files; coverage before and after."""
+    from generator.config import models
+    from generator.coverage import search
+    from generator.sources.source import resolve
+
+    config = models.load(config_path)
+    for model in config.select(model_names):
+        result = search.search(model, resolve(model, config), config)
+        written = search.write_keepers(result, out)
+        click.echo(f"{model.name}: {result.before.percent:.1f}% -> {result.after.percent:.1f}% "
+                   f"({result.before.executed} -> {result.after.executed} of {result.after.executable} "
+                   f"compiled lines); {len(result.kept)} of {result.tried} variations kept")
+        for (candidate, gain), path in zip(result.kept, written):
+            outcome = "; ".join(sorted(set(candidate.outcomes)))
+            click.echo(f"  +{gain:<3d} {path}  ({outcome})")
+
+
+@requests_group.command(name="import")
+@CONFIG_OPTION
+@click.argument("log", type=click.Path(exists=True, path_type=Path))
+@click.option("--out", required=True, type=click.Path(file_okay=False, path_type=Path),
+              help="Write the kept bodies here, one request file each.")
+@click.option("--model", "model_names", multiple=True,
+              help="A model that will render them (repeatable; default: every model).")
+@click.option("--redact", is_flag=True, help="Replace message text with placeholder text of the same form.")
+@friendly
+def requests_import(config_path: Path, log: Path, out: Path, model_names: tuple[str, ...], redact: bool) -> None:
+    """Logged OpenAI chat bodies (JSONL, or a folder of JSON files) to the smallest set of
+    request files that reaches everything the whole log reaches: each model's template code
+    and the bodies' structure. A malformed entry is one error line; the rest are imported
+    (exit 2 says some input was bad)."""
+    from generator.config import models
+    from generator.coverage import traffic
+
+    config = models.load(config_path)
+    result = traffic.import_log(log, out, config, config.select(model_names), redacting=redact)
+    for error in result.errors:
+        click.echo(f"goldens: error: {error}", err=True)
+    click.echo(f"{result.read} bodies read, {len(result.kept)} kept"
+               + (f", {len(result.errors)} malformed" if result.errors else "") + f" (in {out})")
+    for name, coverage in result.coverage.items():
+        click.echo(f"  {name}: the kept bodies execute {coverage.percent:.1f}% of its template "
+                   f"({coverage.executed}/{coverage.executable} compiled lines)")
+    if result.errors:
+        sys.exit(2)

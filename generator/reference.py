@@ -13,6 +13,7 @@ import contextlib
 import copy
 import datetime as _dt
 import functools
+import json
 import logging
 import os
 import threading
@@ -34,6 +35,9 @@ class Rendered:
     pieces: list[str] = field(default_factory=list)
     prompt: str | None = None
     error: str | None = None
+    # what the serving request layer changed before the template saw the body, and the
+    # template's own outcome on the body as sent (None: the body went through unchanged)
+    normalization: dict[str, Any] | None = None
 
     @property
     def outcome(self) -> str:
@@ -165,12 +169,130 @@ def pieces(tokenizer, ids: list[int]) -> list[str]:
 
 
 def render(tokenizer, template: str, request: dict[str, Any], date: _dt.date) -> Rendered:
+    """The reference's ids for a request as the serving request layer hands it to the template
+    (see normalize); a body that needed normalizing also records the template's outcome on it
+    as sent."""
+    normalized, applied = normalize(request, content_format(template))
+    result = _render_as_is(tokenizer, template, normalized, date)
+    if applied:
+        as_sent = _render_as_is(tokenizer, template, request, date)
+        result.normalization = {
+            "content_format": content_format(template),
+            "applied": applied,
+            "as_sent": ({"outcome": "ok", "same_prompt": as_sent.prompt == result.prompt}
+                        if as_sent.error is None else {"outcome": "error", "error": as_sent.error}),
+        }
+    return result
+
+
+def _render_as_is(tokenizer, template: str, request: dict[str, Any], date: _dt.date) -> Rendered:
     try:
         prompt = render_prompt(tokenizer, template, request, date)
     except Exception as error:  # a template that raises is an outcome to record
         return Rendered(error=describe(error))
     ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
     return Rendered(ids=list(ids), pieces=pieces(tokenizer, ids), prompt=prompt)
+
+
+# --- The serving request layer's content normalization -------------------------------------
+#
+# OpenAI clients send an assistant tool-call turn with `"content": null` and often send content
+# as a list of {"type": "text"} parts. Templates were written for what Transformers users pass,
+# so several refuse both; OpenAI-compatible servers normalize them before the template runs.
+# The rule here is vLLM's (entrypoints/chat_utils.py, `_detect_content_format` and
+# `_parse_chat_message_content`), which decides per template: a template that loops over a
+# message's content (`{% for part in message['content'] %}`) gets the "openai" format, text
+# parts as a list of {"type": "text", "text": ...} and null content as []; any other template
+# gets the "string" format, text parts joined with "\n" and null content as "". llama.cpp's
+# server does the same for string templates (common/chat.cpp: text parts joined with "\n",
+# null content becomes ""). Only these two forms are rewritten: a string content, a media part,
+# and everything else reach the template exactly as sent, so no other golden moves.
+
+
+@functools.lru_cache(maxsize=64)
+def content_format(template: str) -> str:
+    """"openai" when the template iterates over some message's `content`, else "string"
+    (vLLM's detection: find the loop variables bound to items of `messages`, then a loop whose
+    iterable is that variable's `content`, by attribute or subscript, possibly filtered)."""
+    import jinja2
+    from jinja2 import nodes
+    from transformers.utils.chat_template_utils import _compile_jinja_template
+
+    try:
+        ast = _compile_jinja_template(template).environment.parse(template)
+    except Exception:  # a template that does not compile is reported elsewhere
+        return "string"
+    del jinja2
+
+    def accessed(node, name: str, key: str | None) -> bool:
+        if isinstance(node, (nodes.Filter, nodes.Test)):
+            return node.node is not None and accessed(node.node, name, key)
+        if isinstance(node, nodes.Getitem) and isinstance(node.arg, nodes.Slice):
+            return accessed(node.node, name, key)
+        if key is None:
+            return isinstance(node, nodes.Name) and node.name == name
+        if isinstance(node, nodes.Getitem):
+            return (isinstance(node.node, nodes.Name) and node.node.name == name
+                    and isinstance(node.arg, nodes.Const) and node.arg.value == key)
+        if isinstance(node, nodes.Getattr):
+            return isinstance(node.node, nodes.Name) and node.node.name == name and node.attr == key
+        return False
+
+    aliases, queue = ["messages"], ["messages"]
+    while queue:
+        current = queue.pop(0)
+        for assign in ast.find_all(nodes.Assign):
+            if accessed(assign.node, current, None) and isinstance(assign.target, nodes.Name):
+                if assign.target.name not in aliases:
+                    aliases.append(assign.target.name)
+                    queue.append(assign.target.name)
+    loops = list(ast.find_all(nodes.For))
+    message_names = {loop.target.name for loop in loops if isinstance(loop.target, nodes.Name)
+                     and any(accessed(loop.iter, alias, None) for alias in aliases)}
+    for loop in loops:
+        if any(accessed(loop.iter, name, "content") for name in message_names):
+            return "openai"
+    return "string"
+
+
+def _text_parts(content: Any) -> list[str] | None:
+    """The texts of a content list made only of text parts, else None."""
+    if not isinstance(content, list) or not content:
+        return None
+    texts = []
+    for part in content:
+        if not (isinstance(part, dict) and part.get("type") == "text" and isinstance(part.get("text"), str)):
+            return None
+        texts.append(part["text"])
+    return texts
+
+
+def normalize(request: dict[str, Any], fmt: str) -> tuple[dict[str, Any], list[str]]:
+    """The request as the serving layer passes it to a template of content format `fmt`, and
+    one line per change made (empty: the request is passed as sent, the same object)."""
+    applied: list[str] = []
+    messages = []
+    for i, message in enumerate(request.get("messages") or []):
+        if isinstance(message, dict) and "content" in message:
+            content = message["content"]
+            texts = _text_parts(content)
+            if content is None:
+                empty: Any = [] if fmt == "openai" else ""
+                message = {**message, "content": empty}
+                applied.append(f"messages[{i}].content: null passed as {json.dumps(empty)}")
+            elif texts is not None:
+                if fmt == "openai":
+                    parts = [{"type": "text", "text": t} for t in texts]
+                    if parts != content:
+                        message = {**message, "content": parts}
+                        applied.append(f"messages[{i}].content: text parts reduced to type and text")
+                else:
+                    message = {**message, "content": "\n".join(texts)}
+                    applied.append(f"messages[{i}].content: {len(texts)} text part(s) joined with '\\n'")
+        messages.append(message)
+    if not applied:
+        return request, []
+    return {**request, "messages": messages}, applied
 
 
 def render_expanded(processor, template: str, request: dict[str, Any], date: _dt.date) -> Rendered:

@@ -89,15 +89,15 @@ def test_llama_server_through_check_is_count_level_everywhere(llama, tmp_path):
         "9 tokens shorter than the golden's 181"),
     ]
     assert result.stdout.splitlines()[-1] == (
-        "30 checked: 0 match, 0 known divergence, 4 drift, 0 error, 26 length only (count only, ids not seen)")
+        "36 checked: 0 match, 0 known divergence, 4 drift, 0 error, 32 length only (count only, ids not seen)")
     markdown = (tmp_path / "out.md").read_text()
-    assert "**goldens check: failed (4 drift)** · 30 checked: 0 match" in markdown
+    assert "**goldens check: failed (4 drift)** · 36 checked: 0 match" in markdown
     rows = [line for line in markdown.splitlines() if line.startswith("| qwen3 ")]
-    assert len(rows) == 30 and not [row for row in rows if " ok " in row]
+    assert len(rows) == 36 and not [row for row in rows if " ok " in row]
     assert sum("length matches (count only)" in row for row in rows) == 26
     assert "qwen3/tools · openai: drift (count only)" in markdown
     xml = (tmp_path / "out.xml").read_text()
-    assert '<property name="count_only" value="30" />' in xml
+    assert '<property name="count_only" value="36" />' in xml
     assert 'message="drift: count only: usage.prompt_tokens 168, 9 tokens shorter than the golden\'s 177"' in xml
     # the key: in nothing goldens printed or wrote, nor in the server's log
     written = [p.read_text(errors="replace") for p in tmp_path.rglob("*") if p.is_file()]
@@ -112,15 +112,15 @@ def test_llama_server_without_the_key_is_one_line_exit_2(llama, tmp_path):
     assert result.stderr.splitlines() == [(f"goldens: error: [openai] openai unavailable for qwen3: openai at "
                                            f"{llama.url}/v1/models: HTTP 401: "
                                            '{"error":{"message":"Invalid API Key","type":"authentication_error",'
-                                           '"code":401}} (30 cases, from qwen3/plain)')]
-    assert "30 error" in (tmp_path / "out.md").read_text()
+                                           '"code":401}} (36 cases, from qwen3/plain)')]
+    assert "36 error" in (tmp_path / "out.md").read_text()
 
 
 def test_llama_server_with_the_key_in_another_header(llama, tmp_path):
     """--header for auth that is not a Bearer token (llama-server also reads X-Api-Key)."""
     result = check(llama.url, tmp_path, "--served-model", "qwen3=tiny", "--header", f"X-Api-Key: {KEY}")
     assert result.exit_code == 1, (result.stdout, result.stderr)
-    assert result.stdout.splitlines()[-1].endswith("4 drift, 0 error, 26 length only (count only, ids not seen)")
+    assert result.stdout.splitlines()[-1].endswith("4 drift, 0 error, 32 length only (count only, ids not seen)")
     for text in [result.stdout, result.stderr, (tmp_path / "out.md").read_text(), (tmp_path / "out.xml").read_text()]:
         assert KEY not in text
 
@@ -147,7 +147,7 @@ def test_vllm_through_check_is_token_level(vllm, tmp_path):
     result = check(vllm.url + "/v1", tmp_path, "--served-model", f"qwen3={vllm.model_name}")
     assert result.exit_code == 1, (result.stdout, result.stderr)
     out = result.stdout
-    assert out.splitlines()[-1] == "30 checked: 24 match, 0 known divergence, 6 drift, 0 error", out
+    assert out.splitlines()[-1] == "36 checked: 30 match, 0 known divergence, 6 drift, 0 error", out
     assert "DRIFT qwen3/tools [openai]: drift at token 106 (177 vs 168 tokens)" in out
     assert "count only" not in out
     refused = [line for line in out.splitlines() if "engine refused" in line]

@@ -133,7 +133,8 @@ def validate_request(body: Any, where: str) -> dict[str, Any]:
     if not isinstance(kwargs, dict):
         raise GoldensError(f"{where}: `chat_template_kwargs` must be an object")
     check_kwargs(kwargs, f"{where}: chat_template_kwargs")
-    request = {key: body[key] for key in KEYS - {"model"} if key in body}
+    # the body's own key order (a set's order changes from one process to the next)
+    request = {key: value for key, value in body.items() if key in KEYS and key != "model"}
     request.setdefault("add_generation_prompt", True)
     request.setdefault("continue_final_message", False)
     request["chat_template_kwargs"] = dict(kwargs)

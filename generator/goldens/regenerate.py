@@ -72,6 +72,8 @@ def reference_golden(case: Case, source: Source, config: Config, stamp: dict[str
         case=case.id, request=case.request, outcome=result.outcome, ids=result.ids,
         pieces=result.pieces, prompt=result.prompt, error=result.error, provenance=stamp,
     )
+    if result.normalization is not None:
+        item.extra["normalization"] = result.normalization
     annotate(case, source, config, item)
     return item
 

@@ -1,0 +1,94 @@
+"""Coverage-guided shapes: the request variations that execute template code the matrix does
+not, reduced by greedy cover to a minimal set and written as request files.
+
+Each variation is rendered by the reference (traced) under every kwargs variant the model's
+matrix renders a shape with, since a request file becomes one case per variant. The greedy
+cover takes, again and again, the variation that adds the most not-yet-executed compiled lines
+(ties: catalogue order), until none adds any. A variation the template refuses (its
+raise_exception, or an error of its own) is kept like any other when it reaches new code: its
+golden records that refusal as the outcome."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from generator import files
+from generator.config.request import validate_request
+from generator.coverage import variations
+from generator.coverage.trace import Coverage, model_coverage, render_traced
+
+
+@dataclass
+class Candidate:
+    name: str
+    body: dict[str, Any]
+    hits: set[int] = field(default_factory=set)
+    outcomes: list[str] = field(default_factory=list)  # per variant: "ok" or the error
+
+
+@dataclass
+class Search:
+    model: str
+    before: Coverage
+    after: Coverage
+    kept: list[tuple[Candidate, int]]  # each keeper with the lines it added
+    tried: int
+
+
+def evaluate(model, source, config, name: str, body: dict[str, Any]) -> Candidate:
+    """A variation's hits over every variant the matrix would render it with."""
+    request = validate_request(json.loads(json.dumps(body)), name)
+    candidate = Candidate(name=name, body=body)
+    for kwargs in model.variants.values():
+        rendered = dict(request, chat_template_kwargs={**request["chat_template_kwargs"], **model.kwargs, **kwargs})
+        result, hits = render_traced(source, rendered, config.date)
+        candidate.hits |= hits
+        candidate.outcomes.append(result.outcome if result.error is None else result.error)
+    return candidate
+
+
+def greedy(base: set[int], candidates: list[Candidate]) -> list[tuple[Candidate, int]]:
+    covered, kept = set(base), []
+    remaining = list(candidates)
+    while remaining:
+        gains = [len(c.hits - covered) for c in remaining]
+        best = max(range(len(remaining)), key=lambda i: (gains[i], -i))
+        if gains[best] == 0:
+            break
+        chosen = remaining.pop(best)
+        kept.append((chosen, gains[best]))
+        covered |= chosen.hits
+    return kept
+
+
+def search(model, source, config, catalogue: dict[str, dict[str, Any]] | None = None,
+           prefix: str = "cov-") -> Search:
+    before = model_coverage(model, source, config)
+    catalogue = variations.all_variations(source.template) if catalogue is None else catalogue
+    # a variation already in the matrix under its name is never rewritten (its golden stands)
+    candidates = [evaluate(model, source, config, prefix + name, body) for name, body in catalogue.items()
+                  if prefix + name not in model.shapes]
+    kept = greedy(before.hits, candidates)
+    after = Coverage(before.code, set(before.hits))
+    for candidate, _ in kept:
+        after.hits |= candidate.hits
+    return Search(model=model.name, before=before, after=after, kept=kept, tried=len(candidates))
+
+
+def request_bytes(body: dict[str, Any]) -> str:
+    """A request file's bytes: the body's own key order, two-space indent, LF, final newline."""
+    return json.dumps(body, indent=2, ensure_ascii=False) + "\n"
+
+
+def write_keepers(result: Search, out: Path) -> list[Path]:
+    """Each keeper as out/<model>/<name>.json (written only when its bytes changed)."""
+    written = []
+    for candidate, _ in result.kept:
+        path = out / result.model / f"{candidate.name}.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        files.atomic_write(path, request_bytes(candidate.body))
+        written.append(path)
+    return written

@@ -1,0 +1,171 @@
+"""How much of a chat template a set of reference renders executes.
+
+Jinja compiles a template into Python; Transformers' apply_chat_template runs the compiled
+template it caches (`_compile_jinja_template`), so tracing the lines of that compiled code while
+the reference renders is a measure of the template itself, on the reference's own path. Jinja
+records which template line each stretch of generated code came from (`Template.debug_info`),
+so every line of compiled code maps back to a template line. The unit counted is a line of
+compiled code (a template line holding `{% if %}a{% else %}b{% endif %}` is two or more), and
+only code that runs at render time counts: the function bodies, never the module preamble.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+import threading
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class TemplateCode:
+    """A compiled template: its code objects, and each executable compiled line's template line."""
+
+    template: str
+    codes: frozenset
+    lines: dict[int, int]  # compiled line -> template line
+
+    def text(self, line: int) -> str:
+        rows = self.template.splitlines()
+        return rows[line - 1] if 0 < line <= len(rows) else ""
+
+
+def _nested(code) -> Iterable:
+    yield code
+    for const in code.co_consts:
+        if hasattr(const, "co_lines"):
+            yield from _nested(const)
+
+
+def compiled(template: str) -> TemplateCode:
+    """The compiled code of a template, the very object apply_chat_template renders with."""
+    from transformers.utils.chat_template_utils import _compile_jinja_template
+
+    return _code_of(_compile_jinja_template(template), template)
+
+
+@functools.lru_cache(maxsize=64)
+def _code_of(compiled_template, template: str) -> TemplateCode:
+    functions = [compiled_template.root_render_func, *compiled_template.blocks.values()]
+    codes = {code for fn in functions for code in _nested(fn.__code__)}
+    marks = sorted((code_line, template_line) for template_line, code_line in compiled_template.debug_info)
+    lines: dict[int, int] = {}
+    for code in codes:
+        for _, _, lineno in code.co_lines():
+            if lineno is None or lineno == code.co_firstlineno:
+                continue  # the `def` line: entering a function is not template code
+            owner = None
+            for code_line, template_line in marks:
+                if code_line > lineno:
+                    break
+                owner = template_line
+            if owner is not None:  # before the first mark: the function's preamble
+                lines[lineno] = owner
+    # Jinja opens every block body with `pass`: it is the body's first line, not the line of
+    # the `if`/`for` above it, so it takes the template line of the body statement after it.
+    source = compiled_template.environment.compile(template, raw=True).splitlines()
+    for lineno in sorted(lines):
+        row = source[lineno - 1] if lineno <= len(source) else ""
+        if row.strip() == "pass" and lineno + 1 in lines:
+            after = source[lineno]
+            if len(after) - len(after.lstrip()) == len(row) - len(row.lstrip()):
+                lines[lineno] = lines[lineno + 1]
+    return TemplateCode(template=template, codes=frozenset(codes), lines=lines)
+
+
+_TRACE_LOCK = threading.Lock()
+
+
+def run_traced(code: TemplateCode, action: Callable[[], Any]) -> tuple[Any, set[int]]:
+    """Run `action` (a reference render) and return its result and the compiled lines of the
+    template it executed. Only frames of the template's own code are traced line by line."""
+    hits: set[int] = set()
+    codes = code.codes
+
+    def local(frame, event, arg):
+        if event == "line":
+            hits.add(frame.f_lineno)
+        return local
+
+    def calls(frame, event, arg):
+        return local if frame.f_code in codes else None
+
+    with _TRACE_LOCK:
+        previous = sys.gettrace()
+        sys.settrace(calls)
+        try:
+            result = action()
+        finally:
+            sys.settrace(previous)
+    return result, hits & code.lines.keys()
+
+
+@dataclass
+class Coverage:
+    """The union of what several renders of one template executed."""
+
+    code: TemplateCode
+    hits: set[int] = field(default_factory=set)
+
+    @property
+    def executable(self) -> int:
+        return len(self.code.lines)
+
+    @property
+    def executed(self) -> int:
+        return len(self.hits)
+
+    @property
+    def percent(self) -> float:
+        return 100.0 * self.executed / self.executable if self.executable else 100.0
+
+    def missed_template_lines(self) -> list[int]:
+        """Template lines holding compiled code that never ran."""
+        return sorted({t for c, t in self.code.lines.items() if c not in self.hits})
+
+    def spans(self) -> list[dict[str, Any]]:
+        """Never-executed code as runs of consecutive template lines, each with its text
+        (`partly`: some of the code of those lines did run)."""
+        missed = self.missed_template_lines()
+        ran = {t for c, t in self.code.lines.items() if c in self.hits}
+        out: list[dict[str, Any]] = []
+        for line in missed:
+            if out and out[-1]["lines"][1] == line - 1:
+                out[-1]["lines"][1] = line
+            else:
+                out.append({"lines": [line, line]})
+        for span in out:
+            first, last = span["lines"]
+            span["text"] = "\n".join(self.code.text(n) for n in range(first, last + 1))
+            span["partly"] = any(n in ran for n in range(first, last + 1))
+        return out
+
+    def gain(self, hits: set[int]) -> int:
+        return len(hits - self.hits)
+
+    def record(self) -> dict[str, Any]:
+        return {
+            "executed": self.executed, "executable": self.executable,
+            "percent": round(self.percent, 1), "never_executed": self.spans(),
+        }
+
+
+def render_traced(source, request: dict[str, Any], date) -> tuple[Any, set[int]]:
+    """The reference's render of one request (generator.reference.render_request, the very
+    call regenerate makes, normalization and the as-sent render included) and the compiled
+    lines of the template it executed."""
+    from generator import reference
+
+    return run_traced(compiled(source.template), lambda: reference.render_request(source, request, date))
+
+
+def model_coverage(model, source, config) -> Coverage:
+    """What every case of a model's matrix executes of its template."""
+    from generator.config.cases import model_cases
+
+    coverage = Coverage(compiled(source.template))
+    for case in model_cases(model):
+        coverage.hits |= render_traced(source, case.request, config.date)[1]
+    return coverage

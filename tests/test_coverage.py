@@ -1,0 +1,65 @@
+"""Template coverage: the compiled template's lines traced during the reference's own renders,
+mapped back to template lines (generator/coverage/trace.py, `goldens coverage`)."""
+
+from __future__ import annotations
+
+import json
+
+from click.testing import CliRunner
+
+from generator.cli import main
+
+# Line 5 (the `documents` branch) is never reached by a matrix of `plain` alone; line 6 is.
+TEMPLATE = """{%- for message in messages %}
+{{- '<|im_start|>' + message.role + '\\n' + message.content + '<|im_end|>\\n' }}
+{%- endfor %}
+{%- if documents %}
+{{- 'DOCUMENTS: ' + documents | length | string }}
+{%- endif %}
+{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}
+"""
+
+
+def workspace(tmp_path, shapes: str) -> object:
+    (tmp_path / "small.jinja").write_text(TEMPLATE, encoding="utf-8")
+    config = tmp_path / "models.yaml"
+    config.write_text(
+        "models:\n  small:\n    tokenizer: {pack: \"npm:qwen3\"}\n    template: {file: small.jinja}\n"
+        f"    shapes: {shapes}\n    engines: [transformers]\n", encoding="utf-8")
+    return config
+
+
+def run(*args):
+    return CliRunner().invoke(main, [str(a) for a in args])
+
+
+def test_coverage_names_the_unexecuted_branch_with_its_line_and_text(tmp_path):
+    config = workspace(tmp_path, "{only: [plain]}")
+    result = run("coverage", "--config", config, "--json")
+    assert result.exit_code == 0, result.output
+    record = json.loads(result.stdout)["models"]["small"]
+    spans = record["never_executed"]
+    assert [s["lines"] for s in spans] == [[5, 5]], spans
+    assert "DOCUMENTS" in spans[0]["text"] and not spans[0]["partly"]
+    assert record["executed"] < record["executable"]
+    again = run("coverage", "--config", config, "--json")
+    assert again.stdout == result.stdout  # deterministic
+
+    report = tmp_path / "coverage.md"
+    text = run("coverage", "--config", config, "--report", report)
+    assert text.exit_code == 0
+    assert "small:" in text.stdout and "line 5:" in text.stdout
+    assert "| small |" in report.read_text(encoding="utf-8")
+
+
+def test_a_shape_reaching_the_branch_executes_every_line(tmp_path):
+    config = workspace(tmp_path, "{only: [plain, documents]}")
+    record = json.loads(run("coverage", "--config", config, "--json").stdout)["models"]["small"]
+    assert record["never_executed"] == [] and record["percent"] == 100.0
+
+
+def test_unknown_model_is_one_error_line(tmp_path):
+    config = workspace(tmp_path, "{only: [plain]}")
+    result = run("coverage", "--config", config, "--model", "nope")
+    assert result.exit_code == 2
+    assert result.stderr.startswith("goldens: error: ") and len(result.stderr.splitlines()) == 1
