@@ -85,7 +85,13 @@ class Goldens(click.Group):
     """Every command runs inside `friendly`, including ones that forgot the decorator."""
 
     def invoke(self, ctx: click.Context):
-        return friendly(super().invoke)(ctx)
+        from generator import redaction
+
+        redaction.clear()  # each command starts with no secret known, and forgets them when done
+        try:
+            return friendly(super().invoke)(ctx)
+        finally:
+            redaction.clear()
 
 
 @click.group(cls=Goldens, context_settings={"help_option_names": ["-h", "--help"]}, epilog=EXIT_CODES)

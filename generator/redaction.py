@@ -19,6 +19,7 @@ that holds a part of a secret becomes `[redacted]`.
 
 from __future__ import annotations
 
+import functools
 import html
 import io
 import json
@@ -30,7 +31,7 @@ from collections.abc import Iterable, Sequence
 
 REDACTED = "[redacted]"
 
-PARTIAL = 6  # this many consecutive characters of a longer secret are redacted too (a cut-short echo)
+PARTIAL = 8  # this many consecutive characters of a longer secret are redacted too (a cut-short echo)
 
 _lock = threading.Lock()
 _secrets: set[str] = set()
@@ -56,11 +57,17 @@ def register(*values: str | None) -> None:
     global _pattern, _spelled, _grams
     with _lock:
         _secrets.update(v for v in values if v)
-        spelled = sorted({form for s in _secrets for form in forms(s)}, key=len, reverse=True)
-        _pattern = re.compile("|".join(map(re.escape, spelled))) if spelled else None
-        _spelled = [form for form in spelled if len(form) > PARTIAL]
-        grams = {form[i:i + PARTIAL] for form in _spelled for i in range(len(form) - PARTIAL + 1)}
-        _grams = re.compile(_trie(grams)) if grams else None
+        _pattern, _grams, _spelled = _compiled(tuple(sorted(_secrets)))
+
+
+@functools.lru_cache(maxsize=16)
+def _compiled(secrets: tuple[str, ...]):
+    """The exact-forms pattern, the partial-runs pattern and the forms long enough for it."""
+    spelled = sorted({form for s in secrets for form in forms(s)}, key=len, reverse=True)
+    pattern = re.compile("|".join(map(re.escape, spelled))) if spelled else None
+    long = [form for form in spelled if len(form) > PARTIAL]
+    grams = {form[i:i + PARTIAL] for form in long for i in range(len(form) - PARTIAL + 1)}
+    return pattern, (re.compile(_trie(grams)) if grams else None), long
 
 
 def _trie(words: Iterable[str]) -> str:
@@ -96,13 +103,16 @@ def secrets() -> list[str]:
     return sorted(_secrets, key=len, reverse=True)
 
 
-def redact(text: str) -> str:
-    """`text` with every form of every registered secret replaced by `[redacted]`."""
-    pattern, grams = _pattern, _grams
+def redact(text: str, extra: tuple[str, ...] = ()) -> str:
+    """`text` with every form of every registered secret (and of `extra`, a Connection's own)
+    replaced by `[redacted]`."""
+    pattern, grams, spelled = _pattern, _grams, _spelled
+    if extra:
+        pattern, grams, spelled = _compiled(tuple(sorted(set(extra) | _secrets)))
     if pattern is None or not text:
         return text
     text = pattern.sub(REDACTED, text)
-    return text if grams is None else _partial(text, grams, _spelled)
+    return text if grams is None else _partial(text, grams, spelled)
 
 
 def _partial(text: str, grams: re.Pattern[str], spelled: list[str]) -> str:

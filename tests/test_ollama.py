@@ -344,7 +344,8 @@ def test_a_key_echoed_at_the_cut_leaves_no_piece_of_it(ollama):
     (["--api-key-env", "GOLDENS_NO_SUCH_VAR"], {}, "--api-key-env GOLDENS_NO_SUCH_VAR: that environment variable is not set or empty"),
     (["--api-key-env", "GOLDENS_TEST_KEY", "--header", "Authorization: Basic x"], {"GOLDENS_TEST_KEY": KEY},
      "give the API key with --api-key-env or an Authorization --header, not both"),
-    (["--header", "no colon here"], {}, '--header #1 (name \'no colon here\'): expected "Name: value"'),
+    (["--header", "no colon here"], {}, '--header #1: expected "Name: value" (the rest is not shown: it may '
+                                       'hold a credential)'),
     (["--served-model", "nope=x"], {}, ("models.yaml: unknown model 'nope' (known: qwen3, gemma3, llama3, "
                                        "mistral-nemo, phi3.5, deepseek-v3, gpt-oss, gemma4, command-r)")),
     (["--served-model", "x"], {}, "--served-model x: without MODEL= it needs exactly one --model"),

@@ -37,22 +37,18 @@ class Connection:
     api_key: str | None = None  # sent as "Authorization: Bearer <key>"
     jobs: int = 8  # requests in flight per engine, at most
 
-    def __post_init__(self) -> None:  # from here on no output of this process carries them
-        redaction.register(*self.secrets)
-
     def __repr__(self) -> str:  # never the key, never a header value
         return f"Connection(served={self.served!r}, headers={sorted(self.headers)}, jobs={self.jobs})"
 
     @property
     def secrets(self) -> list[str]:
         values = [self.api_key or "", *self.headers.values()]
-        values += [f"Bearer {self.api_key}"] if self.api_key else []
         return sorted({v for v in values if v}, key=len, reverse=True)
 
     def redact(self, text: str) -> str:
         """`text` with every form of every configured secret replaced (generator/redaction.py),
         for any message built from what a server or a plugin said."""
-        return redaction.redact(text)
+        return redaction.redact(text, extra=tuple(self.secrets))
 
     def all_headers(self) -> dict[str, str]:
         headers = dict(self.headers)
