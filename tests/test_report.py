@@ -350,15 +350,21 @@ def test_write_failure_is_one_line_and_leaves_nothing(tmp_path):
 
 
 def test_the_shipped_ci_workflow_runs_the_gate_and_uploads_both_reports():
+    """This repository's workflow calls the reusable one, whose shards each write results that
+    the report job merges into both reports and uploads, whatever the verdict."""
     import yaml
 
-    workflow = yaml.safe_load((ROOT / ".github" / "workflows" / "goldens.yml").read_text(encoding="utf-8"))
-    steps = workflow["jobs"]["check"]["steps"]
+    caller = yaml.safe_load((ROOT / ".github" / "workflows" / "goldens.yml").read_text(encoding="utf-8"))
+    assert caller["jobs"]["goldens"]["uses"] == "./.github/workflows/goldens-reusable.yml"
+    workflow = yaml.safe_load((ROOT / ".github" / "workflows" / "goldens-reusable.yml").read_text(encoding="utf-8"))
+    check_runs = "\n".join(step.get("run", "") for step in workflow["jobs"]["check"]["steps"])
+    (gate,) = [line for line in check_runs.splitlines() if line.strip().startswith("goldens check")]
+    assert "--shard" in check_runs and "--results" in check_runs
+    steps = workflow["jobs"]["report"]["steps"]
     runs = "\n".join(step.get("run", "") for step in steps)
-    assert "pip install -e ." in runs
-    (gate,) = [line for line in runs.splitlines() if line.strip().startswith("goldens check")]
-    junit = re.search(r"--junit (\S+)", gate)[1]
-    markdown = re.search(r"--report (\S+)", gate)[1]
+    (merge,) = [line for line in runs.splitlines() if line.strip().startswith("goldens report merge")]
+    junit = re.search(r"--junit (\S+)", merge)[1]
+    markdown = re.search(r"--report (\S+)", merge)[1]
     (upload,) = [s for s in steps if s.get("uses", "").startswith("actions/upload-artifact")]
     assert upload["if"] == "always()"
     assert junit in upload["with"]["path"] and markdown in upload["with"]["path"]

@@ -273,12 +273,12 @@ def test_the_workflow_leaves_the_summary_to_goldens_and_keeps_both_reports():
     show each one twice. The diff runs once, its Markdown kept for the comment and the artifact."""
     import yaml
 
-    workflow = yaml.safe_load((ROOT / ".github" / "workflows" / "goldens.yml").read_text(encoding="utf-8"))
-    steps = workflow["jobs"]["check"]["steps"]
-    runs = "\n".join(step.get("run", "") for step in steps)
+    workflow = yaml.safe_load((ROOT / ".github" / "workflows" / "goldens-reusable.yml").read_text(encoding="utf-8"))
+    steps = workflow["jobs"]["report"]["steps"]
+    runs = "\n".join(step.get("run", "") for job in workflow["jobs"].values() for step in job["steps"])
     assert "GITHUB_STEP_SUMMARY" not in runs
     (diff_step,) = [s for s in steps if "goldens diff" in s.get("run", "")]
-    assert diff_step["if"] == "always() && github.event_name == 'pull_request'"
+    assert diff_step["if"] == "always() && inputs.diff && github.event_name == 'pull_request'"
     (command,) = [line.strip() for line in diff_step["run"].splitlines() if line.strip().startswith("goldens diff")]
     report_path = re.search(r"--report (\S+)", command)[1]
     (upload,) = [s for s in steps if s.get("uses", "").startswith("actions/upload-artifact")]
