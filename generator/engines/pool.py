@@ -28,13 +28,17 @@ def check_url(engine: str, url: str) -> str:
 
     try:
         parts = urllib.parse.urlsplit(url)
-        parts.port  # noqa: B018 - a port that is not a number raises here
+        host = parts.netloc.rpartition("@")[2]  # the port as written: .port raises on one out of range
+        port = host.partition("]")[2].removeprefix(":") if host.startswith("[") else host.partition(":")[2]
     except (ValueError, TypeError, AttributeError):
         raise GoldensError(f"{engine}: {url!r} is not a URL") from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise GoldensError(f"{engine}: {url!r} is not an http(s) URL")
-    if parsed.port is not None and not 0 < parsed.port < 65536:
-        raise GoldensError(f"{engine}: {url!r}: port {parsed.port} is out of range (1 to 65535)")
+    if port:
+        if not port.isdigit():
+            raise GoldensError(f"{engine}: {url!r} is not a URL (port {port!r} is not a number)")
+        if not 0 < int(port) < 65536:
+            raise GoldensError(f"{engine}: {url!r}: port {int(port)} is out of range (1 to 65535)")
     return url.rstrip("/")
 
 
