@@ -9,6 +9,7 @@ probe's hostile servers did.
 from __future__ import annotations
 
 import json
+import re
 import os
 import shutil
 import subprocess
@@ -68,8 +69,9 @@ def leaks(text: str, secret: str, window: int = 6) -> list[str]:
     """Any run of `window` characters of the secret, raw or escaped as JSON, a URL or XML."""
     forms = {secret, json.dumps(secret)[1:-1], urllib.parse.quote(secret, safe=""),
              secret.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;")}
+    # a window that is one XML entity alone (`&quot;`) is the escape of one character, in any report
     return sorted({form[i:i + window] for form in forms for i in range(len(form) - window + 1)
-                   if form[i:i + window] in text})
+                   if form[i:i + window] in text and not re.fullmatch(r"&\w+;", form[i:i + window])})
 
 
 def reply(body, **fields) -> tuple[int, bytes, dict]:
