@@ -11,6 +11,7 @@ groups them), and each model's vLLM server stops after its last test, so at most
 from __future__ import annotations
 
 import functools
+import shutil
 from pathlib import Path
 
 import pytest
@@ -46,6 +47,16 @@ def golden_of(case_id: str) -> golden_file.Golden:
 @pytest.fixture(scope="session")
 def config() -> models.Config:
     return CONFIG
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    """A copy of the committed matrix to edit freely: goldens/, models.yaml and the request
+    files it names (paths in models.yaml are relative to it)."""
+    shutil.copytree(GOLDENS, tmp_path / "goldens")
+    shutil.copy(ROOT / "models.yaml", tmp_path / "models.yaml")
+    shutil.copytree(ROOT / "requests", tmp_path / "requests")
+    return tmp_path
 
 
 @pytest.fixture(scope="session")

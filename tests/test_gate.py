@@ -53,12 +53,6 @@ def config(tmp_path: Path, body: str, name: str = "m.yaml") -> Path:
     return path
 
 
-@pytest.fixture
-def workspace(tmp_path: Path) -> Path:
-    shutil.copytree(GOLDENS, tmp_path / "goldens")
-    shutil.copy(ROOT / "models.yaml", tmp_path / "models.yaml")
-    return tmp_path
-
 
 def check(where: Path, *args, config_path: Path | None = None):
     return invoke("check", "--config", config_path or where / "models.yaml", "--goldens", where / "goldens",

@@ -39,13 +39,6 @@ def invoke(*args) -> object:
     return CliRunner().invoke(main, [str(a) for a in args])
 
 
-@pytest.fixture
-def workspace(tmp_path: Path) -> Path:
-    """A copy of the committed goldens and models.yaml to edit freely."""
-    shutil.copytree(GOLDENS, tmp_path / "goldens")
-    shutil.copy(ROOT / "models.yaml", tmp_path / "models.yaml")
-    return tmp_path
-
 
 def check(where: Path, *args):
     return invoke("check", "--config", where / "models.yaml", "--goldens", where / "goldens",
