@@ -621,15 +621,15 @@ def coverage(config_path: Path, model_names: tuple[str, ...], report_path: Path 
     from generator.config import models
     from generator.coverage import report as coverage_report
     from generator.coverage.trace import model_coverage
-    from generator.replay import report
+    from generator.replay import destination
     from generator.sources.source import resolve
 
-    report.check_destination(report_path)
+    destination.check_destination(report_path)
     config = models.load(config_path)
     measured = {model.name: model_coverage(model, resolve(model, config), config)
                 for model in config.select(model_names)}
     if report_path is not None:
-        report.write(report_path, coverage_report.markdown(measured))
+        destination.write(report_path, coverage_report.markdown(measured))
     click.echo(coverage_report.as_json(measured) if as_json else coverage_report.text(measured), nl=False)
 
 

@@ -50,17 +50,20 @@ def evaluate(model, source, config, name: str, body: dict[str, Any]) -> Candidat
     return candidate
 
 
-def greedy(base: set[int], candidates: list[Candidate]) -> list[tuple[Candidate, int]]:
+def greedy(base: set, candidates: list, covers=lambda candidate: candidate.hits) -> list[tuple[Any, int]]:
+    """The greedy set cover: repeatedly the candidate that `covers` most not yet covered (the
+    first of equals, so the order of `candidates` decides ties), with how much it added; stops
+    when none adds anything. Used by the search (template lines) and the log import (features)."""
     covered, kept = set(base), []
     remaining = list(candidates)
     while remaining:
-        gains = [len(c.hits - covered) for c in remaining]
+        gains = [len(covers(c) - covered) for c in remaining]
         best = max(range(len(remaining)), key=lambda i: (gains[i], -i))
         if gains[best] == 0:
             break
         chosen = remaining.pop(best)
         kept.append((chosen, gains[best]))
-        covered |= chosen.hits
+        covered |= covers(chosen)
     return kept
 
 

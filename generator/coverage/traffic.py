@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from generator.config.request import load_json, validate_request
-from generator.coverage.search import request_bytes
+from generator.coverage.search import greedy, request_bytes
 from generator.coverage.trace import Coverage, compiled, render_traced
 from generator.errors import GoldensError
 
@@ -101,17 +101,7 @@ def features_of(body: Body, renderers: list[tuple[Any, Any]], config) -> None:
 
 
 def minimal(bodies: list[Body]) -> list[Body]:
-    covered: set = set()
-    kept: list[Body] = []
-    remaining = list(bodies)
-    while remaining:
-        gains = [len(b.features - covered) for b in remaining]
-        best = max(range(len(remaining)), key=lambda i: (gains[i], -i))
-        if gains[best] == 0:
-            break
-        chosen = remaining.pop(best)
-        kept.append(chosen)
-        covered |= chosen.features
+    kept = [body for body, _ in greedy(set(), bodies, covers=lambda body: body.features)]
     return sorted(kept, key=bodies.index)
 
 
