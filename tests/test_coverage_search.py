@@ -50,6 +50,7 @@ def test_search_reaches_the_branches_and_records_the_refusal(tmp_path):
     first = {name: (out / "small" / name).read_bytes() for name in kept}
 
     again = run("requests", "search", "--config", config, "--out", tmp_path / "again")
+    assert again.exit_code == 0, again.output
     assert {p.name: p.read_bytes() for p in (tmp_path / "again" / "small").iterdir()} == first
 
     # once the keepers are in the matrix, nothing is left to find, and regenerate goldens them

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import threading
 import xml.etree.ElementTree as ET
 from importlib.metadata import version
@@ -16,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from conftest import CONFIG, GOLDENS, ROOT, one_line_error
+from conftest import CONFIG, ROOT, one_line_error
 
 from generator import files
 from generator.cli import main

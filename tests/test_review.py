@@ -11,12 +11,10 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 from conftest import GOLDENS, ROOT
 
 from generator import files
