@@ -13,6 +13,7 @@ import pytest
 from conftest import ROOT
 
 SMOKE = {
+    "coverage": (["--model", "phi3.5", "--repeat", "1"], ["renders  wall", "traced / renders:"]),
     "regenerate": (["--model", "phi3.5", "--repeat", "1"], ["full / floor:", "no change / floor:"]),
     "replay": (["--model", "phi3.5", "--rounds", "1", "--repeat", "1", "--jobs", "2"],
                ["goldens replay, --jobs 2", "replay / capacity:"]),
