@@ -215,12 +215,13 @@ SENTENCE = "You may call one or more functions to assist with the user query."
 
 def test_a_one_sentence_template_edit_reads_what_moved_first(tmp_path):
     """The reviewer's case: one sentence of Qwen3's template edited, `goldens regenerate`, then
-    `goldens diff`. 30 goldens change; the 12 whose tokens moved (the tool shapes) come first with
-    their token-level change, shown once and named for the other eleven; the 18 where only the
-    template's provenance moved are one line for the model."""
+    `goldens diff`. 36 goldens change; the 14 whose tokens moved (the tool shapes and the client
+    body with a tool call) come first with their token-level change, shown once and named for the
+    other thirteen; the 22 where only the template's provenance moved are one line for the model."""
     from conftest import ROOT, source_of
 
     shutil.copytree(GOLDENS / "qwen3", tmp_path / "goldens" / "qwen3")
+    shutil.copytree(ROOT / "requests", tmp_path / "requests")  # the request files models.yaml names
     config = (ROOT / "models.yaml").read_text(encoding="utf-8")
     pinned = '    tokenizer: {pack: "npm:qwen3"}'
     assert config.count(pinned) == 1
@@ -236,27 +237,28 @@ def test_a_one_sentence_template_edit_reads_what_moved_first(tmp_path):
     result = invoke("regenerate", "--config", tmp_path / "models.yaml", "--out", tmp_path / "goldens",
                     "--model", "qwen3")
     assert result.exit_code == 0, (result.stdout, result.stderr)
-    assert result.stdout.strip() == "30 written, 0 unchanged, 0 removed"
+    assert result.stdout.strip() == "36 written, 0 unchanged, 0 removed"
 
     out = run_diff(tmp_path, "--report", tmp_path / "out" / "diff.md")
     lines = out.splitlines()
     heads = [line for line in lines if line and not line.startswith(" ")]
     tools = ["agentic-turn", "parallel-tool-calls", "tool-result", "tool-result-json-args", "tools", "tools-reduced"]
+    tools.append("client-null-content")
     moved = sorted(f"qwen3/{shape}{variant}" for shape in tools for variant in ("", "--thinking-off"))
-    assert sorted(h.split(":")[0] for h in heads[:12]) == moved
-    assert all(": 1 token changed at 18" in h for h in heads[:12])
-    assert sum("the same change as" in h for h in heads[:12]) == 11  # the rows are shown once
+    assert sorted(h.split(":")[0] for h in heads[:14]) == moved
+    assert all(": 1 token changed at 18" in h for h in heads[:14])
+    assert sum("the same change as" in h for h in heads[:14]) == 13  # the rows are shown once
     assert rows(out, "-") == [(18, 7789, "' assist'")] and rows(out, "+") == [(18, 1492, "' help'")]
-    assert not any("provenance" in h for h in heads[:12])  # that is the model line's to say
+    assert not any("provenance" in h for h in heads[:14])  # that is the model line's to say
     sha = golden_file.read(GOLDENS / "qwen3" / "plain.json").provenance["template_sha256"]
-    assert heads[12].startswith("qwen3: 18 goldens with tokens unchanged · provenance.template "
-                                "'tokenizer_config.json (default)' → 'file:qwen3.jinja' in 30 · "
+    assert heads[14].startswith("qwen3: 22 goldens with tokens unchanged · provenance.template "
+                                "'tokenizer_config.json (default)' → 'file:qwen3.jinja' in 36 · "
                                 f"provenance.template_sha256 {sha[:12]}… → ")
-    assert heads[13:] == ["30 goldens changed against HEAD: 12 with tokens moved, 18 with tokens unchanged"]
-    assert len(lines) < 32
+    assert heads[15:] == ["36 goldens changed against HEAD: 14 with tokens moved, 22 with tokens unchanged"]
+    assert len(lines) < 36
 
     text = (tmp_path / "out" / "diff.md").read_text(encoding="utf-8")
     assert text == run_diff(tmp_path, "--markdown")
-    assert text.index("#### Tokens moved (12)") < text.index("#### Tokens unchanged: provenance or analyses")
+    assert text.index("#### Tokens moved (14)") < text.index("#### Tokens unchanged: provenance or analyses")
     assert text.count("```diff") == 1
-    assert "- **qwen3**: 18 goldens with tokens unchanged" in text
+    assert "- **qwen3**: 22 goldens with tokens unchanged" in text
