@@ -168,5 +168,6 @@ def all_refused(model: str, engine: str, outcomes: list[Outcome]) -> list[Outcom
     first = next((o for o in verdicts if o.status != "match"), verdicts[0]).detail
     reason = (f"{engine} refused every case of {model} ({len(verdicts)} of {len(verdicts)}), so nothing "
               f"was judged; the first: {first}")
+    # its stand-in findings go too: a stand-in and a serving path that both refuse judged nothing
     return [Outcome(o.case, o.engine, "error", reason, version=o.version) if o.stand_in is None else o
-            for o in outcomes]
+            for o in outcomes if o.stand_in is None or o.engine != engine]
