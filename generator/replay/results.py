@@ -26,6 +26,7 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
+from generator import files
 from generator.errors import GoldensError
 from generator.replay.divergence import Divergence
 from generator.replay.judge import Outcome
@@ -127,9 +128,7 @@ def dumps(results: Results) -> str:
 def load(path: Path) -> Results:
     """A results file, or one line saying why it cannot be merged."""
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except OSError as error:
-        raise GoldensError(f"{path}: cannot read results ({error.strerror or error})") from None
+        data = json.loads(files.read_bytes(Path(path), f"{path}: results").decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as error:
         raise GoldensError(f"{path}: not a goldens results file ({error})") from None
     if not isinstance(data, dict) or data.get("tool") != "goldens check" or data.get("format") != FORMAT:

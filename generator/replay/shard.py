@@ -14,6 +14,7 @@ import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from generator import files
 from generator.errors import GoldensError
 
 # Rough costs where nothing was measured, in seconds: only their proportions matter, and a durations
@@ -59,9 +60,7 @@ def partition(groups: Sequence[tuple[str, int]], n: int,
 
 def read_durations(path: Path) -> dict[str, float]:
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except OSError as error:
-        raise GoldensError(f"--durations {path}: cannot read ({error.strerror or error})") from None
+        data = json.loads(files.read_bytes(Path(path), f"--durations {path}").decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as error:
         raise GoldensError(f"--durations {path}: not JSON ({error})") from None
     if not isinstance(data, dict) or not all(isinstance(k, str) and isinstance(v, (int, float))
