@@ -108,7 +108,9 @@ def engine_of(pool: EnginePool, name: str, model: str) -> Engine:
     return _engine(pool, name, model, url)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture
 def qwen3_llama_server(pool):
-    """llama-server on a tiny GGUF with Qwen3's tokenizer and template, shared by every file."""
+    """llama-server on a tiny GGUF with Qwen3's tokenizer and template, shared by every file.
+    Asked of the pool per test, not cached for the session: a `server` marked test releases
+    its server after its last use, and the next asker gets a live one started again."""
     return server_of(pool, "llama-server", "qwen3")

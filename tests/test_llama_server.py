@@ -81,12 +81,12 @@ def gemma_tokenizer():
     return tokenizer_of("gemma3")
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture
 def gemma_server(pool):
     return server_of(pool, "llama-server", "gemma3")
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture
 def phi35_server(pool):
     return server_of(pool, "llama-server", "phi3.5")
 
