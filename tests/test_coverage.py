@@ -63,3 +63,34 @@ def test_unknown_model_is_one_error_line(tmp_path):
     result = run("coverage", "--config", config, "--model", "nope")
     assert result.exit_code == 2
     assert result.stderr.startswith("goldens: error: ") and len(result.stderr.splitlines()) == 1
+
+
+# A namespace assignment and a macro called with every argument: Jinja compiles a raise behind
+# the `set ns.x` and a "was not provided" default for each macro parameter, which no request
+# can reach. A matrix that reaches every branch of the template's own code is at 100%.
+GUARDED = """{%- macro turn(role, text) -%}
+{{- '<|im_start|>' + role + '\\n' + text + '<|im_end|>\\n' }}
+{%- endmacro -%}
+{%- set ns = namespace(users=0) -%}
+{%- for message in messages %}
+{%- if message.role == 'user' %}{%- set ns.users = ns.users + 1 %}{%- endif %}
+{{- turn(message.role, message.content) }}
+{%- endfor %}
+{{- ns.users | string }}
+{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}
+"""
+
+
+def test_jinja_guards_no_request_can_reach_are_not_counted(tmp_path):
+    from generator.coverage import trace
+
+    code = trace.compiled(GUARDED)
+    assert code.guards == 3  # the raise behind `set ns.users`, the defaults of `role` and `text`
+    (tmp_path / "small.jinja").write_text(GUARDED, encoding="utf-8")
+    config = tmp_path / "models.yaml"
+    config.write_text(
+        "models:\n  small:\n    tokenizer: {pack: \"npm:qwen3\"}\n    template: {file: small.jinja}\n"
+        "    shapes: {only: [plain]}\n    engines: [transformers]\n", encoding="utf-8")
+    record = json.loads(run("coverage", "--config", config, "--json").stdout)["models"]["small"]
+    assert record["never_executed"] == [] and record["percent"] == 100.0
+    assert record["executable"] == len(code.lines)
