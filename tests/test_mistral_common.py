@@ -169,3 +169,44 @@ def test_the_engine_encodes_with_its_sources_tekken_file(tmp_path):
         MistralCommonEngine(dataclasses.replace(nemo, tekken=broken))
     with pytest.raises(EngineError, match="mistral-common: qwen3: its tokenizer is not built from a tekken file"):
         MistralCommonEngine(source_of("qwen3"))
+
+
+DEVELOPER_FIRST = {"messages": [{"role": "developer", "content": "You are terse."},
+                                {"role": "user", "content": "Hello!"}]}
+
+
+def test_a_rendering_where_the_reference_refuses_is_drift_until_reviewed(tmp_path):
+    """NeMo's template refuses a developer message; mistral-common renders it as the system prompt.
+    Unreviewed that is drift; `record` makes it a ledger entry holding mistral-common's ids, then
+    it is known; an entry whose ids the engine no longer gives is drift again (ledger-moved)."""
+    from generator.replay.judge import record
+
+    expected = render(DEVELOPER_FIRST)
+    assert expected.error is not None and "roles must alternate" in expected.error
+    item = golden_file.Golden(case="mistral-nemo/developer-first", request=DEVELOPER_FIRST, outcome="error",
+                              ids=[], pieces=[], prompt=None, error=expected.error, provenance={})
+    (tmp_path / "mistral-nemo").mkdir()
+    before = judge(engine(), item, tmp_path)
+    assert before.status == "drift" and "the reference refused" in before.detail and "rendered 9 tokens" in before.detail
+    path = record(engine(), item, tmp_path, "mistral-common maps developer to the system prompt")
+    entry = json.loads(path.read_text(encoding="utf-8"))
+    assert entry["outcome"] == "ok" and entry["prompt"] == "<s>[INST]You are terse.\n\nHello![/INST]"
+    after = judge(engine(), item, tmp_path)
+    assert (after.status, after.reason) == ("known", "mistral-common maps developer to the system prompt")
+    edited = golden_file.read(path)
+    edited.ids, edited.pieces = edited.ids[:-1], edited.pieces[:-1]  # as if reviewed one token shorter
+    path.write_text(golden_file.dumps(edited), encoding="utf-8")
+    moved = judge(engine(), item, tmp_path)
+    assert (moved.status, moved.kind) == ("drift", "ledger-moved") and "the reference refuses this case" in moved.detail
+
+
+def test_a_refusal_both_make_is_not_recorded(tmp_path):
+    from generator.errors import GoldensError
+    from generator.replay.judge import record
+
+    request = openai_ids(shapes.build("tool-result", {}))
+    expected = render(request)
+    item = golden_file.Golden(case="mistral-nemo/tool-result", request=request, outcome="error",
+                              ids=[], pieces=[], prompt=None, error=expected.error, provenance={})
+    with pytest.raises(GoldensError, match="refuses it as the reference does; nothing to record"):
+        record(engine(), item, tmp_path, "a reason")

@@ -113,11 +113,18 @@ def verdict(item: golden_file.Golden, entry: ledger.Entry | None, engine: str, g
     if isinstance(got, PromptCount):
         return judge_count(engine, item, entry, got)
     actual = got
-    if item.outcome == "error":
-        return Outcome(item.case, engine, "drift",
-                       f"the reference refused ({item.error}) but {engine} rendered {len(actual)} tokens")
     prompt = getattr(actual, "prompt", None)
     pieces = getattr(actual, "pieces", None)
+    if item.outcome == "error":
+        if entry is None or entry.refused is not None:
+            return Outcome(item.case, engine, "drift",
+                           f"the reference refused ({item.error}) but {engine} rendered {len(actual)} tokens")
+        if list(actual) == entry.ids:  # reviewed: the engine renders what the reference refuses
+            return Outcome(item.case, engine, "known", entry.reason, reason=entry.reason)
+        div = diverge(entry.ids, entry.pieces, entry.prompt, actual, pieces, prompt, decode)
+        return Outcome(item.case, engine, "drift",
+                       "moved from its ledger entry (the reference refuses this case): "
+                       + format_divergence(div, "ledger", engine), divergence=div, kind="ledger-moved")
     if entry is not None and entry.refused is not None:
         return Outcome(item.case, engine, "drift",
                        f"{engine} now renders {len(actual)} tokens; the ledger entry "
@@ -149,7 +156,7 @@ def judge_count(engine: str, item: golden_file.Golden, entry: ledger.Entry | Non
     def outcome(status: str, detail: str, reason: str | None = None, kind: str = "") -> Outcome:
         return Outcome(item.case, engine, status, detail, reason=reason, level="count", kind=kind)
 
-    if item.outcome == "error":
+    if item.outcome == "error" and (entry is None or entry.refused is not None):
         return outcome("drift", f"count only: the reference refused ({item.error}) but {engine} "
                                 f"evaluated {n} prompt tokens")
     if entry is not None and entry.refused is not None:
@@ -344,7 +351,7 @@ def record(engine: Engine, item: golden_file.Golden, root: Path, reason: str, st
     record instead the engine's stand-in endpoint where it disagrees with the serving path."""
     if not reason.strip():
         raise GoldensError("a reviewed divergence needs a --reason that says why it is accepted")
-    if item.outcome != "ok":
+    if item.outcome != "ok" and stand_in:
         raise GoldensError(f"{item.case}: the reference refused this case; there are no ids to diverge from")
     got = answer(engine, item.request)
     served = _serve(engine, item.request, got)
@@ -359,6 +366,8 @@ def record(engine: Engine, item: golden_file.Golden, root: Path, reason: str, st
         endpoint = None
         serving = served.answer() if served is not None else None
         got = serving if serving is not None else got
+    if isinstance(got, Refused) and item.outcome != "ok":
+        raise GoldensError(f"{item.case}: {engine.name} refuses it as the reference does; nothing to record")
     if isinstance(got, Refused):
         # the URL's port changes per run; the ledger must not
         message = re.sub(r"https?://[^\s/]+:\d+", "<server>", first_line(got))
