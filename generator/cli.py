@@ -298,6 +298,8 @@ def _probe(url_map: dict[str, str], timeout: float) -> None:
               help="Replay only shard K of N: whole (model, engine) groups, balanced by cost.")
 @click.option("--durations", "durations_path", type=click.Path(dir_okay=False, path_type=Path),
               help="Balance --shard by the measured seconds in this file (see --store-durations).")
+@click.option("--coverage", "with_coverage", is_flag=True,
+              help="Add the checked models' template coverage to the Markdown report (a folded section).")
 @click.option("--store-durations", "store_durations", type=click.Path(dir_okay=False, path_type=Path),
               help="Write each (model, engine) group's measured seconds into this file (others kept).")
 @friendly
@@ -305,7 +307,8 @@ def check(config_path: Path, engines: tuple[str, ...], model_names: tuple[str, .
           root: Path, jobs: int, junit_path: Path | None, report_path: Path | None,
           served: tuple[str, ...], headers: tuple[str, ...], api_key_env: str | None, timeout: float,
           request_timeout: float, no_confirm: bool, results_path: Path | None, as_json: bool,
-          shard_text: str | None, durations_path: Path | None, store_durations: Path | None) -> None:
+          shard_text: str | None, durations_path: Path | None, store_durations: Path | None,
+          with_coverage: bool) -> None:
     """Replay goldens through engines; exit 0 all match, 1 drift, 2 could not judge."""
     from generator.config import models
     from generator.progress import progress_bar
@@ -349,6 +352,11 @@ def check(config_path: Path, engines: tuple[str, ...], model_names: tuple[str, .
                                note=lambda message: click.echo(message, err=True),
                                confirm=not no_confirm, timeout=timeout, request_timeout=request_timeout,
                                connection=connection, only=only, shard=part)
+        if with_coverage:
+            from generator.coverage.trace import coverage_records
+
+            results.coverage = coverage_records(config, sorted({g[0] for i, g in enumerate(groups)
+                                                                if only is None or i in only}))
         publish.write_files(results, junit_path, report_path, results_path)
         if store_durations is not None:
             destination.write(store_durations, shard.merged_durations(store_durations, results.durations()))

@@ -48,6 +48,16 @@ def fenced(text: str, info: str = "text") -> list[str]:
     return [f"{fence}{info}", text, fence]
 
 
+def code_block(text: str, language: str = "") -> list[str]:
+    """`text` fenced, the fence longer than any run of backticks inside it (a template that
+    writes ``` would otherwise end the block)."""
+    import re
+
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return [fence + language, *text.splitlines(), fence]
+
+
 def fold(summary: str, body: list[str]) -> list[str]:
     """`body` in a closed <details> block titled `summary` (plain text, escaped here). The blank
     lines around the body make GitHub render the Markdown inside it."""

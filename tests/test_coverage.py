@@ -94,3 +94,27 @@ def test_jinja_guards_no_request_can_reach_are_not_counted(tmp_path):
     record = json.loads(run("coverage", "--config", config, "--json").stdout)["models"]["small"]
     assert record["never_executed"] == [] and record["percent"] == 100.0
     assert record["executable"] == len(code.lines)
+
+
+def test_check_carries_coverage_as_one_folded_section_of_its_report(tmp_path):
+    """`check --coverage`: the Markdown report (and the results file a shard merge reads) holds the
+    checked models' coverage; the unreached `documents` branch is named with its text."""
+    config = workspace(tmp_path, "{only: [plain]}")
+    goldens = tmp_path / "goldens"
+    assert run("regenerate", "--config", config, "--goldens", goldens).exit_code == 0
+    report, results = tmp_path / "report.md", tmp_path / "results.json"
+    checked = run("check", "--config", config, "--goldens", goldens, "--coverage", "--report", report,
+                  "--results", results)
+    assert checked.exit_code == 0, checked.output
+    page = report.read_text(encoding="utf-8")
+    title = "template coverage: "
+    assert page.count(f"<details><summary>{title}") == 1
+    section = page[page.index(f"<details><summary>{title}"):]
+    assert "| small |" in section and "small, line 5:" in section and "DOCUMENTS" in section
+    assert json.loads(results.read_text(encoding="utf-8"))["coverage"]["small"]["never_executed"][0]["lines"] == [5, 5]
+    merged = tmp_path / "merged.md"
+    assert run("report", "merge", results, "--goldens", goldens, "--report", merged).exit_code == 0
+    assert merged.read_text(encoding="utf-8") == page
+    plain = tmp_path / "plain.md"
+    assert run("check", "--config", config, "--goldens", goldens, "--report", plain).exit_code == 0
+    assert title not in plain.read_text(encoding="utf-8")

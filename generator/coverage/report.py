@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from generator import markdown as md
 from generator.coverage.trace import Coverage
 
 
@@ -45,9 +46,7 @@ def markdown(coverages: dict[str, Coverage]) -> str:
     for name, coverage in coverages.items():
         for span in coverage.spans():
             out.append(f"{name}, {_span_label(span)}:")
-            out.append("```jinja")
-            out.extend(span["text"].splitlines())
-            out.append("```")
+            out.extend(md.code_block(span["text"], "jinja"))
     out += ["", "</details>", ""]
     return "\n".join(out)
 

@@ -179,6 +179,14 @@ def render_traced(source, request: dict[str, Any], date) -> tuple[Any, set[int]]
     return run_traced(compiled(source.template), lambda: reference.render_request(source, request, date))
 
 
+def coverage_records(config, model_names) -> dict[str, dict[str, Any]]:
+    """Each named model's coverage record, in the given order (what `check --coverage` reports)."""
+    from generator.sources.source import resolve
+
+    return {model.name: model_coverage(model, resolve(model, config), config).record()
+            for model in config.select(tuple(model_names))}
+
+
 def model_coverage(model, source, config) -> Coverage:
     """What every case of a model's matrix executes of its template."""
     from generator.config.cases import model_cases

@@ -127,4 +127,25 @@ def markdown(summary: Summary, title: str = "goldens check") -> str:
             lines += ["", f"… {len(groups) - DETAILS_LIMIT} more full reports are in the JUnit report."]
     if any(kind(o).passing for o in outcomes):
         lines += ["", *md.fold(_passes_title(outcomes), _grid(outcomes))]
+    if summary.coverage:
+        lines += ["", *_coverage(summary.coverage)]
     return "\n".join(lines) + "\n"
+
+
+def _coverage(records: dict[str, dict]) -> list[str]:
+    """`check --coverage`: how much of each checked model's template the goldens reach, folded,
+    with every never-executed span (what no golden checks)."""
+    executed = sum(r["executed"] for r in records.values())
+    executable = sum(r["executable"] for r in records.values())
+    title = (f"template coverage: {100.0 * executed / max(executable, 1):.1f}% of the checked models' "
+             f"template code executed ({executed}/{executable} compiled lines)")
+    rows = [[name, f"{r['percent']:.1f}%", f"{r['executed']}/{r['executable']}", str(len(r["never_executed"]))]
+            for name, r in records.items()]
+    body = md.table(["model", "executed", "compiled lines", "spans never executed"], rows)
+    for name, record in records.items():
+        for span in record["never_executed"]:
+            first, last = span["lines"]
+            where = f"line {first}" if first == last else f"lines {first}-{last}"
+            body += ["", f"{name}, {where}{' (partly)' if span['partly'] else ''}:",
+                     *md.code_block(span["text"], "jinja")]
+    return md.fold(title, body)

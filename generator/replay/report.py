@@ -96,6 +96,7 @@ class Summary:
 
     outcomes: list[Outcome]
     notes: list[str] = dataclasses.field(default_factory=list)
+    coverage: dict[str, dict] | None = None  # model -> its template coverage record (check --coverage)
 
     @property
     def verdicts(self) -> list[Outcome]:

@@ -67,6 +67,7 @@ class Results:
     notes: list[str] = dataclasses.field(default_factory=list)
     elapsed: float = 0.0
     shard: tuple[int, int] | None = None
+    coverage: dict[str, dict] | None = None  # model -> template coverage record (check --coverage)
 
     @property
     def outcomes(self) -> list[Outcome]:
@@ -74,7 +75,7 @@ class Results:
 
     @property
     def summary(self) -> Summary:
-        return Summary(self.outcomes, list(self.notes))
+        return Summary(self.outcomes, list(self.notes), self.coverage)
 
     def durations(self) -> dict[str, float]:
         return {group.key: round(group.seconds, 3) for group in self.groups}
@@ -116,6 +117,7 @@ def to_data(results: Results) -> dict:
         "notes": list(results.notes),
         "versions": summary.versions(),
         "elapsed": round(results.elapsed, 3),
+        "coverage": results.coverage,
         "groups": [{"index": g.index, "model": g.model, "engine": g.engine, "seconds": round(g.seconds, 3),
                     "outcomes": [outcome_data(o) for o in g.outcomes]} for g in results.groups],
     }
@@ -140,7 +142,8 @@ def load(path: Path) -> Results:
             groups=[Group(g["index"], g["model"], g["engine"], [outcome_from(o) for o in g["outcomes"]],
                           g["seconds"]) for g in data["groups"]],
             notes=list(data["notes"]), elapsed=float(data["elapsed"]),
-            shard=(int(shard["index"]), int(shard["count"])) if shard else None)
+            shard=(int(shard["index"]), int(shard["count"])) if shard else None,
+            coverage=data.get("coverage"))
     except (KeyError, TypeError, ValueError) as error:
         raise GoldensError(f"{path}: a malformed results file ({type(error).__name__}: {error})") from None
 
@@ -193,6 +196,8 @@ def merge(paths: Sequence[Path]) -> tuple[Results, list[str], list[str]]:
     if missing and not any("missing" in p for p in problems):
         problems.append(f"{len(missing)} of {first.plan.groups} (model, engine) groups have no results")
     notes = list(dict.fromkeys(note for _, r in loaded for note in r.notes))
+    coverage = {name: record for _, r in loaded for name, record in (r.coverage or {}).items()}
     merged = Results(plan=first.plan, groups=sorted(groups.values(), key=lambda g: g.index), notes=notes,
-                     elapsed=sum(r.elapsed for _, r in loaded))
+                     elapsed=sum(r.elapsed for _, r in loaded),
+                     coverage=dict(sorted(coverage.items())) if any(r.coverage is not None for _, r in loaded) else None)
     return merged, problems, [text for path, r in loaded if (text := failed(r, path)) is not None]
