@@ -125,7 +125,8 @@ def test_the_results_document_has_stable_keys_and_the_summary_s_counts():
     text = results.dumps(run)
     data = json.loads(text)
     assert list(data) == ["format", "tool", "plan", "shard", "exit_code", "verdict", "summary", "counts",
-                          "notes", "versions", "elapsed", "groups"]
+                          "notes", "versions", "elapsed", "coverage", "groups"]
+    assert data["coverage"] is None  # check --coverage fills it
     assert data["exit_code"] == 2 and data["versions"] == {"vllm": "0.32.0"}
     assert data["counts"]["findings"]["known"] == 1 and data["counts"]["verdicts"]["drift"] == 1
     assert data["summary"] == run.summary.line() and data["shard"] == {"index": 1, "count": 1}

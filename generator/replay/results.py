@@ -9,6 +9,8 @@ The document (format 1, canonical JSON, keys stable):
      "exit_code": 0 | 1 | 2, "verdict": "passed" | "failed (...)", "summary": "485 checked: ...",
      "counts": {"verdicts": {status: n}, "findings": {status: n}},
      "notes": [...], "versions": {engine label: version}, "elapsed": seconds,
+     "coverage": {model: {executed, executable, percent, never_executed: [...]}} or null
+                 (filled by check --coverage),
      "groups": [{"index": g, "model": M, "engine": label, "seconds": s,
                  "outcomes": [{case, engine, status, kind, detail, level, refused, unreachable,
                                version, reason, stand_in, divergence: {...} | null}]}]}
