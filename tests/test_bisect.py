@@ -121,3 +121,37 @@ def test_bad_bisect_input_is_one_line_exit_2(case):
     line = one_line_error(bisect(*args))
     for needle in needles:
         assert needle in line, (needle, line)
+
+
+class _Line:
+    """A version line that records the share of the cores each `ready` was given."""
+
+    def __init__(self, cached: set[str]):
+        self.built: dict[str, int | None] = {}
+        self._cached = cached
+
+    def cached(self, version: str) -> bool:
+        return version in self._cached
+
+    def ready(self, version: str, jobs: int | None = None) -> tuple[float, str]:
+        if version in self._cached:
+            return 0.0, "cached"
+        self.built[version] = jobs
+        return 1.0, "built"
+
+
+@pytest.mark.parametrize("cores", [1, 2, 3, 8])
+def test_builds_of_one_round_split_the_cores_and_a_cached_release_takes_none(monkeypatch, cores):
+    from generator.replay import bisect as search
+
+    monkeypatch.setenv("GOLDENS_BUILD_JOBS", str(cores))
+    both = _Line(cached=set())
+    monkeypatch.setattr(search, "_line", lambda engine: both)
+    ready = search._ready_all("llama-server", ["9113", "9246"], 2)
+    assert both.built == {"9113": max(1, cores // 2), "9246": max(1, cores // 2)}
+    assert ready == {"9113": (1.0, "built"), "9246": (1.0, "built")}
+    one = _Line(cached={"9113"})
+    monkeypatch.setattr(search, "_line", lambda engine: one)
+    ready = search._ready_all("llama-server", ["9113", "9246"], 2)
+    assert one.built == {"9246": None}  # the one build of the round: every core (build_jobs())
+    assert ready == {"9113": (0.0, "cached"), "9246": (1.0, "built")}
