@@ -78,6 +78,25 @@ def test_transformers_bisect_with_two_jobs_finds_the_same_release_in_fewer_round
     assert tried(two.stdout) == ["5.20.1", "5.22.0", "5.20.2", "5.21.0"]
 
 
+def test_llama_server_bisect_with_two_jobs_finds_the_same_build_in_fewer_rounds():
+    """b9101 b9113 b9246 b9247 (consecutive published builds): one job tries the ends, then b9113,
+    then b9246 (3 rounds); two jobs try the ends, then b9113 and b9246 at once (2 rounds)."""
+    args = ("--engine", "llama-server", "--good", "9101", "--bad", str(LLAMA_BAD), "--case", "phi3.5/prefill")
+    one, two = bisect(*args, "--jobs", "1"), bisect(*args, "--jobs", "2")
+    for result in (one, two):
+        assert result.exit_code == 0, result.output
+        assert f"first changed release: b{LLAMA_FIRST} (the one before it: b{LLAMA_GOOD}); 4 releases tried" \
+            in result.stdout
+        assert tried(result.stdout) == ["b9101", "b9247", "b9113", "b9246"]
+    assert (rounds(one.stdout), rounds(two.stdout)) == (3, 2)
+    assert re.search(r"^3 rounds, 4 releases tried, \d+ s wall", one.stdout, re.M), one.stdout
+    assert re.search(r"^2 rounds, 4 releases tried, \d+ s wall", two.stdout, re.M), two.stdout
+    assert "4 published releases from b9101 to b9247, 1 case(s); 1 release(s) at a time, at most 3 rounds" \
+        in one.stdout
+    assert "4 published releases from b9101 to b9247, 1 case(s); 2 release(s) at a time, at most 2 rounds" \
+        in two.stdout
+
+
 def test_the_range_is_split_jobs_plus_one_ways():
     from generator.replay.bisect import points
 
