@@ -174,3 +174,27 @@ def test_builds_of_one_round_split_the_cores_and_a_cached_release_takes_none(mon
     ready = search._ready_all("llama-server", ["9113", "9246"], 2)
     assert one.built == {"9246": None}  # the one build of the round: every core (build_jobs())
     assert ready == {"9113": (0.0, "cached"), "9246": (1.0, "built")}
+
+
+def test_two_real_builds_of_one_round_each_compile_on_their_share_of_the_cores(monkeypatch, tmp_path):
+    """b9101 and b9113 made ready at once (as a --jobs 2 round does) into a temporary cache root
+    with the machine's shared compiler cache: each build's log shows its compile on half the
+    usable cores (at least one), and both binaries report their own build."""
+    import os
+
+    from generator.files import cache_dir
+    from generator.replay import bisect as search
+    from generator.servers.llama_cpp import llama_server_version
+
+    monkeypatch.setenv("CCACHE_DIR", os.environ.get("CCACHE_DIR") or str(cache_dir() / "ccache"))
+    monkeypatch.setenv("GOLDENS_CACHE", str(tmp_path))
+    monkeypatch.delenv("GOLDENS_BUILD_JOBS", raising=False)
+    monkeypatch.delenv("CMAKE_BUILD_PARALLEL_LEVEL", raising=False)
+    ready = search._ready_all("llama-server", ["9101", "9113"], 2)
+    share = max(1, len(os.sched_getaffinity(0)) // 2)
+    for build in (9101, 9113):
+        root = tmp_path / "llama.cpp" / f"b{build}"
+        assert ready[str(build)][1].startswith("built (ccache served "), ready
+        assert (f"$ cmake --build {root / 'build'} --parallel {share} --target llama-server"
+                in (root / "build.log").read_text().splitlines())
+        assert llama_server_version(root / "llama-server") == build
