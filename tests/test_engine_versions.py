@@ -84,6 +84,24 @@ def test_unavailable_version_is_one_line_exit_2_before_anything_starts(case, tmp
     assert installed == [], installed  # no venv, no build, no half of either
 
 
+def test_vllm_torch_pin_is_resolved_by_uv_with_pip_out_of_reach(tmp_path):
+    """A `pip` package on PYTHONPATH that only fails shadows the real one: the vllm@V check
+    reads 0.32.0's torch pin through uv all the same, and pip's way (GOLDENS_UV="") hits it."""
+    blocker = tmp_path / "nopip" / "pip"
+    blocker.mkdir(parents=True)
+    (blocker / "__init__.py").write_text("")
+    (blocker / "__main__.py").write_text("raise SystemExit('pip was run')\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(blocker.parent), str(ROOT)])}
+    env.pop("GOLDENS_UV", None)
+    script = "from generator.servers import vllm\nprint(vllm.torch_requirement('0.32.0'))\n"
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=600)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "torch==2.13.0+cpu\n"
+    through_pip = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                                 env={**env, "GOLDENS_UV": ""}, timeout=600)
+    assert through_pip.returncode != 0 and "pip was run" in through_pip.stderr, through_pip.stderr
+
+
 def test_a_pin_in_models_yaml_is_checked_like_a_flag(tmp_path):
     config = tmp_path / "models.yaml"
     config.write_text("engines:\n  llama-server: {build: 10430}\n" + QWEN_CONFIG, encoding="utf-8")

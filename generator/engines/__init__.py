@@ -103,7 +103,7 @@ class EngineBase:
 class VersionLine(Protocol):
     """How an engine's versions are made ready (the `line` a registry entry's Versions names).
     `published`, `require_published` and `ready` are needed only when the entry's Versions
-    says `bisect`."""
+    says `bisect` (`cached` is optional: without it bisect counts every release as a build)."""
 
     def default(self) -> str:
         """The version run when neither --engine NAME@V nor models.yaml names one."""
@@ -122,6 +122,9 @@ class VersionLine(Protocol):
     def ready(self, version: str, jobs: int | None = None) -> tuple[float, str]:
         """Build or install it now: (seconds spent, "cached" or what was done); `jobs` is a
         build's share of the cores (None: all of them)."""
+
+    def cached(self, version: str) -> bool:
+        """Whether `ready` has nothing to do (bisect shares the cores only among the others)."""
 
     def label(self, version: str) -> str:
         """How bisect prints it: "b11434", "5.21.0"."""

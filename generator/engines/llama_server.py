@@ -343,6 +343,11 @@ class _Builds:
         build = build_llama_server(int(version), jobs=jobs)
         return (build.seconds, f"built ({build.compiler_cache})") if build.built else (0.0, "cached")
 
+    def cached(self, version: str) -> bool:
+        from generator.files import cache_dir
+
+        return (cache_dir() / "llama.cpp" / f"b{int(version)}" / "llama-server").exists()
+
     def label(self, version: str) -> str:
         return f"b{version}"
 

@@ -124,6 +124,12 @@ class _Releases:
         transformers_python(version)
         return (0.0, "cached") if cached else (time.monotonic() - started, "installed (venv)")
 
+    def cached(self, version: str) -> bool:
+        from generator.files import cache_dir
+        from generator.servers import venv
+
+        return version == installed() or (cache_dir() / f"transformers-{version}" / venv.MARKER).exists()
+
     def label(self, version: str) -> str:
         return version
 

