@@ -308,3 +308,19 @@ def test_the_code_fingerprint_moves_with_each_hashed_module_only(tmp_path):
     other = package / "servers" / "process.py"
     other.write_bytes(other.read_bytes() + b"\n")
     assert index.code_fingerprint(package) == base
+
+
+def test_the_committed_index_is_current_so_a_fresh_clone_renders_nothing(workspace):
+    """The committed regenerate.index records this checkout's code and library versions: a
+    regenerate of the committed matrix loads no tokenizer and rewrites no byte, the index
+    included (a change to a module the index hashes must be committed with its new index)."""
+    before = (workspace / "goldens" / index.NAME).read_bytes()
+    result = subprocess.run([sys.executable, "-m", "generator.cli", "regenerate", "--config",
+                             str(workspace / "models.yaml"), "--out", str(workspace / "goldens")],
+                            capture_output=True, text=True, timeout=600,
+                            env={**os.environ, "PYTHONWARNINGS": "ignore"})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().splitlines()[-1].startswith("0 written, ")
+    assert (workspace / "goldens" / index.NAME).read_bytes() == before, \
+        "goldens/regenerate.index is stale: run `goldens regenerate` and commit the index"
+    assert "transformers" not in result.stderr.lower()  # nothing was rendered, so nothing imported it
