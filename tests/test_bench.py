@@ -19,6 +19,8 @@ SMOKE = {
     "regenerate": (["--model", "phi3.5", "--repeat", "1"], ["full / floor:", "no change / floor:"]),
     "replay": (["--model", "phi3.5", "--rounds", "1", "--repeat", "1", "--jobs", "2"],
                ["goldens replay, --jobs 2", "replay / capacity:"]),
+    "shards": (["--engine", "minijinja", "--model", "phi3.5", "--model", "gemma4", "--shards", "1,2"],
+               ["2 (model, engine) groups", "minijinja", "shards  predicted (s)", "shards / predicted:"]),
     "venv": (["--installer", "uv", "--repeat", "1"], ["uv, warm cache", "floor (the import check)"]),
 }
 

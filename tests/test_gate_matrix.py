@@ -1,8 +1,8 @@
 """The committed matrix passes its own gate, and a sharded run merges into what one run writes.
 
 Both run real servers: the whole gate over every engine of models.yaml on the session's pool
-(tests/conftest.py), and `goldens check --shard K/3` as three processes over minijinja and
-managed llama-servers on two models, merged by `goldens report merge`.
+(tests/conftest.py), and `goldens check --shard K/3` as three processes over minijinja, a
+managed llama-server and a managed vLLM on two models, merged by `goldens report merge`.
 """
 
 from __future__ import annotations
@@ -54,10 +54,13 @@ def _without_timings(text: str) -> str:
     return re.sub(r' (time|timestamp)="[^"]*"', r' \1=""', text)
 
 
-@pytest.mark.server("llama-server", "qwen3")
 def test_three_shard_processes_merge_into_the_unsharded_reports(tmp_path):
+    """Managed llama-server and vLLM, and minijinja, over qwen3 (both variants) and gemma4 (which
+    lists neither server): four (model, engine) groups, each on one of three shards, so every
+    shard process starts only the servers of its own groups."""
     selection = ["--config", ROOT / "models.yaml", "--goldens", GOLDENS, "--engine", "minijinja",
-                 "--engine", "llama-server", "--model", "qwen3", "--model", "phi3.5", "--jobs", 2]
+                 "--engine", "llama-server", "--engine", "vllm", "--model", "qwen3", "--model", "gemma4",
+                 "--jobs", 2]
     one = _goldens("check", *selection, "--junit", tmp_path / "one.xml", "--report", tmp_path / "one.md")
     assert one.returncode == 0, one.stdout + one.stderr
     shards = []
@@ -73,7 +76,7 @@ def test_three_shard_processes_merge_into_the_unsharded_reports(tmp_path):
     assert _without_timings((tmp_path / "merged.xml").read_text()) == _without_timings((tmp_path / "one.xml").read_text())
     assert merged.stdout.splitlines()[-1] == one.stdout.splitlines()[-1]
     suites = re.findall(r'<testsuite name="goldens\.([^"]+)"', (tmp_path / "merged.xml").read_text())
-    assert suites == ["minijinja", "llama-server"]  # both engines, in the unsharded order
+    assert suites == ["minijinja", "llama-server", "vllm"]  # every engine, in the unsharded order
 
     missing = _goldens("report", "merge", shards[0], shards[1], "--goldens", GOLDENS)
     assert missing.returncode == 2
