@@ -124,3 +124,24 @@ def test_the_header_hash_covers_the_key_values_and_not_the_tensors(tmp_path):
     data = base.read_bytes()
     assert any(hashlib.sha256(data[:end]).hexdigest() == gguf_metadata.header_sha256(base)
                for end in range(24, len(data)))
+
+
+def test_chat_templates_are_read_once_per_change_of_the_file(tmp_path, monkeypatch):
+    """A no-change regenerate reads no GGUF: the templates are remembered under the file's
+    identity, and a rewritten file (new size or mtime) is read again."""
+    import os
+
+    monkeypatch.setenv("GOLDENS_CACHE", str(tmp_path / "cache"))
+    import gguf
+
+    path = tmp_path / "model.gguf"
+    _write(path, gguf.GGUFEndian.LITTLE)
+    first = gguf_metadata.chat_templates(path)
+    assert first["default"] == "{{ messages[0]['content'] }}" and set(first) == {"default", "rag", "tool_use"}
+    real = gguf_metadata._mapped
+    reads = []
+    monkeypatch.setattr(gguf_metadata, "_mapped", lambda p, use: reads.append(p) or real(p, use))
+    assert gguf_metadata.chat_templates(path) == first and reads == []
+    stat = path.stat()
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))
+    assert gguf_metadata.chat_templates(path) == first and reads == [path]

@@ -51,6 +51,12 @@ def _constant(name: str) -> float:
     raise _BadNumber(f"{name} is not JSON")
 
 
+def strict_numbers() -> dict[str, Any]:
+    """json.loads' hooks that refuse what load_json refuses in numbers (NaN, Infinity, an
+    integer over MAX_DIGITS digits), as _BadNumber, a ValueError."""
+    return {"parse_int": _integer, "parse_constant": _constant}
+
+
 def load_json(data: str | bytes, where: str, error: type[Exception] = GoldensError) -> Any:
     """JSON from outside (a request, a conversation, a golden, an engine's reply), parsed so that
     nothing in it can crash a later stage: UTF-8 only, at most MAX_DEPTH levels of nesting, no

@@ -14,6 +14,7 @@ then per kv a string key (u64 length + UTF-8), a u32 value type and the value.
 from __future__ import annotations
 
 import hashlib
+import json
 import mmap
 import struct
 from pathlib import Path
@@ -99,29 +100,39 @@ def header_sha256(path: Path) -> str:
     """sha256 of the header up to the tensor infos: magic, version, counts and every key-value
     pair, all a tokenizer is built from. A model file's tensors (gigabytes) are never read, so
     this stays cheap enough to key a cache on every run. Stepping over a 260k-string vocabulary
-    still costs 0.15 s of CPU, so the digest is remembered in the cache under the file's identity
-    (path, inode, size, mtime): a no-change run reads no vocabulary."""
+    still costs 0.15 s of CPU, so the digest is remembered (see _remembered): a no-change run
+    reads no vocabulary."""
     def digest(data) -> str:
         end = _read(data, ())[1]
         with memoryview(data) as view:
             return hashlib.sha256(view[:end]).hexdigest()
 
+    return _remembered(path, "header", digest, lambda known: isinstance(known, str) and len(known) == 64)
+
+
+def _remembered(path: Path, what: str, compute, valid):
+    """compute(the mapped file), remembered in the cache under the file's identity (path, inode,
+    size, mtime) and `what`: a GGUF is read once per change, not once per run. A memo that does
+    not read back as `valid` JSON is computed again."""
     from generator.files import atomic_write, cache_dir
 
     try:
         info = Path(path).stat()
     except OSError:
-        return _mapped(path, digest)  # _mapped's one line says why
+        return _mapped(path, compute)  # _mapped's one line says why
     identity = f"{Path(path).resolve()}\0{info.st_ino}\0{info.st_size}\0{info.st_mtime_ns}"
+    if what != "header":  # the header digest's memo keeps the name it always had
+        identity += f"\0{what}"
     memo = cache_dir() / "gguf-headers" / hashlib.sha256(identity.encode("utf-8", "surrogateescape")).hexdigest()
     try:
-        known = memo.read_text(encoding="ascii").strip()
-        if len(known) == 64:
+        text = memo.read_text(encoding="utf-8").strip()
+        known = text if what == "header" else json.loads(text)
+        if valid(known):
             return known
-    except (OSError, UnicodeDecodeError):
+    except (OSError, UnicodeDecodeError, ValueError):
         pass
-    found = _mapped(path, digest)
-    atomic_write(memo, found + "\n")
+    found = _mapped(path, compute)
+    atomic_write(memo, (found if what == "header" else json.dumps(found, sort_keys=True, ensure_ascii=False)) + "\n")
     return found
 
 
@@ -162,7 +173,8 @@ def _read(data, prefixes: tuple[str, ...]) -> tuple[dict[str, Any], int]:
 def chat_templates(path: Path) -> dict[str, str]:
     """The chat templates a GGUF embeds: "default" (`tokenizer.chat_template`) and named ones
     (`tokenizer.chat_template.<name>`), sorted by name."""
-    meta = read(path, prefixes=("tokenizer.chat_template",))
+    meta = _remembered(path, "chat_templates", lambda data: _read(data, ("tokenizer.chat_template",))[0],
+                       lambda known: isinstance(known, dict))
     templates = {}
     for key, value in meta.items():
         if not isinstance(value, str):

@@ -65,6 +65,20 @@ FINGERPRINT_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json", "merges.
                      "special_tokens_map.json", "tokenizer_config.json")
 
 
+def _config_json(data: bytes, path: Path) -> Any:
+    """A tokenizer directory's JSON config, read on every run: the fast parse when it is plain
+    UTF-8 JSON with no lone surrogate (what pinned sources are), else load_json's checks and
+    their one line. A large added_tokens_decoder is walked only when something is wrong."""
+    from generator.config.request import strict_numbers
+
+    try:
+        value = json.loads(data.decode("utf-8"), **strict_numbers())
+        json.dumps(value, ensure_ascii=False).encode("utf-8")  # a lone surrogate does not encode
+        return value
+    except (UnicodeError, ValueError, RecursionError):
+        return load_json(data, str(path))
+
+
 def tokenizer_fingerprint(directory: Path) -> str:
     """sha256 of the tokenizer itself: its files, with any chat template taken out of the config
     (the template has its own pin, so a template bump does not look like a vocab change)."""
@@ -75,7 +89,7 @@ def tokenizer_fingerprint(directory: Path) -> str:
             continue
         data = path.read_bytes()
         if name == "tokenizer_config.json":
-            config = load_json(data, str(path))
+            config = _config_json(data, path)
             if not isinstance(config, dict):
                 raise GoldensError(f"{path}: expected a JSON object")
             config.pop("chat_template", None)
@@ -248,7 +262,7 @@ def _template(spec: TemplateSpec, directory: Path, gguf_path: Path | None, base:
         path = directory / filename
         if not path.exists():
             continue
-        data = load_json(_read_text(path, str(path)), str(path))
+        data = _config_json(_read_text(path, str(path)).encode("utf-8"), path)
         raw = data.get("chat_template") if isinstance(data, dict) else None
         if raw is None:
             continue
