@@ -20,8 +20,8 @@ TEMPLATE = """{%- for message in messages %}
 """
 
 
-def workspace(tmp_path, shapes: str) -> object:
-    (tmp_path / "small.jinja").write_text(TEMPLATE, encoding="utf-8")
+def workspace(tmp_path, shapes: str, template: str = TEMPLATE) -> object:
+    (tmp_path / "small.jinja").write_text(template, encoding="utf-8")
     config = tmp_path / "models.yaml"
     config.write_text(
         "models:\n  small:\n    tokenizer: {pack: \"npm:qwen3\"}\n    template: {file: small.jinja}\n"
@@ -86,11 +86,7 @@ def test_jinja_guards_no_request_can_reach_are_not_counted(tmp_path):
 
     code = trace.compiled(GUARDED)
     assert code.guards == 3  # the raise behind `set ns.users`, the defaults of `role` and `text`
-    (tmp_path / "small.jinja").write_text(GUARDED, encoding="utf-8")
-    config = tmp_path / "models.yaml"
-    config.write_text(
-        "models:\n  small:\n    tokenizer: {pack: \"npm:qwen3\"}\n    template: {file: small.jinja}\n"
-        "    shapes: {only: [plain]}\n    engines: [transformers]\n", encoding="utf-8")
+    config = workspace(tmp_path, "{only: [plain]}", GUARDED)
     record = json.loads(run("coverage", "--config", config, "--json").stdout)["models"]["small"]
     assert record["never_executed"] == [] and record["percent"] == 100.0
     assert record["executable"] == len(code.lines)
