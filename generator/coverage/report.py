@@ -15,6 +15,12 @@ def _span_label(span: dict[str, Any]) -> str:
     return where + (" (partly)" if span["partly"] else "")
 
 
+def span_block(name: str, span: dict[str, Any]) -> list[str]:
+    """One never-executed span in Markdown: `model, lines a-b:` and its template text fenced
+    (this report's and `check --coverage`'s)."""
+    return [f"{name}, {_span_label(span)}:", *md.code_block(span["text"], "jinja")]
+
+
 def summary_line(name: str, coverage: Coverage) -> str:
     spans = coverage.spans()
     return (f"{name}: {coverage.percent:.1f}% of the template's code executed "
@@ -45,8 +51,7 @@ def markdown(coverages: dict[str, Coverage]) -> str:
     out += ["", "<details><summary>never-executed template code</summary>", ""]
     for name, coverage in coverages.items():
         for span in coverage.spans():
-            out.append(f"{name}, {_span_label(span)}:")
-            out.extend(md.code_block(span["text"], "jinja"))
+            out.extend(span_block(name, span))
     out += ["", "</details>", ""]
     return "\n".join(out)
 

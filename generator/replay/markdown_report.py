@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from generator import markdown as md
+from generator.coverage.report import span_block
 from generator.replay.judge import Outcome
 from generator.replay.report import (
     COUNT_ONLY, Summary, detail, drift_context, first_line, headline, kind, split_case, xml_safe,
@@ -144,8 +145,5 @@ def _coverage(records: dict[str, dict]) -> list[str]:
     body = md.table(["model", "executed", "compiled lines", "spans never executed"], rows)
     for name, record in records.items():
         for span in record["never_executed"]:
-            first, last = span["lines"]
-            where = f"line {first}" if first == last else f"lines {first}-{last}"
-            body += ["", f"{name}, {where}{' (partly)' if span['partly'] else ''}:",
-                     *md.code_block(span["text"], "jinja")]
+            body += ["", *span_block(name, span)]
     return md.fold(title, body)
