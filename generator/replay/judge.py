@@ -115,16 +115,10 @@ def verdict(item: golden_file.Golden, entry: ledger.Entry | None, engine: str, g
     actual = got
     prompt = getattr(actual, "prompt", None)
     pieces = getattr(actual, "pieces", None)
-    if item.outcome == "error":
-        if entry is None or entry.refused is not None:
-            return Outcome(item.case, engine, "drift",
-                           f"the reference refused ({item.error}) but {engine} rendered {len(actual)} tokens")
-        if list(actual) == entry.ids:  # reviewed: the engine renders what the reference refuses
-            return Outcome(item.case, engine, "known", entry.reason, reason=entry.reason)
-        div = diverge(entry.ids, entry.pieces, entry.prompt, actual, pieces, prompt, decode)
+    refuses = item.outcome == "error"  # then only a reviewed entry's ids can pass (judged below)
+    if refuses and (entry is None or entry.refused is not None):
         return Outcome(item.case, engine, "drift",
-                       "moved from its ledger entry (the reference refuses this case): "
-                       + format_divergence(div, "ledger", engine), divergence=div, kind="ledger-moved")
+                       f"the reference refused ({item.error}) but {engine} rendered {len(actual)} tokens")
     if entry is not None and entry.refused is not None:
         return Outcome(item.case, engine, "drift",
                        f"{engine} now renders {len(actual)} tokens; the ledger entry "
@@ -132,13 +126,14 @@ def verdict(item: golden_file.Golden, entry: ledger.Entry | None, engine: str, g
     if entry is not None:
         if list(actual) == entry.ids:
             return Outcome(item.case, engine, "known", entry.reason, reason=entry.reason)
-        if list(actual) == item.ids:
+        if not refuses and list(actual) == item.ids:
             return Outcome(item.case, engine, "drift",
                            f"{engine} now matches the reference; the ledger entry "
                            f"{entry.path.name} is stale (was: {entry.reason})", kind="ledger-fixed")
         div = diverge(entry.ids, entry.pieces, entry.prompt, actual, pieces, prompt, decode)
-        return Outcome(item.case, engine, "drift",
-                       "moved from its ledger entry: " + format_divergence(div, "ledger", engine),
+        moved = "moved from its ledger entry (the reference refuses this case): " if refuses else \
+            "moved from its ledger entry: "
+        return Outcome(item.case, engine, "drift", moved + format_divergence(div, "ledger", engine),
                        divergence=div, kind="ledger-moved")
     div = diverge(item.ids, item.pieces, item.prompt, actual, pieces, prompt, decode)
     if div is None:
