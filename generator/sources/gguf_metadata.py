@@ -120,19 +120,16 @@ def _remembered(path: Path, what: str, compute, valid):
         info = Path(path).stat()
     except OSError:
         return _mapped(path, compute)  # _mapped's one line says why
-    identity = f"{Path(path).resolve()}\0{info.st_ino}\0{info.st_size}\0{info.st_mtime_ns}"
-    if what != "header":  # the header digest's memo keeps the name it always had
-        identity += f"\0{what}"
+    identity = f"{Path(path).resolve()}\0{info.st_ino}\0{info.st_size}\0{info.st_mtime_ns}\0{what}"
     memo = cache_dir() / "gguf-headers" / hashlib.sha256(identity.encode("utf-8", "surrogateescape")).hexdigest()
     try:
-        text = memo.read_text(encoding="utf-8").strip()
-        known = text if what == "header" else json.loads(text)
+        known = json.loads(memo.read_text(encoding="utf-8"))
         if valid(known):
             return known
     except (OSError, UnicodeDecodeError, ValueError):
         pass
     found = _mapped(path, compute)
-    atomic_write(memo, (found if what == "header" else json.dumps(found, sort_keys=True, ensure_ascii=False)) + "\n")
+    atomic_write(memo, json.dumps(found, sort_keys=True, ensure_ascii=False) + "\n")
     return found
 
 
