@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
+import json
 import os
 import shutil
 import stat
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 from generator import redaction
 from generator.errors import GoldensError
@@ -246,3 +249,49 @@ def build_once(target: Path, build: Callable[[Path], None]) -> Path:
         with atomic_file(target, mode=0o666 & ~_umask()) as tmp:
             build(tmp)
     return target
+
+
+def remembered(path: Path, what: str, compute: Callable[[Path], Any], valid: Callable[[Any], bool]) -> Any:
+    """compute(path), remembered in the cache under the file's identity (real path, inode, size,
+    mtime) and `what`, so a file that did not change is read once per change, not once per run
+    (a GGUF's header, a 10 MB tokenizer.json's digest). A memo that does not read back as `valid`
+    JSON is computed again; compute's own error says what is wrong with an unreadable file."""
+    try:
+        info = Path(path).stat()
+    except OSError:
+        return compute(path)
+    identity = f"{Path(path).resolve()}\0{info.st_ino}\0{info.st_size}\0{info.st_mtime_ns}\0{what}"
+    memo = cache_dir() / "file-memos" / hashlib.sha256(identity.encode("utf-8", "surrogateescape")).hexdigest()
+    try:
+        known = json.loads(memo.read_text(encoding="utf-8"))
+        if valid(known):
+            return known
+    except (OSError, UnicodeDecodeError, ValueError):
+        pass
+    found = compute(path)
+    atomic_write(memo, json.dumps(found, sort_keys=True, ensure_ascii=False) + "\n")
+    return found
+
+
+def sha256_hex(path: Path) -> str:
+    """The sha256 of a file's bytes, remembered under its identity (see remembered)."""
+    return remembered(path, "sha256", _sha256_of_regular_file, is_sha256)
+
+
+def _sha256_of_regular_file(path: Path) -> str:
+    """Streamed (a vocabulary is not read into memory whole); a FIFO is refused, not waited on."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError as error:
+        raise GoldensError(f"{path}: cannot read ({error.strerror})") from None
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise GoldensError(f"{path}: not a regular file")
+        try:
+            return hashlib.file_digest(handle, "sha256").hexdigest()
+        except OSError as error:
+            raise GoldensError(f"{path}: cannot read ({error.strerror})") from None
+
+
+def is_sha256(value: Any) -> bool:
+    return isinstance(value, str) and len(value) == 64 and all(c in "0123456789abcdef" for c in value)

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import stat
 
 import pytest
 
 from generator.errors import GoldensError
-from generator.files import atomic_dir, atomic_file
+from generator.files import atomic_dir, atomic_file, sha256_hex
 
 
 def leftovers(directory) -> list[str]:
@@ -57,3 +58,27 @@ def test_a_file_filled_by_another_writer_lands_with_its_mode(tmp_path):
         tmp.write_bytes(b"half")
         raise RuntimeError("writer failed")
     assert target.read_bytes() == b"#!/bin/sh\n" and leftovers(tmp_path) == []
+
+
+def test_a_file_digest_is_read_once_per_change(tmp_path, monkeypatch):
+    """A no-change regenerate must not read every vocabulary again: the digest is remembered
+    under the file's identity, and a rewrite of the file (new mtime) reads it again."""
+    monkeypatch.setenv("GOLDENS_CACHE", str(tmp_path / "cache"))
+    vocab = tmp_path / "vocab.json"
+    vocab.write_bytes(b"a" * 1000)
+    assert sha256_hex(vocab) == hashlib.sha256(b"a" * 1000).hexdigest()
+    reads = []
+    real = hashlib.file_digest
+    monkeypatch.setattr(hashlib, "file_digest", lambda *args: reads.append(args) or real(*args))
+    assert sha256_hex(vocab) == hashlib.sha256(b"a" * 1000).hexdigest() and reads == []
+    vocab.write_bytes(b"b" * 1000)  # same size; the mtime moves on
+    later = vocab.stat().st_mtime_ns + 1_000_000_000
+    os.utime(vocab, ns=(later, later))
+    assert sha256_hex(vocab) == hashlib.sha256(b"b" * 1000).hexdigest() and len(reads) == 1
+
+
+def test_a_fifo_is_refused_not_hashed(tmp_path, monkeypatch):
+    monkeypatch.setenv("GOLDENS_CACHE", str(tmp_path / "cache"))
+    os.mkfifo(tmp_path / "tokenizer.json")
+    with pytest.raises(GoldensError, match="not a regular file"):
+        sha256_hex(tmp_path / "tokenizer.json")

@@ -9,6 +9,7 @@ every load is seen; worker processes are checked to write the same bytes.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
@@ -20,7 +21,7 @@ import pytest
 from click.testing import CliRunner
 from conftest import source_of
 
-from generator import reference
+from generator import installed, reference
 from generator.cli import main
 from generator.config import models
 from generator.goldens import index
@@ -118,14 +119,17 @@ def test_a_run_with_nothing_changed_imports_no_transformers(matrix):
     assert refused.returncode == 2 and "does not compile" in refused.stderr
 
 
-def _add_dist_info(root: Path, name: str, version: str) -> Path:
+def _upgrade(monkeypatch, root: Path, name: str, version: str) -> None:
     """A distribution's metadata as pip installs it, first on sys.path: what importlib.metadata
-    (and so the index and the provenance) reports after an upgrade of `name`."""
+    (and so the index and the provenance) reports after an upgrade of `name`. A process reads
+    installed versions once (generator.installed), so the run after an upgrade is a new process:
+    here, a fresh memo."""
     site = root / "site"
     info = site / f"{name}-{version}.dist-info"
     info.mkdir(parents=True)
     (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
-    return site
+    monkeypatch.syspath_prepend(str(site))
+    monkeypatch.setattr(installed, "version", functools.cache(installed.version.__wrapped__))
 
 
 def _edit_json(path: Path, **changes) -> None:
@@ -165,7 +169,7 @@ def test_one_changed_input_renders_exactly_its_models(matrix, name):
 
 
 def test_a_library_upgrade_renders_every_model(matrix, monkeypatch):
-    monkeypatch.syspath_prepend(str(_add_dist_info(matrix.root, "jinja2", "9.9.9")))
+    _upgrade(monkeypatch, matrix.root, "jinja2", "9.9.9")
     (written, _, _), loaded = matrix.run()
     assert loaded == ["alpha", "beta"] and written == 4  # provenance records the new jinja2
     data = json.loads((matrix.out / "alpha" / "plain.json").read_text(encoding="utf-8"))
@@ -173,7 +177,7 @@ def test_a_library_upgrade_renders_every_model(matrix, monkeypatch):
 
 
 def test_a_renderer_dependency_not_in_provenance_still_counts(matrix, monkeypatch):
-    monkeypatch.syspath_prepend(str(_add_dist_info(matrix.root, "markupsafe", "0.0.1")))
+    _upgrade(monkeypatch, matrix.root, "markupsafe", "0.0.1")
     assert matrix.run() == ((0, 4, 0), ["alpha", "beta"])
 
 
@@ -284,6 +288,7 @@ def test_every_module_a_render_imports_is_hashed_or_produces_hashed_data():
     # (tokenizer directories, template text) is hashed as data.
     outside = {"generator", "generator.sources", "generator.replay", "generator.errors", "generator.files",
                "generator.redaction",  # part of the file writer: with no secret configured, no byte moves
+               "generator.installed",  # the versions it reads are hashed as data
                "generator.sources.pack", "generator.sources.gguf_metadata", "generator.sources.gguf",
                "generator.sources.hf_tokenizer", "generator.sources.llama3", "generator.sources.tekken",
                "generator.sources.registry"}

@@ -10,6 +10,7 @@ change. Pillow only reads it (in the reference processor and in tests).
 from __future__ import annotations
 
 import base64
+import functools
 import struct
 import zlib
 
@@ -48,6 +49,7 @@ def png(width: int, height: int) -> bytes:
             + _chunk(b"IEND", b""))
 
 
+@functools.cache
 def data_url(width: int, height: int) -> str:
     """The PNG as the data URL an OpenAI-style image_url part carries."""
     return "data:image/png;base64," + base64.b64encode(png(width, height)).decode("ascii")

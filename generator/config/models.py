@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import datetime as _dt
+import functools
 import glob
 import os
 import re
@@ -20,7 +21,7 @@ import yaml
 
 from generator import files
 from generator.config import engine_registry, engine_spec
-from generator.config.request import carries_media, check_kwargs, media_kind, parse_request
+from generator.config.request import check_kwargs, media_kind, parse_request
 from generator.config.shapes import SHAPES
 from generator.config.shapes import build as build_shape
 from generator.errors import GoldensError, first_line
@@ -275,15 +276,21 @@ def _parse_processor(raw: Any, where: _Where, key: str) -> ProcessorSpec | None:
     return ProcessorSpec(origin=" ".join(raw["origin"].split()), **configs)
 
 
+@functools.cache
+def _built_in_media(shape: str) -> str | None:
+    """What media a built-in shape carries: the same for every model, so built once a process."""
+    return media_kind(build_shape(shape, {}))
+
+
 def _media_shapes(shapes: tuple[str, ...], requests: dict[str, dict[str, Any]], raw: Any,
                   processor: ProcessorSpec | None, where: _Where, key: str) -> tuple[str, ...]:
     """Shapes that carry media data are rendered by the model's processor: without one they are
     left out of `all` / `all_except`, and naming one explicitly is an error."""
     if processor is not None:
         return shapes
-    media = [s for s in shapes if carries_media(requests[s] if s in requests else build_shape(s, {}))]
+    media = [s for s in shapes if (media_kind(requests[s]) if s in requests else _built_in_media(s))]
     if media and (isinstance(raw, list) or (isinstance(raw, dict) and "only" in raw)):
-        kind = media_kind(requests[media[0]] if media[0] in requests else build_shape(media[0], {}))
+        kind = media_kind(requests[media[0]]) if media[0] in requests else _built_in_media(media[0])
         raise GoldensError(f"{where.file}: {key}: shape {media[0]!r} carries {kind} and needs "
                            f"`processor:` settings for this model")
     return tuple(s for s in shapes if s not in media)

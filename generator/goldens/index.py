@@ -23,7 +23,6 @@ starts with a dot, so nothing that lists goldens picks it up.
 from __future__ import annotations
 
 import hashlib
-import importlib.metadata
 import json
 import platform
 from collections.abc import Iterable, Mapping
@@ -31,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from generator import files
+from generator import files, installed
 from generator.config.cases import Case
 from generator.config.models import Config, ModelSpec
 from generator.errors import GoldensError
@@ -90,7 +89,7 @@ def code_fingerprint(package: Path = PACKAGE) -> str:
 
 def library_versions() -> dict[str, str]:
     """From installed metadata: no import of Transformers (0.6 s) to learn its version."""
-    versions = {name: importlib.metadata.version(name) for name in LIBRARIES}
+    versions = {name: installed.version(name) for name in LIBRARIES}
     versions["python"] = platform.python_version()
     return versions
 

@@ -9,7 +9,6 @@ the index (generator/goldens/index.py) is not rendered at all: a run with nothin
 from __future__ import annotations
 
 import contextlib
-import importlib.metadata
 import multiprocessing
 import os
 import signal
@@ -20,7 +19,7 @@ from pathlib import Path
 
 import yaml
 
-from generator import files, reference
+from generator import files, installed, reference
 from generator.config import engine_registry
 from generator.config.cases import EXPANDED_VIEW, Case, model_cases
 from generator.config.models import Config, ModelSpec
@@ -52,7 +51,7 @@ class Summary:
 
 
 def versions() -> dict[str, str]:
-    return {name: importlib.metadata.version(name) for name in REFERENCE_PACKAGES}
+    return {name: installed.version(name) for name in REFERENCE_PACKAGES}
 
 
 def provenance(source: Source, config: Config) -> dict[str, str]:

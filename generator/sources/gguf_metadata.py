@@ -14,7 +14,6 @@ then per kv a string key (u64 length + UTF-8), a u32 value type and the value.
 from __future__ import annotations
 
 import hashlib
-import json
 import mmap
 import struct
 from pathlib import Path
@@ -107,30 +106,17 @@ def header_sha256(path: Path) -> str:
         with memoryview(data) as view:
             return hashlib.sha256(view[:end]).hexdigest()
 
-    return _remembered(path, "header", digest, lambda known: isinstance(known, str) and len(known) == 64)
+    from generator.files import is_sha256
+
+    return _remembered(path, "header", digest, is_sha256)
 
 
 def _remembered(path: Path, what: str, compute, valid):
-    """compute(the mapped file), remembered in the cache under the file's identity (path, inode,
-    size, mtime) and `what`: a GGUF is read once per change, not once per run. A memo that does
-    not read back as `valid` JSON is computed again."""
-    from generator.files import atomic_write, cache_dir
+    """compute(the mapped file), remembered under the file's identity (files.remembered): a GGUF
+    is read once per change, not once per run."""
+    from generator.files import remembered
 
-    try:
-        info = Path(path).stat()
-    except OSError:
-        return _mapped(path, compute)  # _mapped's one line says why
-    identity = f"{Path(path).resolve()}\0{info.st_ino}\0{info.st_size}\0{info.st_mtime_ns}\0{what}"
-    memo = cache_dir() / "gguf-headers" / hashlib.sha256(identity.encode("utf-8", "surrogateescape")).hexdigest()
-    try:
-        known = json.loads(memo.read_text(encoding="utf-8"))
-        if valid(known):
-            return known
-    except (OSError, UnicodeDecodeError, ValueError):
-        pass
-    found = _mapped(path, compute)
-    atomic_write(memo, json.dumps(found, sort_keys=True, ensure_ascii=False) + "\n")
-    return found
+    return remembered(path, what, lambda p: _mapped(p, compute), valid)
 
 
 def _mapped(path: Path, use):

@@ -15,10 +15,10 @@ import json
 import os
 import shutil
 from collections.abc import Callable, Mapping
-from importlib import metadata as importlib_metadata
 from pathlib import Path
 from typing import Any
 
+from generator import installed
 from generator.errors import GoldensError, first_line
 from generator.files import atomic_dir, cache_dir
 from generator.sources import pack
@@ -44,8 +44,8 @@ def cached(name: str, inputs: Mapping[str, Any], build: Callable[[Path], Path]) 
 def _inputs_hash(inputs: Mapping[str, Any]) -> str:
     # Read from the installed metadata (the same strings as `__version__`), so finding a cached
     # directory never imports Transformers (0.6 s, most of a no-change `goldens regenerate`).
-    versions = {"recipe": str(RECIPE_VERSION), "transformers": importlib_metadata.version("transformers"),
-                "tokenizers": importlib_metadata.version("tokenizers")}
+    versions = {"recipe": str(RECIPE_VERSION), "transformers": installed.version("transformers"),
+                "tokenizers": installed.version("tokenizers")}
     blob = json.dumps({**inputs, **versions}, sort_keys=True, ensure_ascii=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 

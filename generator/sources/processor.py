@@ -17,7 +17,7 @@ from pathlib import Path
 
 from generator.config.models import ProcessorSpec
 from generator.errors import GoldensError
-from generator.files import cache_dir, file_lock
+from generator.files import cache_dir, file_lock, sha256_hex
 
 _FORMAT = 1
 _TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
@@ -47,8 +47,8 @@ def processor_dir(model: str, spec: ProcessorSpec, tokenizer_dir: Path) -> Path:
     digest = hashlib.sha256(f"{_FORMAT}\0{model}\0".encode())
     for name, text in sorted(files.items()):
         digest.update(name.encode() + b"\0" + text.encode() + b"\0")
-    for source in sources:
-        digest.update(source.name.encode() + b"\0" + source.read_bytes() + b"\0")
+    for source in sources:  # each file's digest, remembered under its identity (files.sha256_hex)
+        digest.update(source.name.encode() + b"\0" + bytes.fromhex(sha256_hex(source)) + b"\0")
     safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in model)
     root = cache_dir() / "processors"
     target = root / f"{safe}-{digest.hexdigest()[:16]}"

@@ -12,16 +12,17 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import importlib.metadata
 import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+from generator import installed
 from generator.config.models import Config, ModelSpec, TemplateSpec
 from generator.config.request import load_json
 from generator.errors import GoldensError, first_line
-from generator.files import atomic_write, cache_dir
+from generator.files import atomic_write, cache_dir, is_sha256, remembered, sha256_hex
 from generator.sources import gguf, llama3, pack, tekken
 
 HF_FILES = [
@@ -81,21 +82,27 @@ def _config_json(data: bytes, path: Path) -> Any:
 
 def tokenizer_fingerprint(directory: Path) -> str:
     """sha256 of the tokenizer itself: its files, with any chat template taken out of the config
-    (the template has its own pin, so a template bump does not look like a vocab change)."""
+    (the template has its own pin, so a template bump does not look like a vocab change). Each
+    file's digest is remembered under its identity, so a no-change run reads no vocabulary."""
     digest = hashlib.sha256()
     for name in FINGERPRINT_FILES:
         path = directory / name
         if not path.exists():
             continue
-        data = path.read_bytes()
         if name == "tokenizer_config.json":
-            config = _config_json(data, path)
-            if not isinstance(config, dict):
-                raise GoldensError(f"{path}: expected a JSON object")
-            config.pop("chat_template", None)
-            data = json.dumps(config, sort_keys=True, ensure_ascii=False).encode("utf-8")
-        digest.update(name.encode() + b"\0" + hashlib.sha256(data).digest())
+            known = remembered(path, "config without its chat template", _config_sha256, is_sha256)
+        else:
+            known = sha256_hex(path)
+        digest.update(name.encode() + b"\0" + bytes.fromhex(known))
     return digest.hexdigest()
+
+
+def _config_sha256(path: Path) -> str:
+    config = _config_json(path.read_bytes(), path)
+    if not isinstance(config, dict):
+        raise GoldensError(f"{path}: expected a JSON object")
+    config.pop("chat_template", None)
+    return hashlib.sha256(json.dumps(config, sort_keys=True, ensure_ascii=False).encode("utf-8")).hexdigest()
 
 
 def resolve(model: ModelSpec, config: Config) -> Source:
@@ -160,7 +167,7 @@ def _compiled_stamp(template: str) -> Path:
     """The cache file that says this template text compiled under these Transformers and jinja2
     releases (read from metadata, not imported), so a no-change run compiles nothing."""
     key = hashlib.sha256("\0".join(
-        [importlib.metadata.version("transformers"), importlib.metadata.version("jinja2"), template]
+        [installed.version("transformers"), installed.version("jinja2"), template]
     ).encode("utf-8")).hexdigest()
     return cache_dir() / "compiled-templates" / key
 
