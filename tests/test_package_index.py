@@ -89,6 +89,7 @@ def test_a_venv_installs_from_the_find_links_pip_conf_names(configured, tmp_path
     (tmp_path / "index").mkdir()
     configured.write_text(f"[global]\nindex-url = {(tmp_path / 'index').as_uri()}\nfind-links = {tmp_path / 'wheels'}\n")
     monkeypatch.setenv("GOLDENS_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")  # as many CI images have it
     if installer == "pip":
         monkeypatch.setenv("GOLDENS_UV", "")
     else:
@@ -101,6 +102,8 @@ def test_a_venv_installs_from_the_find_links_pip_conf_names(configured, tmp_path
     assert marker.startswith("1.0 in ") and f"({installer})" in marker
     log = (tmp_path / "cache" / "probe.install.log").read_text()
     assert ("uv pip install" in log) == (installer == "uv")
+    # what the check imported is compiled once, so later starts do not compile it again
+    assert list((tmp_path / "cache" / "probe").rglob("goldens_probe.*.pyc"))
 
 
 def test_a_venv_whose_check_fails_is_not_trusted(configured, tmp_path, monkeypatch):

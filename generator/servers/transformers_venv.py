@@ -41,6 +41,17 @@ def _import_root() -> Path:
     return root
 
 
+# What the worker imports (generator.reference's Transformers and Jinja modules), imported once
+# after the install: the venv is trusted only if they import, and they are compiled then.
+CHECK = """import transformers, jinja2.sandbox
+from transformers import AutoTokenizer, PreTrainedTokenizerFast
+try:
+    from transformers.utils import chat_template_utils  # not in the oldest 4.x releases
+except ImportError:
+    pass
+print(transformers.__version__)"""
+
+
 def transformers_python(version: str) -> Path:
     """The python of a venv with transformers==`version`, installed on first use (seconds with
     uv, about half a minute with pip)."""
@@ -51,7 +62,7 @@ def transformers_python(version: str) -> Path:
     def plan() -> venv.Steps:
         return [(f"install transformers=={version}", venv.INSTALL, [f"transformers=={version}", jinja2])]
 
-    return venv.ensure(name, plan, "import transformers; print(transformers.__version__)", version)
+    return venv.ensure(name, plan, CHECK, version)
 
 
 def require_available(version: str) -> None:
