@@ -17,6 +17,7 @@ from pathlib import Path
 
 import click
 
+from generator.config import engine_registry
 from generator.config.cases import model_cases
 from generator.config.engine_registry import BUILT_IN as BUILT_IN_ENGINES
 from generator.errors import GoldensError, one_line
@@ -476,12 +477,11 @@ def list_engines(as_json: bool) -> None:
 def ledger(config_path: Path, engine_name: str, case_ids: tuple[str, ...], reason: str, url: str | None,
            root: Path, stand_in: bool) -> None:
     """Record a reviewed divergence: the engine's own ids for a case, beside its golden, with a reason."""
+    from generator import redaction
     from generator.config import models
     from generator.engines.pool import EnginePool
     from generator.replay.judge import load_goldens, record
     from generator.sources.source import resolve
-
-    from generator import redaction
 
     redaction.register(*redaction.url_secrets(url or ""))
     from generator.config.cases import case_of
@@ -537,7 +537,7 @@ def diff_command(rev: str, root: Path, markdown: bool, report_path: Path | None,
 @main.command()
 @CONFIG_OPTION
 @click.option("--model", "model_name", required=True, help="A model of the matrix.")
-@click.option("--engine", "engine_names", multiple=True, default=("transformers",), show_default=True,
+@click.option("--engine", "engine_names", multiple=True, default=(engine_registry.REFERENCE,), show_default=True,
               help="The engine whose ids are checked, NAME or NAME@VERSION (repeatable: side by side; "
                    "a server engine starts a managed server).")
 @click.option("--kwargs", "kwargs_json", metavar="JSON",

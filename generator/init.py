@@ -31,7 +31,6 @@ GITIGNORE_LINES = (
     ".*.tmp",
     ".*.lock",
 )
-DEFAULT_ENGINES = ("transformers", "minijinja")
 NAME = re.compile(r"[^a-z0-9.-]+")
 
 
@@ -193,7 +192,7 @@ def init(directory: Path, hf: tuple[str, ...] = (), gguf: tuple[str, ...] = (), 
     if ignore_path.exists() and not ignore_path.is_file():
         raise GoldensError(f"{ignore_path}: not a regular file (nothing written)")
     chosen = models_from(directory, hf, gguf, dirs)
-    text = models_yaml(chosen, tuple(engines) or DEFAULT_ENGINES, date or _dt.datetime.now(_dt.UTC).date())
+    text = models_yaml(chosen, tuple(engines) or engine_registry.starters(), date or _dt.datetime.now(_dt.UTC).date())
     models.parse(__import__("yaml").safe_load(text), config_path)  # what we write must load
     ignore = ignore_path.read_text(encoding="utf-8") if ignore_path.is_file() else ""
     missing = [line for line in GITIGNORE_LINES[1:] if line not in ignore.splitlines()]

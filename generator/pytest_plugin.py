@@ -117,7 +117,7 @@ class GoldensFile(pytest.File):
     """models.yaml as a collector of its cases."""
 
     def collect(self):
-        from generator.config import engine_spec
+        from generator.config import engine_registry, engine_spec
         from generator.config.cases import model_cases, replays
 
         state = self.config.stash[_STATE]
@@ -135,8 +135,9 @@ class GoldensFile(pytest.File):
                     if not replays(case, spec.name):
                         continue
                     item = ReplayItem.from_parent(self, name=f"{case.id}[{spec.label}]", case=case, spec=spec)
-                    if spec.name == "vllm":
-                        item.add_marker(pytest.mark.server("vllm", case.model))
+                    server = engine_registry.declared(spec.name).server
+                    if server is not None and server.one_model_at_a_time:
+                        item.add_marker(pytest.mark.server(server.kind, case.model))
                     yield item
 
 
@@ -241,17 +242,20 @@ def pytest_collection_modifyitems(session, config, items):
             items.extend(collector.collect())
         except GoldensError as error:  # a bad models.yaml or --goldens-engine: one line, no traceback
             raise pytest.UsageError(f"goldens: error: {one_line(str(error))}") from None
-    groups: dict[str, list] = {}
+    from generator.config import engine_registry
+
+    one_at_a_time = engine_registry.one_model_at_a_time()
+    groups: dict[tuple[str, str], list] = {}
     order: list[list] = []
     for item in items:
-        vllm = [model for kind, model in _marked(item) if kind == "vllm"]
-        if not vllm:
+        heavy = [(kind, model) for kind, model in _marked(item) if kind in one_at_a_time]
+        if not heavy:
             order.append([item])
-        elif vllm[0] in groups:
-            groups[vllm[0]].append(item)
+        elif heavy[0] in groups:
+            groups[heavy[0]].append(item)
         else:
-            groups[vllm[0]] = [item]
-            order.append(groups[vllm[0]])
+            groups[heavy[0]] = [item]
+            order.append(groups[heavy[0]])
     items[:] = [item for group in order for item in group]
     state.uses.clear()
     state.uses.update(key for item in items for key in _marked(item))

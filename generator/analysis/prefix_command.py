@@ -23,7 +23,7 @@ from generator.analysis.prefix import (
     variant_of,
 )
 from generator.analysis.prefix_report import format_buster, format_result, side_by_side
-from generator.config import engine_spec
+from generator.config import engine_registry, engine_spec
 from generator.config.models import Config
 from generator.config.request import check_kwargs, load_json
 from generator.engines import Request
@@ -51,7 +51,7 @@ def _with_kwargs(requests: list[Request], kwargs: dict[str, Any]) -> list[Reques
     return out
 
 
-def run(config: Config, model_name: str, engine_name: str | Sequence[str] = "transformers",
+def run(config: Config, model_name: str, engine_name: str | Sequence[str] = engine_registry.REFERENCE,
         kwargs: dict | None = None,
         conversation: list[Request] | None = None, conversation_name: str = "conversation",
         url: str | None = None, busters: bool = False,

@@ -55,6 +55,10 @@ class Server:
     kind: str
     make: str
     per_model: bool = True
+    start_seconds: float = 0.0  # a start's rough cost, for sharding a matrix no durations file measured
+    # too big to keep beside the next model's (vLLM: 3.5 GB): a run sharing a pool (the pytest
+    # plugin) stops it after its model's cases, and orders those cases together
+    one_model_at_a_time: bool = False
 
 
 @dataclass(frozen=True)
@@ -72,6 +76,7 @@ class Entry:
     server: Server | None = None  # the managed server it needs when no --url is given
     stand_in: str | None = None  # the endpoint its ids read in place of serving; `serve` confirms it
     evidence: str = "ids"  # "ids", or "ids or count" / "count" (PromptCount: judged as a count)
+    starter: bool = False  # listed for a new model by `goldens init`: runs anywhere, no server
 
 
 @dataclass(frozen=True)
@@ -92,13 +97,18 @@ def _built_in(name: str, factory: str, summary: str, **capabilities: Any) -> Eng
 
 
 LLAMA_CPP = Versions("build", "generator.engines.llama_server:BUILDS", bisect=True)
-LLAMA_SERVER = Server("llama-server", "generator.engines.llama_server:make_server")
+# Start costs measured by bench/shards.py in proportion (vLLM 69.6 s, llama-server 2.3 s on 2
+# cores), rounded up for loaded CI runners; only their proportions matter to the partition.
+LLAMA_SERVER = Server("llama-server", "generator.engines.llama_server:make_server", start_seconds=8.0)
+
+REFERENCE = "transformers"  # the engine the goldens are rendered with: a model's default engine
 
 BUILT_IN = (
-    _built_in("transformers", "generator.engines.transformers:open_engine",
-              "the reference itself: Transformers' apply_chat_template", media=True,
+    _built_in(REFERENCE, "generator.engines.transformers:open_engine",
+              "the reference itself: Transformers' apply_chat_template", media=True, starter=True,
               versions=Versions("version", "generator.engines.transformers:RELEASES", bisect=True),
-              server=Server("transformers", "generator.engines.transformers:make_worker", per_model=False)),
+              server=Server("transformers", "generator.engines.transformers:make_worker", per_model=False,
+                            start_seconds=5.0)),
     _built_in("llama-server", "generator.engines.llama_server:open_engine",
               "llama-server's chat template and tokenizer", media=True,
               versions=LLAMA_CPP, server=LLAMA_SERVER, stand_in="/apply-template + /tokenize"),
@@ -108,9 +118,10 @@ BUILT_IN = (
     _built_in("vllm", "generator.engines.vllm:open_engine",
               "vLLM's chat rendering", media=True,
               versions=Versions("version", "generator.engines.vllm:RELEASES"),
-              server=Server("vllm", "generator.engines.vllm:make_server"), stand_in="/tokenize"),
+              server=Server("vllm", "generator.engines.vllm:make_server", start_seconds=150.0,
+                            one_model_at_a_time=True), stand_in="/tokenize"),
     _built_in("minijinja", "generator.engines.minijinja:open_engine",
-              "minijinja (TGI's template engine) with the HF tokenizer"),
+              "minijinja (TGI's template engine) with the HF tokenizer", starter=True),
     _built_in("mistral-common", "generator.engines.mistral_common:open_engine",
               "mistral-common's own request encoding"),
     _built_in("openai", "generator.engines.openai:open_engine",
@@ -142,6 +153,17 @@ def registered() -> tuple[EngineInfo, ...]:
         out.append(EngineInfo(factory=entry.value, summary=entry.value, any_model=True, name=entry.name,
                               origin=_origin(entry), entry_point=entry, problem=problem))
     return tuple(out)
+
+
+def starters() -> tuple[str, ...]:
+    """The engines `goldens init` lists for a new model (Entry.starter)."""
+    return tuple(info.name for info in BUILT_IN if info.starter)
+
+
+def one_model_at_a_time() -> tuple[str, ...]:
+    """The managed server kinds a shared pool stops after each model (Server.one_model_at_a_time)."""
+    return tuple(sorted({info.server.kind for info in BUILT_IN
+                         if info.server is not None and info.server.one_model_at_a_time}))
 
 
 def available() -> dict[str, EngineInfo]:

@@ -224,7 +224,7 @@ def _parse_model(name: str, raw: Any, where: _Where, key: str) -> ModelSpec:
                                f"letters, digits and '-', at most {NAME_LIMIT} characters")
         variants[vname] = dict(where.mapping(kwargs, vkey, None))
         check_kwargs(variants[vname], f"{where.file}: {vkey}")
-    engines = where.string_list(raw.get("engines", ["transformers"]), f"{key}.engines")
+    engines = where.string_list(raw.get("engines", [engine_registry.REFERENCE]), f"{key}.engines")
     for i, engine in enumerate(engines):
         engine_registry.lookup(engine, f"{where.file}: {key}.engines[{i}]")
     kwargs = dict(where.mapping(raw.get("kwargs") or {}, f"{key}.kwargs", None))

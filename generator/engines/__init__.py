@@ -102,8 +102,8 @@ class EngineBase:
 
 class VersionLine(Protocol):
     """How an engine's versions are made ready (the `line` a registry entry's Versions names).
-    `published`, `require_published` and `ready` are needed only when the entry's Versions
-    says `bisect` (`cached` is optional: without it bisect counts every release as a build)."""
+    `published`, `require_published`, `ready` and `cached` are needed only when the entry's
+    Versions says `bisect`."""
 
     def default(self) -> str:
         """The version run when neither --engine NAME@V nor models.yaml names one."""

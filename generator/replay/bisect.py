@@ -192,8 +192,7 @@ def _ready_all(engine: str, versions: list[str], jobs: int) -> dict[str, tuple[f
     cores (a cached release takes none, so one build beside it gets them all). The first failure
     is raised once the others have finished."""
     line = _line(engine)
-    cached = getattr(line, "cached", lambda version: False)  # a line without it: every one builds
-    pending = [version for version in versions if not cached(version)]
+    pending = [version for version in versions if not line.cached(version)]
     if jobs == 1 or len(pending) <= 1:
         return {version: line.ready(version) for version in versions}
     from concurrent.futures import ThreadPoolExecutor

@@ -20,7 +20,6 @@ from generator.errors import GoldensError
 # Rough costs where nothing was measured, in seconds: only their proportions matter, and a durations
 # file replaces them (qwen3's vLLM group, a server start and 30 cases, measured 198 s on 2 loaded cores).
 REPLAY_SECONDS = 0.2
-START_SECONDS = {"vllm": 150.0, "llama-server": 8.0, "client-completion": 8.0, "transformers": 5.0}
 
 
 def parse(text: str) -> tuple[int, int]:
@@ -35,8 +34,14 @@ def parse(text: str) -> tuple[int, int]:
 
 
 def estimate(engine_label: str, replays: int) -> float:
+    """A group's rough cost: its engine's managed server start (the registry's start_seconds;
+    nothing for an engine that starts none, or a --url name it does not know) and its replays."""
+    from generator.config import engine_registry
+
     name = engine_label.partition("@")[0]
-    return START_SECONDS.get(name, 0.0) + REPLAY_SECONDS * replays
+    info = engine_registry.available().get(name)
+    start = info.server.start_seconds if info is not None and info.server is not None else 0.0
+    return start + REPLAY_SECONDS * replays
 
 
 def partition(groups: Sequence[tuple[str, int]], n: int,
