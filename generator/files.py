@@ -237,6 +237,23 @@ def _put_dir(new: Path, target: Path) -> None:
         shutil.rmtree(old, ignore_errors=True)
 
 
+def build_dir_once(target: Path, build: Callable[[Path], str]) -> Path:
+    """A cached directory: `target` as is when its `.complete` marker exists, else `build(path)`
+    fills a fresh directory under a lock and returns the marker's text (what it was built from),
+    and atomic_dir puts it in place whole, so concurrent callers build it once and nobody reads
+    half a directory."""
+    marker = target / ".complete"
+    if marker.exists():
+        return target
+    with file_lock(target.parent / f".{target.name}.lock"):
+        if marker.exists():
+            return target
+        with atomic_dir(target) as tmp:
+            stamp = build(tmp)
+            (tmp / ".complete").write_text(stamp + "\n")
+    return target
+
+
 def build_once(target: Path, build: Callable[[Path], None]) -> Path:
     """A cached artifact: `target` as is when it exists, else `build(path)` writes it to a
     temporary path under a lock and atomic_file puts it in place, so concurrent callers build
@@ -275,11 +292,12 @@ def remembered(path: Path, what: str, compute: Callable[[Path], Any], valid: Cal
 
 def sha256_hex(path: Path) -> str:
     """The sha256 of a file's bytes, remembered under its identity (see remembered)."""
-    return remembered(path, "sha256", _sha256_of_regular_file, is_sha256)
+    return remembered(path, "sha256", sha256_of, is_sha256)
 
 
-def _sha256_of_regular_file(path: Path) -> str:
-    """Streamed (a vocabulary is not read into memory whole); a FIFO is refused, not waited on."""
+def sha256_of(path: Path) -> str:
+    """The sha256 of a regular file's bytes, streamed (a vocabulary or an archive is not read
+    into memory whole); a FIFO is refused, not waited on."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except OSError as error:

@@ -23,7 +23,7 @@ import sys
 from pathlib import Path
 
 from generator.errors import GoldensError
-from generator.files import atomic_file, cache_dir, file_lock
+from generator.files import atomic_file, cache_dir, file_lock, sha256_of
 from generator.sources import pack
 
 # The program run under the pinned gguf-py, and its version: bump it when the writer changes,
@@ -71,7 +71,7 @@ def tiny_gguf(
          "dir" if tokenizer_dir is not None else "gguf"]
     ).encode())
     for path in inputs:
-        key.update(pack.sha256_file(path).encode())
+        key.update(sha256_of(path).encode())
     digest = key.hexdigest()
 
     out_dir = cache_dir() / "tiny"

@@ -19,7 +19,7 @@ from safetensors.numpy import save_file
 from tokenizers import Tokenizer
 
 from generator.errors import GoldensError
-from generator.files import atomic_dir, cache_dir
+from generator.files import build_dir_once, cache_dir
 
 # Bump when the layout below changes, so stale cached models are not reused.
 _FORMAT = 1
@@ -61,16 +61,15 @@ def tiny_hf_model(
         digest.update(source.name.encode() + b"\0" + source.read_bytes() + b"\0")
     safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
     target = cache_dir() / "tiny" / f"{safe}-{digest.hexdigest()[:16]}"
-    if (target / ".complete").exists():
-        return target
 
-    with atomic_dir(target) as build:
+    def build(out: Path) -> str:
         try:
-            _write_model(build, sources, template, architecture)
+            _write_model(out, sources, template, architecture)
         except (OSError, ValueError, KeyError, json.JSONDecodeError) as error:
             raise GoldensError(f"tiny model {name}: cannot build ({error})") from None
-        (build / ".complete").write_text(digest.hexdigest() + "\n")
-    return target
+        return digest.hexdigest()
+
+    return build_dir_once(target, build)
 
 
 def _write_model(out: Path, sources: list[Path], template: str, architecture: str) -> None:

@@ -20,8 +20,7 @@ from typing import Any
 
 from generator import installed
 from generator.errors import GoldensError, first_line
-from generator.files import atomic_dir, cache_dir
-from generator.sources import pack
+from generator.files import atomic_dir, cache_dir, sha256_of
 
 # Bump when a build recipe changes, so cached directories built by an older recipe are not reused.
 RECIPE_VERSION = 2
@@ -53,7 +52,7 @@ def _inputs_hash(inputs: Mapping[str, Any]) -> str:
 def sha256(path: Path) -> str:
     """A source file's sha256, for the cache key (an unreadable file is one line, not a traceback)."""
     try:
-        return pack.sha256_file(path)
+        return sha256_of(path)
     except OSError as error:
         raise GoldensError(f"{path}: cannot read ({error.strerror or error})") from None
 

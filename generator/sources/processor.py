@@ -10,14 +10,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shutil
-import tempfile
 from pathlib import Path
 
 from generator.config.models import ProcessorSpec
 from generator.errors import GoldensError
-from generator.files import cache_dir, file_lock, sha256_hex
+from generator.files import build_dir_once, cache_dir, sha256_hex
 
 _FORMAT = 1
 _TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
@@ -52,23 +50,15 @@ def processor_dir(model: str, spec: ProcessorSpec, tokenizer_dir: Path) -> Path:
     safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in model)
     root = cache_dir() / "processors"
     target = root / f"{safe}-{digest.hexdigest()[:16]}"
-    if (target / ".complete").exists():
-        return target
-    root.mkdir(parents=True, exist_ok=True)
-    with file_lock(root / f".{target.name}.lock"):
-        if (target / ".complete").exists():
-            return target
-        with tempfile.TemporaryDirectory(dir=root) as tmp:
-            build = Path(tmp) / "processor"
-            build.mkdir()
-            try:
-                for source in sources:
-                    shutil.copyfile(source, build / source.name)
-                for name, text in files.items():
-                    (build / name).write_text(text, encoding="utf-8")
-            except OSError as error:
-                raise GoldensError(f"{model}: cannot write the processor files ({error})") from None
-            (build / ".complete").write_text(digest.hexdigest() + "\n")
-            shutil.rmtree(target, ignore_errors=True)
-            os.replace(build, target)
-    return target
+
+    def build(out: Path) -> str:
+        try:
+            for source in sources:
+                shutil.copyfile(source, out / source.name)
+            for name, text in files.items():
+                (out / name).write_text(text, encoding="utf-8")
+        except OSError as error:
+            raise GoldensError(f"{model}: cannot write the processor files ({error})") from None
+        return digest.hexdigest()
+
+    return build_dir_once(target, build)
