@@ -42,6 +42,12 @@ class Ids(list):
         self.prompt = prompt
         self.pieces = pieces
 
+    @classmethod
+    def of(cls, answer: Sequence[int]) -> Ids:
+        """An engine's answer as Ids: as it is when it is one, else the bare ids (a plugin may
+        return a plain list), so readers never probe an answer for what it carries."""
+        return answer if isinstance(answer, Ids) else cls(answer)
+
 
 def pieces_of(ids: Sequence[int], decode: Decode | None = None, *,
               given: Sequence[str] | None = None) -> list[str]:
@@ -50,7 +56,7 @@ def pieces_of(ids: Sequence[int], decode: Decode | None = None, *,
     tokenized; the others are shown through the reference's tokenizer when one is at hand."""
     from generator.redaction import redact_pieces  # a secret a server spells out across pieces
 
-    pieces = given if given is not None else getattr(ids, "pieces", None)
+    pieces = given if given is not None else Ids.of(ids).pieces
     if pieces is not None and len(pieces) == len(ids):
         return redact_pieces(pieces)
     return redact_pieces(decode(list(ids))) if decode is not None else [""] * len(ids)

@@ -22,7 +22,7 @@ from generator.config import engine_registry
 from generator.config.cases import Case, matrix
 from generator.config.engine_spec import EngineSpec
 from generator.config.models import Config
-from generator.engines import EngineError, Refused
+from generator.engines import EngineError, Ids, Refused
 from generator.engines.pool import EnginePool
 from generator.errors import GoldensError
 from generator.replay.divergence import Divergence, diverge, format_divergence
@@ -236,8 +236,8 @@ def _answer(runner, case: Case, version: str) -> Answer:
         return Answer(refused=re.sub(r"https?://[^\s/]+:\d+", "<server>", str(refusal).splitlines()[0]))
     except EngineError as error:
         raise GoldensError(f"{case.id} on {version}: the engine could not answer ({error})") from None
-    pieces = getattr(ids, "pieces", None) or []
-    return Answer(list(ids), list(pieces), getattr(ids, "prompt", None))
+    ids = Ids.of(ids)
+    return Answer(list(ids), list(ids.pieces or []), ids.prompt)
 
 
 def _first_divergence(config: Config, before: Tried, first: Tried, cases: list[Case],

@@ -85,9 +85,10 @@ def answer(engine: Engine, request: dict) -> Answer:
     """The engine's answer to a request: its ids, or the Refused it raised. Any other failure
     (an EngineError) propagates: that is no answer at all."""
     try:
-        return engine.ids(request)
+        got = engine.ids(request)
     except Refused as refusal:
         return refusal
+    return got if isinstance(got, PromptCount) else Ids.of(got)
 
 
 def judged(engine: Engine, request: dict) -> Answer:
@@ -112,9 +113,8 @@ def verdict(item: golden_file.Golden, entry: ledger.Entry | None, engine: str, g
                        kind="ledger-moved" if entry is not None else "drift")
     if isinstance(got, PromptCount):
         return judge_count(engine, item, entry, got)
-    actual = got
-    prompt = getattr(actual, "prompt", None)
-    pieces = getattr(actual, "pieces", None)
+    actual = Ids.of(got)
+    prompt, pieces = actual.prompt, actual.pieces
     refuses = item.outcome == "error"  # then only a reviewed entry's ids can pass (judged below)
     if refuses and (entry is None or entry.refused is not None):
         return Outcome(item.case, engine, "drift",
@@ -271,8 +271,8 @@ def judge_finding(item: golden_file.Golden, entry: ledger.Entry | None, label: s
                                 f"{'a refusal' if entry.refused is not None else 'ids'}", kind="ledger-moved")
     if list(got) == entry.ids:
         return outcome("known", entry.reason, reason=entry.reason)
-    div = diverge(entry.ids, entry.pieces, entry.prompt, got, getattr(got, "pieces", None),
-                  getattr(got, "prompt", None), decode)
+    got = Ids.of(got)
+    div = diverge(entry.ids, entry.pieces, entry.prompt, got, got.pieces, got.prompt, decode)
     return outcome("drift", f"{finding}; moved from its stand-in ledger entry: "
                             + format_divergence(div, "ledger", stand_in), divergence=div, kind="ledger-moved")
 
@@ -373,4 +373,4 @@ def record(engine: Engine, item: golden_file.Golden, root: Path, reason: str, st
     if list(got) == item.ids and not stand_in:
         raise GoldensError(f"{item.case}: {engine.name} matches the reference; nothing to record")
     return ledger.write(root, item, engine.name, reason.strip(), list(got), pieces_of(got),
-                        getattr(got, "prompt", None), engine_version=reported_version(engine), stand_in=endpoint)
+                        Ids.of(got).prompt, engine_version=reported_version(engine), stand_in=endpoint)
