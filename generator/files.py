@@ -16,7 +16,7 @@ import os
 import shutil
 import stat
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -273,11 +273,21 @@ def remembered(path: Path, what: str, compute: Callable[[Path], Any], valid: Cal
     mtime) and `what`, so a file that did not change is read once per change, not once per run
     (a GGUF's header, a 10 MB tokenizer.json's digest). A memo that does not read back as `valid`
     JSON is computed again; compute's own error says what is wrong with an unreadable file."""
+    return remembered_all([path], what, lambda paths: compute(paths[0]), valid)
+
+
+def remembered_all(paths: Sequence[Path], what: str, compute: Callable[[Sequence[Path]], Any],
+                   valid: Callable[[Any], bool]) -> Any:
+    """compute(paths), remembered under the identities of all of them (see remembered): one
+    changed file computes it again."""
+    parts = []
     try:
-        info = Path(path).stat()
+        for path in paths:
+            info = Path(path).stat()
+            parts.append(f"{Path(path).resolve()}\0{info.st_ino}\0{info.st_size}\0{info.st_mtime_ns}")
     except OSError:
-        return compute(path)
-    identity = f"{Path(path).resolve()}\0{info.st_ino}\0{info.st_size}\0{info.st_mtime_ns}\0{what}"
+        return compute(paths)
+    identity = "\0".join([*parts, what])
     memo = cache_dir() / "file-memos" / hashlib.sha256(identity.encode("utf-8", "surrogateescape")).hexdigest()
     try:
         known = json.loads(memo.read_text(encoding="utf-8"))
@@ -285,7 +295,7 @@ def remembered(path: Path, what: str, compute: Callable[[Path], Any], valid: Cal
             return known
     except (OSError, UnicodeDecodeError, ValueError):
         pass
-    found = compute(path)
+    found = compute(paths)
     atomic_write(memo, json.dumps(found, sort_keys=True, ensure_ascii=False) + "\n")
     return found
 

@@ -50,20 +50,12 @@ HEADER = (
 # environment (jinja2 + markupsafe), the Rust tokenizer.
 LIBRARIES = ("transformers", "tokenizers", "jinja2", "markupsafe", "pillow")
 
-# This project's modules whose code shapes golden bytes, as globs below generator/. Sources
-# (pack, vocab, gguf_metadata) are left out on purpose: what they produce is hashed as data.
-# tests/test_index.py checks that every module a render imports is here or in that list.
-CODE = (
-    "reference.py",
-    "config/*.py",
-    "sources/source.py",
-    "sources/processor.py",  # builds the processor an expanded-view golden renders through
-    "engines/__init__.py",
-    "engines/transformers.py",
-    "analysis/*.py",
-    "replay/divergence.py",  # first_divergence places the prefix breaks and round trips
-    "goldens/*.py",
-)
+# The render: regenerate and every module of this project it imports, at any depth (lazy
+# imports inside functions too), read from the import graph. Their source is hashed, so a change
+# to any of them renders every model again, and a module off the render path (goldens/diff.py,
+# analysis/prefix_report.py, the replay) renders nothing. tests/test_index.py checks that every
+# module a real render imports is in the graph.
+ROOTS = ("generator.goldens.regenerate",)
 PACKAGE = Path(__file__).resolve().parents[1]
 
 # Files of a tokenizer directory that are model weights, never read by a tokenizer: a `dir:`
@@ -76,15 +68,61 @@ def sha256(data: bytes | str) -> str:
 
 
 def code_files(package: Path = PACKAGE) -> list[Path]:
-    return sorted({path for pattern in CODE for path in package.glob(pattern)})
+    """The source files of ROOTS and of every module of the package they import."""
+    seen: dict[str, Path] = {}
+    todo = list(ROOTS)
+    while todo:
+        name = todo.pop()
+        path = _module_file(package, name)
+        if name in seen or path is None:
+            continue
+        seen[name] = path
+        parts = name.split(".")
+        todo.extend(".".join(parts[:i]) for i in range(1, len(parts)))  # its packages' __init__
+        todo.extend(_imports(path))
+    return sorted(seen.values())
+
+
+def _module_file(package: Path, name: str) -> Path | None:
+    """generator.x.y -> package/x/y.py or package/x/y/__init__.py; None for a name that is an
+    attribute (from generator.x import function), not a module."""
+    parts = name.split(".")
+    if parts[0] != "generator":
+        return None
+    base = package.joinpath(*parts[1:])
+    for path in (base / "__init__.py", base.with_suffix(".py")):
+        if path.is_file():
+            return path
+    return None
+
+
+def _imports(path: Path) -> set[str]:
+    """Every `generator...` name an import statement in the file names, wherever it is."""
+    import ast
+
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_bytes(), str(path))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            found.add(node.module)
+            found.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return {name for name in found if name.split(".")[0] == "generator"}
 
 
 def code_fingerprint(package: Path = PACKAGE) -> str:
-    """sha256 of the source of every module in CODE, by path relative to generator/."""
-    digest = hashlib.sha256()
-    for path in code_files(package):
-        digest.update(path.relative_to(package).as_posix().encode() + b"\0" + sha256(path.read_bytes()).encode())
-    return digest.hexdigest()
+    """sha256 of the source of every module in code_files, by path relative to generator/.
+    Remembered under the identities of all the package's files, so a no-change run parses no
+    import graph."""
+    every = sorted(path for path in package.rglob("*.py") if "__pycache__" not in path.parts)
+
+    def compute(_paths) -> str:
+        digest = hashlib.sha256()
+        for path in code_files(package):
+            digest.update(path.relative_to(package).as_posix().encode() + b"\0" + sha256(path.read_bytes()).encode())
+        return digest.hexdigest()
+
+    return files.remembered_all(every, "the render's code fingerprint", compute, files.is_sha256)
 
 
 def library_versions() -> dict[str, str]:
