@@ -15,7 +15,11 @@ from conftest import ROOT
 SMOKE = {
     "bisection": (["--repeat", "1"], ["--jobs 1: 3 rounds, 4 releases tried (b9101 b9247 b9113 b9246)",
                                    "--jobs 2: 2 rounds, 4 releases tried", "bisect / floor:"]),
+    "build": (["--build", "9101"], ["llama.cpp b9101, llama-server target", "from ccache", "floor (CPU / cores)",
+                                   "compile / floor:"]),
     "coverage": (["--model", "phi3.5", "--repeat", "1"], ["renders  wall", "traced / renders:"]),
+    "first_check": (["--model", "phi3.5", "--engine", "llama-server"],
+                    ["first goldens check, phi3.5 on llama-server", "its llama.cpp build", "first / floor:"]),
     "regenerate": (["--model", "phi3.5", "--repeat", "1"], ["full / floor:", "no change / floor:"]),
     "replay": (["--model", "phi3.5", "--rounds", "1", "--repeat", "1", "--jobs", "2"],
                ["goldens replay, --jobs 2", "replay / capacity:"]),

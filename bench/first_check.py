@@ -1,0 +1,71 @@
+"""How long does a first `goldens check` take on a machine with nothing cached, against its build?
+
+`goldens check` runs in a fresh process with an empty GOLDENS_CACHE, as on a new machine: it
+fetches the pinned pack, builds the tokenizers, builds llama-server from the pinned llama.cpp
+source and replays the model's goldens through the engines named. The compiler cache is the
+machine's (with ccache installed and warm, as after one earlier build) or, with --no-ccache,
+an empty one (a new machine that has ccache installed).
+
+The floor is what the run cannot go below: the llama.cpp build it made (the build's own seconds,
+from the build.json the run left), plus the same check run again in the now-warm cache (the
+part that is not making things ready). A first run bounded by its build sits near x1.0.
+
+    .venv/bin/python bench/first_check.py [--model qwen3] [--engine llama-server]... [--no-ccache]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from generator.files import cache_dir  # noqa: E402
+from generator.sources import pack  # noqa: E402
+
+
+def check(args: argparse.Namespace, env: dict[str, str]) -> float:
+    argv = [sys.executable, "-m", "generator.cli", "check", "--config", str(ROOT / "models.yaml"),
+            "--model", args.model, *[f"--engine={engine}" for engine in args.engine]]
+    started = time.perf_counter()
+    result = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True)
+    seconds = time.perf_counter() - started
+    if result.returncode != 0:
+        raise SystemExit(f"bench: error: goldens check exited {result.returncode}: {result.stderr.strip()[-2000:]}")
+    return seconds
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", default="qwen3")
+    parser.add_argument("--engine", action="append", help="default: transformers, minijinja, llama-server")
+    parser.add_argument("--no-ccache", action="store_true", help="an empty compiler cache (every object compiles)")
+    args = parser.parse_args(argv)
+    args.engine = args.engine or ["transformers", "minijinja", "llama-server"]
+    machine_ccache = os.environ.get("CCACHE_DIR") or str(cache_dir() / "ccache")
+    with tempfile.TemporaryDirectory(prefix="goldens-bench-first-") as tmp:
+        env = {**os.environ, "GOLDENS_CACHE": str(Path(tmp) / "cache"),
+               "CCACHE_DIR": str(Path(tmp) / "ccache") if args.no_ccache else machine_ccache}
+        env.pop("GOLDENS_BUILD_JOBS", None)
+        first = check(args, env)
+        record = Path(tmp) / "cache" / "llama.cpp" / f"b{pack.LLAMA_CPP_BUILD}" / "build.json"
+        built = json.loads(record.read_text()) if record.is_file() else {"seconds": 0.0, "compiler_cache": "no build"}
+        again = check(args, env)
+    floor = built["seconds"] + again
+    print(f"first goldens check, {args.model} on {', '.join(args.engine)} ({len(os.sched_getaffinity(0))} cores, "
+          f"load average {os.getloadavg()[0]:.1f} at the end), "
+          f"{'an empty' if args.no_ccache else 'the machine'}'s compiler cache")
+    print(f"first run {first:7.1f} s   its llama.cpp build {built['seconds']:7.1f} s ({built['compiler_cache']})   "
+          f"the same check warm {again:5.1f} s   floor {floor:7.1f} s   first / floor: x{first / floor:.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
