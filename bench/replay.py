@@ -100,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             gguf = tiny_gguf(model.name, source.tokenizer_dir, source.template)
         # cpp-httplib holds a worker per open keep-alive connection: the replay's idle ones
-        # (engines/http.py keeps up to MAX_IDLE) must not starve the 16-thread plain client
+        # (generator/http.py keeps up to MAX_IDLE) must not starve the 16-thread plain client
         build = {"build": args.build} if args.build else {}
         server = LlamaServer(gguf, extra_args=("--threads-http", str(max(THREADS) + 2 * args.jobs)), **build).start()
     except GoldensError as error:

@@ -247,8 +247,9 @@ def _urls(values: tuple[str, ...]) -> dict[str, str]:
 def _probe(url_map: dict[str, str], timeout: float) -> None:
     """Every --url must name a known engine and answer before the run: one line, not an error
     per case. Any HTTP answer will do (a health page, a 404): the server is there."""
+    from generator import http
     from generator.config import engine_registry
-    from generator.engines import EngineError, http
+    from generator.engines import EngineError
     from generator.engines.pool import check_url
 
     for engine, url in url_map.items():

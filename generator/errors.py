@@ -13,6 +13,21 @@ class GoldensError(Exception):
     exit_code = 2
 
 
+class EngineError(GoldensError):
+    """An engine that could not answer: unreachable, HTTP error, malformed reply."""
+
+
+class Refused(EngineError):
+    """The engine answered, and its answer is that it will not render this request (a template
+    that raises, an HTTP 400 naming the template error). A golden whose reference also refused
+    expects exactly this."""
+
+
+class Unreachable(EngineError):
+    """The engine stopped answering: no connection, a connection dropped, no whole reply within
+    the deadline. Unlike a bad reply to one request, this is the server, not the case."""
+
+
 import re
 
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")

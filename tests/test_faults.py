@@ -1,5 +1,5 @@
 """Fault injection: a misbehaving server behind `goldens check --url` is exit 2, within the
-deadline, with one line naming the fault; and engines/http.py holds its total deadline.
+deadline, with one line naming the fault; and generator/http.py holds its total deadline.
 
 The server is tests/faults.py: real HTTP over a real socket on 127.0.0.1, one fault per run.
 """
@@ -13,8 +13,9 @@ from click.testing import CliRunner
 from conftest import GOLDENS, ROOT
 from faults import FaultServer
 
+from generator import http
 from generator.cli import main
-from generator.engines import EngineError, Refused, Unreachable, http
+from generator.engines import EngineError, Refused, Unreachable
 from generator.engines.llama_server import LlamaServerEngine
 from generator.engines.vllm import VllmEngine
 
@@ -84,7 +85,7 @@ def test_an_unreachable_url_is_one_line_before_the_run(tmp_path):
     assert not report.exists()
 
 
-# ------------------------------------------------------------------------- engines/http.py itself
+# ------------------------------------------------------------------------- generator/http.py itself
 
 def test_a_drip_cannot_outlast_the_total_deadline():
     with FaultServer("drip") as server:
@@ -147,7 +148,7 @@ def test_a_proxy_in_the_environment_carries_the_request(monkeypatch):
 
 
 def test_422_is_a_refusal_like_400():
-    """One status mapping for every engine: the remote engines' and engines/http.py's."""
+    """One status mapping for every engine: the remote engines' and generator/http.py's."""
     assert isinstance(http.failure(422, "engine", "schema"), Refused)
     assert isinstance(http.failure(400, "engine", "template"), Refused)
     assert type(http.failure(500, "engine", "boom")) is EngineError

@@ -17,7 +17,8 @@ import pytest
 from conftest import engine_of, source_of, tokenizer_of
 from transformers.utils import get_json_schema
 
-from generator.engines import EngineError, http
+from generator import http
+from generator.engines import EngineError
 from generator.engines.vllm import VllmEngine
 from generator.errors import GoldensError
 from generator.servers.process import free_port

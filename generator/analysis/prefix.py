@@ -27,7 +27,7 @@ from typing import Any
 
 from generator.analysis.diagnosis import diagnose
 from generator.config.models import ModelSpec, PrefixTail
-from generator.config.request import load_json, validate_request
+from generator.config.request import validate_request
 from generator.engines import (
     Decode,
     Engine,
@@ -37,6 +37,7 @@ from generator.engines import (
     pieces_of,
 )
 from generator.errors import GoldensError
+from generator.json_reader import load_json
 
 CONTEXT = 5  # tokens shown on each side of a break
 SHARED = 3  # shared tokens shown before it

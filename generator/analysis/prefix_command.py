@@ -25,9 +25,10 @@ from generator.analysis.prefix import (
 from generator.analysis.prefix_report import format_buster, format_result, side_by_side
 from generator.config import engine_registry, engine_spec
 from generator.config.models import Config
-from generator.config.request import check_kwargs, load_json
+from generator.config.request import check_kwargs
 from generator.engines import Request
 from generator.errors import GoldensError
+from generator.json_reader import load_json
 
 
 def parse_kwargs(text: str | None) -> dict[str, Any] | None:

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import json
-import re
 from typing import Any
 
 from generator.errors import GoldensError
+from generator.json_reader import load_json
 
 ROLES = {"system", "developer", "user", "assistant", "tool"}
 KEYS = {"model", "messages", "tools", "chat_template_kwargs", "documents",
@@ -30,78 +29,6 @@ def check_kwargs(kwargs: dict[str, Any], where: str) -> None:
                 f"{where}.{name}: {name!r} is a request field or apply_chat_template parameter, "
                 "not a chat-template kwarg"
             )
-
-
-MAX_DEPTH = 100  # far deeper than any chat body; deep enough to overflow nothing downstream
-MAX_DIGITS = 100  # an integer longer than this is not a token id, a count or a tool argument
-_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-class _BadNumber(ValueError):
-    pass
-
-
-def _integer(text: str) -> int:
-    if len(text.lstrip("-")) > MAX_DIGITS:
-        raise _BadNumber(f"an integer of {len(text.lstrip('-'))} digits (at most {MAX_DIGITS})")
-    return int(text)
-
-
-def _constant(name: str) -> float:
-    raise _BadNumber(f"{name} is not JSON")
-
-
-def strict_numbers() -> dict[str, Any]:
-    """json.loads' hooks that refuse what load_json refuses in numbers (NaN, Infinity, an
-    integer over MAX_DIGITS digits), as _BadNumber, a ValueError."""
-    return {"parse_int": _integer, "parse_constant": _constant}
-
-
-def load_json(data: str | bytes, where: str, error: type[Exception] = GoldensError) -> Any:
-    """JSON from outside (a request, a conversation, a golden, an engine's reply), parsed so that
-    nothing in it can crash a later stage: UTF-8 only, at most MAX_DEPTH levels of nesting, no
-    lone surrogate in any string, no integer over MAX_DIGITS digits, no NaN or Infinity. Every
-    problem is one line starting with `where`, raised as `error`."""
-    if isinstance(data, bytes):
-        try:
-            data = data.decode("utf-8")
-        except UnicodeDecodeError as bad:
-            raise error(f"{where}: not UTF-8 (byte 0x{data[bad.start]:02x} at offset {bad.start})") from None
-    try:
-        value = json.loads(data, parse_int=_integer, parse_constant=_constant)
-    except json.JSONDecodeError as bad:
-        raise error(f"{where}: not valid JSON (line {bad.lineno}: {bad.msg})") from None
-    except _BadNumber as bad:
-        raise error(f"{where}: not valid JSON ({bad})") from None
-    except RecursionError:
-        raise error(f"{where}: nested deeper than {MAX_DEPTH} levels") from None
-    _check_tree(value, where, error)
-    return value
-
-
-def _check_tree(value: Any, where: str, error: type[Exception]) -> None:
-    """Depth and strings, walked without recursion (the point is to survive a deep tree)."""
-    stack = [(value, 0)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, (dict, list)):
-            if depth >= MAX_DEPTH:
-                raise error(f"{where}: nested deeper than {MAX_DEPTH} levels")
-            if isinstance(item, dict):
-                for key, child in item.items():
-                    if _SURROGATE.search(key):
-                        raise error(f"{where}: a key holds a lone surrogate ({_escaped(key)})")
-                    stack.append((child, depth + 1))
-            else:
-                stack.extend((child, depth + 1) for child in item)
-        elif isinstance(item, str) and _SURROGATE.search(item):
-            raise error(f"{where}: a string holds a lone surrogate ({_escaped(item)}); text must be valid Unicode")
-
-
-def _escaped(text: str) -> str:
-    match = _SURROGATE.search(text)
-    lo = max(0, match.start() - 10)
-    return json.dumps(text[lo:match.start() + 10])
 
 
 def read_body(value: str) -> tuple[bytes, str]:

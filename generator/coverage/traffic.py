@@ -16,10 +16,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from generator.config.request import load_json, validate_request
+from generator.config.request import validate_request
 from generator.coverage.search import greedy, request_bytes
 from generator.coverage.trace import Coverage, compiled, render_traced
 from generator.errors import GoldensError
+from generator.json_reader import load_json
 
 
 @dataclass

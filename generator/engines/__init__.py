@@ -24,7 +24,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from generator.errors import GoldensError
+from generator.errors import EngineError, GoldensError, Refused, Unreachable  # noqa: F401  (the engine API)
 
 if TYPE_CHECKING:
     from generator.sources.source import Source
@@ -161,7 +161,7 @@ class EngineContext:
     processor: Any = None  # the model's processor settings (ModelSpec.processor), for media
     server: Callable[[], Any] | None = field(default=None, repr=False)
     connection: Any = field(default=None, repr=False)  # engines.remote.Connection: retries, redaction
-    transport: Any = field(default=None, repr=False)  # engines.http.Transport: the run's deadlines
+    transport: Any = field(default=None, repr=False)  # generator.http.Transport: the run's deadlines
     on_start: Callable[[str], None] = field(default=lambda message: None, repr=False)
 
     def managed(self) -> Any:
@@ -199,21 +199,6 @@ def reported_version(engine: Engine) -> str:
         return str(engine.version() or "")
     except GoldensError:
         return ""
-
-
-class EngineError(GoldensError):
-    """An engine that could not answer: unreachable, HTTP error, malformed reply."""
-
-
-class Refused(EngineError):
-    """The engine answered, and its answer is that it will not render this request (a template
-    that raises, an HTTP 400 naming the template error). A golden whose reference also refused
-    expects exactly this."""
-
-
-class Unreachable(EngineError):
-    """The engine stopped answering: no connection, a connection dropped, no whole reply within
-    the deadline. Unlike a bad reply to one request, this is the server, not the case."""
 
 
 @dataclass

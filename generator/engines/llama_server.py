@@ -10,7 +10,7 @@ checks that stand-in against the serving path: /v1/chat/completions with the mes
 tokenized as /completion tokenizes a string (add_special on), which is where a second BOS
 comes from.
 
-Requests go through engines/http.py (a total deadline each, keep-alive connections per
+Requests go through generator/http.py (a total deadline each, keep-alive connections per
 thread), so ids() may be called from threads; every failure is an EngineError naming the
 engine, the URL and the reason.
 """
@@ -22,6 +22,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from generator import http
 from generator.config.request import carries_media
 from generator.engines import (
     EngineBase,
@@ -31,7 +32,6 @@ from generator.engines import (
     Refused,
     Request,
     Served,
-    http,
     strict_ids,
 )
 

@@ -17,7 +17,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from generator.engines import EngineBase, EngineError, PromptCount, Refused, Request, http
+from generator import http
+from generator.engines import EngineBase, EngineError, PromptCount, Refused, Request
 from generator.engines.remote import Connection, Remote, integer, open_remote
 
 PATH = "/api/chat"

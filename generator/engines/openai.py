@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from generator import http
 from generator.engines import (
     EngineBase,
     EngineError,
@@ -30,7 +31,6 @@ from generator.engines import (
     PromptCount,
     Refused,
     Request,
-    http,
     strict_ids,
 )
 from generator.engines.remote import Connection, Remote, integer, open_remote

@@ -12,10 +12,11 @@ import contextlib
 import datetime as _dt
 from collections.abc import Callable
 
+from generator import http
 from generator.config import engine_registry, engine_spec
 from generator.config.engine_spec import EngineSpec
 from generator.config.models import ModelSpec
-from generator.engines import Engine, EngineContext, StandIn, http
+from generator.engines import Engine, EngineContext, StandIn
 from generator.engines.remote import Connection
 from generator.errors import GoldensError
 from generator.sources.source import Source
@@ -23,7 +24,7 @@ from generator.sources.source import Source
 
 def check_url(engine: str, url: str) -> str:
     """A --url must be an http(s) URL; say so in one line rather than failing on connect. Parsed
-    as engines/http.py parses every URL it is given."""
+    as generator/http.py parses every URL it is given."""
     import urllib.parse
 
     try:

@@ -16,12 +16,12 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from generator import redaction
-from generator.config.request import load_json
-from generator.engines import EngineError, http
+from generator import http, redaction
+from generator.engines import EngineError
 from generator.errors import GoldensError, printable
+from generator.json_reader import load_json
 
-TIMEOUT = 120.0  # seconds for one request, connect to last byte (engines/http.py)
+TIMEOUT = 120.0  # seconds for one request, connect to last byte (generator/http.py)
 RETRIES_429 = 4  # a rate-limited request is retried this many times, honouring Retry-After
 MAX_WAIT = 30.0  # seconds; a longer Retry-After is an error rather than a stalled gate
 WAIT_BUDGET = 60.0  # seconds of 429 waits in one run per server; then every 429 is an error at once
@@ -75,7 +75,7 @@ HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]{1,256}")  # an HTTP token 
 
 
 class Remote:
-    """One server through engines/http.py (a total deadline per request, kept-alive
+    """One server through generator/http.py (a total deadline per request, kept-alive
     connections), with at most `connection.jobs` requests in flight."""
 
     def __init__(self, engine: str, url: str, connection: Connection,
@@ -90,7 +90,7 @@ class Remote:
         self._budget_lock = threading.Lock()
 
     def close(self) -> None:
-        """Nothing to release: connections are engines/http.py's."""
+        """Nothing to release: connections are generator/http.py's."""
 
     def where(self, path: str) -> str:
         return f"{self.engine} at {self.url}{path}"

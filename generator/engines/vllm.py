@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from generator import http
 from generator.engines import (
     EngineBase,
     EngineContext,
@@ -18,7 +19,6 @@ from generator.engines import (
     Refused,
     Request,
     Served,
-    http,
     strict_ids,
 )
 

@@ -16,8 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from generator import files
-from generator.config.request import load_json, validate_request
+from generator.config.request import validate_request
 from generator.errors import GoldensError
+from generator.json_reader import load_json
 
 FORMAT = 1
 _TOKENS_MARK = "\u0000TOKENS\u0000"

@@ -17,12 +17,12 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from generator import reference
+from generator import http, reference
 from generator.config import engine_registry, engine_spec
 from generator.config.cases import model_cases, replays
 from generator.config.engine_spec import EngineSpec
 from generator.config.models import Config, ModelSpec
-from generator.engines import Engine, http
+from generator.engines import Engine
 from generator.engines.pool import EnginePool, check_available
 from generator.engines.remote import Connection
 from generator.errors import GoldensError, one_line

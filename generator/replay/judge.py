@@ -31,11 +31,20 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from generator import http
+from generator.config import engine_registry
 from generator.engines import (
-    Engine, EngineError, Ids, PromptCount, Refused, Served, Unreachable, first_divergence, http, pieces_of,
+    Engine,
+    EngineError,
+    Ids,
+    PromptCount,
+    Refused,
+    Served,
+    Unreachable,
+    first_divergence,
+    pieces_of,
     reported_version,
 )
-from generator.config import engine_registry
 from generator.errors import GoldensError, first_line
 from generator.goldens import golden_file
 from generator.replay import ledger

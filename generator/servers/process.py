@@ -21,7 +21,7 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from generator.errors import GoldensError
+from generator.errors import EngineError, GoldensError
 from generator.files import cache_dir
 
 HOST = "127.0.0.1"
@@ -163,38 +163,37 @@ class ManagedServer:
         handle_signals()
 
     def _wait_healthy(self) -> None:
-        import httpx  # here, not at the top: every command imports this module for handle_signals
+        from generator import http  # the one HTTP seam; here, as every command imports this module
 
         deadline = time.monotonic() + self.startup_timeout
         health = self.url + self.health_path
         last = "no answer yet"
-        with httpx.Client(timeout=2.0) as client:
-            while True:
-                code = self.process.poll()
-                if code is not None:
-                    tail = self.log_tail(30)
-                    if _looks_like_port_conflict(tail):
-                        raise _PortTaken()
-                    self.stop()
-                    raise GoldensError(
-                        f"{self.name}: exited with code {code} before becoming healthy; "
-                        f"log {self.log_path}, last lines:\n{tail}"
-                    )
-                try:
-                    response = client.get(health)
-                    if response.status_code == 200:
-                        return
-                    last = f"HTTP {response.status_code}"
-                except httpx.HTTPError as error:
-                    last = type(error).__name__
-                if time.monotonic() > deadline:
-                    tail = self.log_tail(30)
-                    self.stop()
-                    raise GoldensError(
-                        f"{self.name}: {health} not healthy after {self.startup_timeout:g}s "
-                        f"({last}); log {self.log_path}, last lines:\n{tail}"
-                    )
-                time.sleep(0.1)
+        while True:  # one poll every 0.1 s, each given 2 s, until healthy, exited or out of time
+            code = self.process.poll()
+            if code is not None:
+                tail = self.log_tail(30)
+                if _looks_like_port_conflict(tail):
+                    raise _PortTaken()
+                self.stop()
+                raise GoldensError(
+                    f"{self.name}: exited with code {code} before becoming healthy; "
+                    f"log {self.log_path}, last lines:\n{tail}"
+                )
+            try:
+                status, _ = http.request("GET", health, where=self.name, timeout=2.0)
+                if status == 200:
+                    return
+                last = f"HTTP {status}"
+            except EngineError as error:
+                last = str(error).removeprefix(f"{self.name}: ")
+            if time.monotonic() > deadline:
+                tail = self.log_tail(30)
+                self.stop()
+                raise GoldensError(
+                    f"{self.name}: {health} not healthy after {self.startup_timeout:g}s "
+                    f"({last}); log {self.log_path}, last lines:\n{tail}"
+                )
+            time.sleep(0.1)
 
     def log_tail(self, n: int = 30) -> str:
         """The last n lines of the server's log, for failure messages."""

@@ -20,9 +20,9 @@ from typing import Any
 
 from generator import installed
 from generator.config.models import Config, ModelSpec, TemplateSpec
-from generator.config.request import load_json
 from generator.errors import GoldensError, first_line
 from generator.files import atomic_write, cache_dir, is_sha256, remembered, sha256_hex
+from generator.json_reader import load_json
 from generator.sources import gguf, llama3, pack, tekken
 
 HF_FILES = [
@@ -70,7 +70,7 @@ def _config_json(data: bytes, path: Path) -> Any:
     """A tokenizer directory's JSON config, read on every run: the fast parse when it is plain
     UTF-8 JSON with no lone surrogate (what pinned sources are), else load_json's checks and
     their one line. A large added_tokens_decoder is walked only when something is wrong."""
-    from generator.config.request import strict_numbers
+    from generator.json_reader import strict_numbers
 
     try:
         value = json.loads(data.decode("utf-8"), **strict_numbers())

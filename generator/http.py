@@ -34,8 +34,8 @@ import urllib.request
 from dataclasses import dataclass
 from typing import Any
 
-from generator.config.request import load_json
-from generator.engines import EngineError, Refused, Unreachable
+from generator.json_reader import load_json
+from generator.errors import EngineError, Refused, Unreachable
 
 TIMEOUT = 60.0  # seconds for one request, connect to last byte of the reply
 MAX_REPLY = 64 * 1024 * 1024
