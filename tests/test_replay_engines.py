@@ -22,7 +22,7 @@ from generator.replay.judge import judge
 def _memory_bound(engine: str):
     """The engine's managed server when it is one conftest.py runs a model at a time (vLLM)."""
     server = engine_registry.lookup(engine).server
-    return server if server is not None and server.kind == "vllm" else None
+    return server if server is not None and server.one_model_at_a_time else None
 
 
 REPLAYED = [
