@@ -40,9 +40,9 @@ def children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def timed_step(step: list[str], log: Path, env: dict[str, str], label: str) -> tuple[float, float]:
+def timed_step(step: list[str], log: Path, env: dict[str, str], label: str, compile_: bool) -> tuple[float, float]:
     wall, cpu = time.perf_counter(), children_cpu()
-    llama_cpp.run_build([step], log, env, label)
+    llama_cpp.run_build([step], log, env, label, configure_first=not compile_)
     return time.perf_counter() - wall, children_cpu() - cpu
 
 
@@ -60,8 +60,8 @@ def build_once(build: int, source: Path, ccache: Path) -> dict[str, float | str]
     configure, compile_ = llama_cpp.build_commands(source, work, build, launcher)
     log = root / "build.log"
     label = f"bench build b{build}"
-    configure_wall, configure_cpu = timed_step(configure, log, env, label)
-    compile_wall, compile_cpu = timed_step(compile_, log, env, label)
+    configure_wall, configure_cpu = timed_step(configure, log, env, label, compile_=False)
+    compile_wall, compile_cpu = timed_step(compile_, log, env, label, compile_=True)
     if not (work / "bin" / "llama-server").is_file():
         raise SystemExit(f"bench: error: the build made no llama-server (log {log})")
     return {"configure": configure_wall, "configure_cpu": configure_cpu, "compile": compile_wall,

@@ -165,15 +165,18 @@ def build_commands(source: Path, work: Path, build: int, launcher: Sequence[str]
 _STEP = re.compile(rb"^\[\s*(?:(\d+)%|(\d+)/(\d+))\]\s*(Building|Linking)?")
 
 
-def run_build(steps: Sequence[Sequence[str]], log: Path, env: dict[str, str], label: str) -> None:
-    """Configure and compile, every line into `log`, with a progress line on stderr from the
-    start (naming the log) to the end; a failed step raises with the log's last lines."""
+def run_build(steps: Sequence[Sequence[str]], log: Path, env: dict[str, str], label: str,
+              configure_first: bool = True) -> None:
+    """Configure and compile (every step a compile when not `configure_first`: bench/build.py
+    times the two apart), every line into `log`, with a progress line on stderr from the start
+    (naming the log) to the end; a failed step raises with the log's last lines."""
     with open(log, "ab") as handle, progress.long_work(label, log) as work:
         for number, step in enumerate(steps, 1):
             handle.write(("$ " + " ".join(step) + "\n").encode())
             handle.flush()
-            work.update("configuring" if number == 1 else "compiling")
-            code = _run_logged(list(step), handle, env, work if number > 1 else None)
+            configuring = number == 1 and configure_first
+            work.update("configuring" if configuring else "compiling")
+            code = _run_logged(list(step), handle, env, None if configuring else work)
             if code != 0:
                 lines = log.read_text(errors="replace").splitlines()[-30:]
                 raise GoldensError(
