@@ -43,6 +43,22 @@ def read_bytes(path: Path, what: str | None = None, limit: int = MAX_READ) -> by
     bytes, else one error line naming `what` (default: the path). Opened without blocking, so
     a FIFO is refused, not waited on."""
     what = what or str(path)
+    with _open_regular(path, what) as (handle, info):
+        if info.st_size > limit:
+            raise GoldensError(f"{what}: {info.st_size} bytes, more than the {limit} a file here may hold")
+        try:
+            data = handle.read(limit + 1)
+        except OSError as error:
+            raise GoldensError(f"{what}: cannot read ({error.strerror})") from None
+    if len(data) > limit:
+        raise GoldensError(f"{what}: more than the {limit} bytes a file here may hold")
+    return data
+
+
+@contextlib.contextmanager
+def _open_regular(path: Path, what: str) -> Iterator[tuple[Any, os.stat_result]]:
+    """(the open binary handle, its stat) of a regular file, opened without blocking; anything
+    else (a directory, a symlink loop, a FIFO, a device) is one error line naming `what`."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except IsADirectoryError:
@@ -54,22 +70,13 @@ def read_bytes(path: Path, what: str | None = None, limit: int = MAX_READ) -> by
     info = os.fstat(fd)
     if not stat.S_ISREG(info.st_mode):
         os.close(fd)
-    if stat.S_ISDIR(info.st_mode):
-        raise GoldensError(f"{what}: is a directory, not a file")
-    with os.fdopen(fd, "rb") if stat.S_ISREG(info.st_mode) else contextlib.nullcontext() as handle:
-        if not stat.S_ISREG(info.st_mode):
-            kind = {stat.S_IFCHR: "character device", stat.S_IFBLK: "block device", stat.S_IFIFO: "FIFO",
-                    stat.S_IFSOCK: "socket"}.get(stat.S_IFMT(info.st_mode), "special file")
-            raise GoldensError(f"{what}: is a {kind}, not a regular file")
-        if info.st_size > limit:
-            raise GoldensError(f"{what}: {info.st_size} bytes, more than the {limit} a file here may hold")
-        try:
-            data = handle.read(limit + 1)
-        except OSError as error:
-            raise GoldensError(f"{what}: cannot read ({error.strerror})") from None
-    if len(data) > limit:
-        raise GoldensError(f"{what}: more than the {limit} bytes a file here may hold")
-    return data
+        if stat.S_ISDIR(info.st_mode):
+            raise GoldensError(f"{what}: is a directory, not a file")
+        kind = {stat.S_IFCHR: "character device", stat.S_IFBLK: "block device", stat.S_IFIFO: "FIFO",
+                stat.S_IFSOCK: "socket"}.get(stat.S_IFMT(info.st_mode), "special file")
+        raise GoldensError(f"{what}: is a {kind}, not a regular file")
+    with os.fdopen(fd, "rb") as handle:
+        yield handle, info
 
 
 def read_text(path: Path, what: str | None = None, limit: int = MAX_READ) -> str:
@@ -307,14 +314,8 @@ def sha256_hex(path: Path) -> str:
 
 def sha256_of(path: Path) -> str:
     """The sha256 of a regular file's bytes, streamed (a vocabulary or an archive is not read
-    into memory whole); a FIFO is refused, not waited on."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-    except OSError as error:
-        raise GoldensError(f"{path}: cannot read ({error.strerror})") from None
-    with os.fdopen(fd, "rb") as handle:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise GoldensError(f"{path}: not a regular file")
+    into memory whole); a FIFO is refused, not waited on (read_bytes' one open)."""
+    with _open_regular(path, str(path)) as (handle, _):
         try:
             return hashlib.file_digest(handle, "sha256").hexdigest()
         except OSError as error:

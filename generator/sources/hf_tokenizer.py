@@ -20,7 +20,7 @@ from typing import Any
 
 from generator import installed
 from generator.errors import GoldensError, first_line
-from generator.files import atomic_dir, cache_dir, sha256_of
+from generator.files import atomic_dir, cache_dir
 
 # Bump when a build recipe changes, so cached directories built by an older recipe are not reused.
 RECIPE_VERSION = 2
@@ -47,14 +47,6 @@ def _inputs_hash(inputs: Mapping[str, Any]) -> str:
                 "tokenizers": installed.version("tokenizers")}
     blob = json.dumps({**inputs, **versions}, sort_keys=True, ensure_ascii=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
-
-
-def sha256(path: Path) -> str:
-    """A source file's sha256, for the cache key (an unreadable file is one line, not a traceback)."""
-    try:
-        return sha256_of(path)
-    except OSError as error:
-        raise GoldensError(f"{path}: cannot read ({error.strerror or error})") from None
 
 
 def save(backend: Any, config: Mapping[str, Any], out_dir: Path) -> Path:

@@ -11,6 +11,7 @@ import base64
 from importlib import metadata as importlib_metadata
 from pathlib import Path
 
+from generator import files
 from generator.errors import GoldensError
 from generator.sources import hf_tokenizer
 
@@ -89,7 +90,7 @@ def tokenizer_dir(out_dir: Path | None = None) -> Path:
     Without `out_dir` the directory is cached under cache_dir()/vocab.
     """
     source = tiktoken_file()
-    inputs = {"tiktoken": hf_tokenizer.sha256(source), "specials": list(LLAMA31_SPECIAL_TOKENS)}
+    inputs = {"tiktoken": files.sha256_hex(source), "specials": list(LLAMA31_SPECIAL_TOKENS)}
     if out_dir is None:
         return hf_tokenizer.cached("llama3_1", inputs, lambda out: _build(source, out))
     return _build(source, Path(out_dir))

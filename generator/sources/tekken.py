@@ -10,6 +10,7 @@ from __future__ import annotations
 from importlib import metadata as importlib_metadata
 from pathlib import Path
 
+from generator import files
 from generator.errors import GoldensError, first_line
 from generator.sources import hf_tokenizer
 
@@ -39,7 +40,7 @@ def tokenizer_dir(out_dir: Path | None = None, *, tekken: Path | None = None) ->
     Without `out_dir` the directory is cached under cache_dir()/vocab.
     """
     source = Path(tekken) if tekken is not None else tekken_file()
-    inputs = {"tekken": hf_tokenizer.sha256(source)}
+    inputs = {"tekken": files.sha256_hex(source)}
     if out_dir is None:
         return hf_tokenizer.cached(f"tekken-{source.stem}", inputs, lambda out: _build(source, out))
     return _build(source, Path(out_dir))
