@@ -142,10 +142,11 @@ def run(config: Config, root: Path, engines: tuple[str, ...] = (), models: tuple
                     group.outcomes = all_refused(model_name, spec.label, replayed)
                 group.seconds = time.monotonic() - group_started
                 results.groups.append(group)
-            if not lent:
+            if lent:  # a shared pool keeps the light servers for the next model's cases
+                for kind in engine_registry.one_model_at_a_time():
+                    pool.release(model_name, kind)
+            else:
                 pool.release(model_name)
-            for kind in engine_registry.one_model_at_a_time():  # a shared pool keeps the light ones
-                pool.release(model_name, kind)
     results.elapsed = time.monotonic() - started
     return results
 
