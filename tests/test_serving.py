@@ -7,6 +7,7 @@ carrying the real Qwen3 tokenizer; both are started and stopped by the runs them
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 import shutil
@@ -23,6 +24,9 @@ from conftest import GOLDENS, ROOT
 from faults import FaultServer, wait_for
 
 from generator.cli import main
+from generator.config import models
+from generator.engines.pool import EnginePool
+from generator.sources.source import resolve
 
 QWEN = '{pack: "npm:qwen3"}'
 
@@ -85,7 +89,16 @@ def test_a_vllm_stand_in_that_disagrees_with_serving_is_its_own_finding(tmp_path
     out = tmp_path / "goldens"
     assert invoke("regenerate", "--config", config, "--out", out).exit_code == 0
     md = tmp_path / "out.md"
-    result = invoke("check", "--config", config, "--goldens", out, "--report", md)
+    # one server for the four commands (a vLLM start is a minute); a managed start is the gate's
+    with EnginePool(dt.date.today()) as pool:
+        loaded = models.load(config)
+        url = pool.server("vllm", loaded.models["qwen3"], resolve(loaded.models["qwen3"], loaded)).url
+        _stand_in_finding_is_reviewed(config, out, md, url)
+
+
+def _stand_in_finding_is_reviewed(config: Path, out: Path, md: Path, url: str) -> None:
+    server = ("--url", f"vllm={url}")
+    result = invoke("check", "--config", config, "--goldens", out, "--report", md, *server)
     assert result.exit_code == 1, (result.stdout, result.stderr)
     drift = [line for line in result.stdout.splitlines() if line.startswith("DRIFT")]
     assert len(drift) == 1, result.stdout
@@ -102,18 +115,19 @@ def test_a_vllm_stand_in_that_disagrees_with_serving_is_its_own_finding(tmp_path
 
     # reviewed: recorded as a stand-in ledger entry (the stand-in's own ids), it passes as known
     recorded = invoke("ledger", "--config", config, "--goldens", out, "--engine", "vllm", "--case",
-                      "qwen3/documents", "--stand-in", "--reason", "vLLM's /tokenize drops documents")
+                      "qwen3/documents", "--stand-in", "--reason", "vLLM's /tokenize drops documents",
+                      "--url", url)
     assert recorded.exit_code == 0, (recorded.stdout, recorded.stderr)
     entry = json.loads((out / "qwen3" / "documents.vllm.stand-in.json").read_text(encoding="utf-8"))
     assert (entry["stand_in"], entry["token_count"], entry["engine"]) == ("/tokenize", 14, "vllm")
     assert not (out / "qwen3" / "documents.vllm.json").exists()  # the serving path matches: no entry
-    again = invoke("check", "--config", config, "--goldens", out, "--report", md)
+    again = invoke("check", "--config", config, "--goldens", out, "--report", md, *server)
     assert again.exit_code == 0, (again.stdout, again.stderr)
     assert again.stdout.splitlines()[-1].endswith("1 stand-in finding (stand-in endpoint disagreeing with "
                                                   "serving: 1 known)")
     # the plain case agrees on both endpoints: recording a stand-in entry for it is refused
     refused = invoke("ledger", "--config", config, "--goldens", out, "--engine", "vllm", "--case",
-                     "qwen3/plain", "--stand-in", "--reason", "x")
+                     "qwen3/plain", "--stand-in", "--reason", "x", "--url", url)
     assert refused.exit_code == 2 and "agrees with its serving path; nothing to record" in refused.stderr
 
 
