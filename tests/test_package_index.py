@@ -106,6 +106,65 @@ def test_a_venv_installs_from_the_find_links_pip_conf_names(configured, tmp_path
     assert list((tmp_path / "cache" / "probe").rglob("goldens_probe.*.pyc"))
 
 
+class _Index:
+    """A PEP 503 index on a real socket (a directory served over HTTP), counting requests."""
+
+    def __init__(self, root: Path):
+        import functools
+        import threading
+        from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+
+        index = self
+
+        class Handler(SimpleHTTPRequestHandler):
+            def do_GET(self):
+                index.requests += 1
+                super().do_GET()
+
+            def log_message(self, *args):
+                pass
+
+        self.requests = 0
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Handler, directory=str(root)))
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_a_warm_uv_cache_makes_a_venv_without_asking_the_index(configured, tmp_path, monkeypatch):
+    """The second venv of the same pins is made from uv's cache alone: the index (a real one on
+    a socket) is not asked again. A pin the cache lacks still goes to the index."""
+    packages = tmp_path / "index" / "goldens-probe"
+    _wheel(packages, "goldens_probe", "1.0")
+    index = _Index(tmp_path / "index")
+    try:
+        configured.write_text(f"[global]\nindex-url = {index.url}\n")
+        monkeypatch.setenv("GOLDENS_CACHE", str(tmp_path / "cache"))
+        monkeypatch.setenv("UV_CACHE_DIR", str(tmp_path / "uv-cache"))
+        monkeypatch.delenv("GOLDENS_UV", raising=False)
+        monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+
+        def make(name: str, version: str) -> None:
+            plan = lambda: [("install goldens_probe", venv.INSTALL, [f"goldens_probe=={version}"])]  # noqa: E731
+            venv.ensure(name, plan, "import goldens_probe; print(goldens_probe.V)", version)
+
+        make("first", "1.0")
+        asked = index.requests
+        assert asked > 0  # a cold cache: the index served the page and the wheel
+        make("second", "1.0")
+        assert index.requests == asked
+        _wheel(packages, "goldens_probe", "2.0")
+        make("third", "2.0")  # not in the cache: --offline fails, the index is asked
+        assert index.requests > asked
+        log = (tmp_path / "cache" / "third.install.log").read_text()
+        assert log.count("uv pip install") == 2 and "--offline" in log
+    finally:
+        index.close()
+
+
 def test_a_venv_whose_check_fails_is_not_trusted(configured, tmp_path, monkeypatch):
     _wheel(tmp_path / "wheels", "goldens_probe", "1.0")
     (tmp_path / "index").mkdir()
