@@ -25,7 +25,9 @@ from generator.servers.process import free_port
 from generator.servers.tiny_model import tiny_hf_model
 from generator.servers.vllm import VllmServer, vllm_python
 
-pytestmark = pytest.mark.server("vllm", "qwen3")
+# the tests of the session's qwen3 vLLM, run together while it is up; the others (the vision
+# model's own vLLM start among them) run outside its window, so two vLLMs never overlap there
+ON_QWEN3_VLLM = pytest.mark.server("vllm", "qwen3")
 
 THINK_OFF_TAIL = [151667, 271, 151668, 271]  # "<think>", "\n\n", "</think>", "\n\n"
 
@@ -80,6 +82,7 @@ def vllm(pool):
     return engine_of(pool, "vllm", "qwen3")
 
 
+@ON_QWEN3_VLLM
 def test_plain_chat_matches_transformers(vllm, reference):
     ids = vllm.ids(PLAIN)
     assert len(ids) == 25
@@ -87,6 +90,7 @@ def test_plain_chat_matches_transformers(vllm, reference):
     assert ids.pieces == reference.convert_ids_to_tokens(ids)
 
 
+@ON_QWEN3_VLLM
 def test_enable_thinking_false_reaches_the_template(vllm, reference):
     ids = vllm.ids(THINK_OFF)
     assert len(ids) == 29
@@ -94,6 +98,7 @@ def test_enable_thinking_false_reaches_the_template(vllm, reference):
     assert ids == render(reference, THINK_OFF)
 
 
+@ON_QWEN3_VLLM
 def test_tools_lose_the_return_key(vllm, reference):
     """vLLM parses tools into its FunctionDefinition model, which keeps only name, description,
     parameters (and strict); get_json_schema's "return" entry is dropped before rendering."""
@@ -111,18 +116,21 @@ def test_tools_lose_the_return_key(vllm, reference):
     assert '"get_weather"' in served.prompt and '"return"' not in served.prompt
 
 
+@ON_QWEN3_VLLM
 def test_continue_final_message_matches_transformers(vllm, reference):
     ids = vllm.ids(CONTINUE)
     assert ids == render(reference, CONTINUE)
     assert ids.pieces[-1] == "Hel"
 
 
+@ON_QWEN3_VLLM
 @pytest.mark.parametrize("case", sorted(ALL))
 def test_chat_completions_prompt_equals_tokenize(vllm, case):
     """/tokenize is only trustworthy if serving renders the same prompt."""
     assert vllm.serve(ALL[case]).ids == vllm.ids(ALL[case])
 
 
+@ON_QWEN3_VLLM
 def test_render_only_server_tokenizes_identically(vllm, qwen3_model):
     """The cheap render server (no engine, no weights) gives the same /tokenize answers."""
     with VllmServer(qwen3_model, render_only=True) as server, \
@@ -133,6 +141,7 @@ def test_render_only_server_tokenizes_identically(vllm, qwen3_model):
             assert got.pieces == vllm.ids(request).pieces, case
 
 
+@ON_QWEN3_VLLM
 def test_http_error_carries_status_and_body(vllm):
     wrong = VllmEngine(vllm.url, "no-such-model")
     with pytest.raises(EngineError, match=r"vllm at http://127\.0\.0\.1:\d+/tokenize: HTTP 404.*no-such-model"):
