@@ -33,7 +33,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # runnable from a checkout without the editable install
 
-from generator import reference  # noqa: E402
+from generator import machine, reference  # noqa: E402
 from generator.config import models  # noqa: E402
 from generator.config.cases import matrix  # noqa: E402
 from generator.errors import GoldensError  # noqa: E402
@@ -119,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=3, help="runs of each phase; the best is reported")
     args = parser.parse_args(argv)
     names = tuple(args.model)
-    cores = regen.cores()
+    cores = machine.cores()
 
     runs: dict[str, list[tuple[float, float]]] = {
         k: [] for k in ("resolve", "floor", "full1", "fullN", "forced", "same", "cmd")}

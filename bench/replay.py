@@ -30,9 +30,9 @@ sys.path.insert(0, str(ROOT))  # runnable from a checkout without the editable i
 from generator.config import models  # noqa: E402
 from generator.config.cases import model_cases  # noqa: E402
 from generator.engines.llama_server import LlamaServerEngine, _chat_body  # noqa: E402
+from generator import machine  # noqa: E402
 from generator.errors import GoldensError  # noqa: E402
 from generator.goldens import golden_file  # noqa: E402
-from generator.goldens import regenerate as regen  # noqa: E402
 from generator.replay.judge import load_goldens, replay  # noqa: E402
 from generator.servers.llama_cpp import LlamaServer  # noqa: E402
 from generator.servers.tiny_gguf import tiny_gguf  # noqa: E402
@@ -126,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
     best = {name: min(values) for name, values in passes.items()}  # by wall time
     statuses = {status: sum(o.status == status for o in outcomes) for status in ("match", "known", "drift", "error")}
     print(f"{cases} cases ({args.model} x {args.rounds} rounds) against one llama-server b{args.build or pack.LLAMA_CPP_BUILD}, "
-          f"{regen.cores()} cores, load average {os.getloadavg()[0]:.1f} at the end")
+          f"{machine.cores()} cores, load average {os.getloadavg()[0]:.1f} at the end")
     for name, (wall, cpu, mine) in best.items():
         label = f"plain client, {name.split('-')[1]:>2} threads" if name != "replay" else f"goldens replay, --jobs {args.jobs}"
         print(f"{label:28s} {cases / wall:7.1f} cases/s  ({wall:6.3f} s; CPU a case: server "

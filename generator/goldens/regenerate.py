@@ -19,7 +19,7 @@ from pathlib import Path
 
 import yaml
 
-from generator import files, installed, reference
+from generator import files, installed, machine, reference
 from generator.config import engine_registry
 from generator.config.cases import EXPANDED_VIEW, Case, model_cases
 from generator.config.models import Config, ModelSpec
@@ -198,7 +198,7 @@ def render_models(config: Config, jobs: list[tuple[ModelSpec, Source]], advance:
     multiprocessing start method but fork, a script that calls this with workers needs the
     `if __name__ == "__main__":` guard."""
     if workers is None:
-        workers = cores() if len(jobs) >= AUTO_WORKERS_FROM else 1
+        workers = machine.cores() if len(jobs) >= AUTO_WORKERS_FROM else 1
     workers = min(len(jobs), workers)
     done: dict[str, list[golden_file.Golden]] = {}
 
@@ -274,13 +274,6 @@ def _worker_up(ready) -> None:
     after it has counted as up, so the parent never waits on it)."""
     ready.put(os.getpid())
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
-
-
-def cores() -> int:
-    """The cores this process may run on (its affinity where the platform has one)."""
-    if hasattr(os, "sched_getaffinity"):
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count() or 1
 
 
 def _tokenizer_bytes(source: Source) -> int:

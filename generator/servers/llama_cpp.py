@@ -20,7 +20,7 @@ from pathlib import Path
 
 from packaging.version import Version
 
-from generator import progress
+from generator import machine, progress
 from generator.errors import GoldensError
 from generator.files import atomic_file, atomic_write, cache_dir, file_lock
 from generator.servers.process import ManagedServer
@@ -147,7 +147,7 @@ def build_jobs() -> int:
             if not value.isdigit() or int(value) < 1:
                 raise GoldensError(f"{variable}={value!r}: expected a whole number of jobs, 1 or more")
             return int(value)
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return machine.cores()
 
 
 def build_commands(source: Path, work: Path, build: int, launcher: Sequence[str] = (),
