@@ -165,6 +165,35 @@ def test_a_warm_uv_cache_makes_a_venv_without_asking_the_index(configured, tmp_p
         index.close()
 
 
+def test_the_next_venv_compiles_what_the_last_check_imported_beside_its_own_check(configured, tmp_path,
+                                                                                   monkeypatch):
+    """The modules a check imported are recorded; the next venv for the same check compiles them
+    in a helper process while its check runs: here its check imports nothing, and the probe is
+    compiled all the same. A recorded path outside site-packages is never compiled."""
+    _wheel(tmp_path / "wheels", "goldens_probe", "1.0")
+    (tmp_path / "index").mkdir()
+    configured.write_text(f"[global]\nindex-url = {(tmp_path / 'index').as_uri()}\nfind-links = {tmp_path / 'wheels'}\n")
+    monkeypatch.setenv("GOLDENS_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
+    check = "import os\nif os.environ.get('PROBE_IMPORT'):\n    import goldens_probe\nprint('ok')"
+    plan = lambda: [("install goldens_probe", venv.INSTALL, ["goldens_probe==1.0"])]  # noqa: E731
+
+    monkeypatch.setenv("PROBE_IMPORT", "1")
+    venv.ensure("first", plan, check, "ok")
+    [listing] = (tmp_path / "cache" / "venv-imports").iterdir()
+    assert "goldens_probe.py" in listing.read_text().splitlines()
+    assert not (tmp_path / "cache" / "first" / ".imports").exists()
+
+    outside = tmp_path / "outside.py"
+    outside.write_text("X = 1\n")
+    listing.write_text(listing.read_text() + "../" * 12 + str(outside).lstrip("/") + "\n")
+    monkeypatch.delenv("PROBE_IMPORT")
+    venv.ensure("second", plan, check, "ok")
+    assert list((tmp_path / "cache" / "second").rglob("goldens_probe.*.pyc"))
+    assert not (tmp_path / "__pycache__").exists()
+    assert "goldens_probe.py" not in listing.read_text().splitlines()  # what this check imported
+
+
 def test_a_venv_whose_check_fails_is_not_trusted(configured, tmp_path, monkeypatch):
     _wheel(tmp_path / "wheels", "goldens_probe", "1.0")
     (tmp_path / "index").mkdir()
