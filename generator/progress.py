@@ -65,7 +65,9 @@ def long_work(label: str, log: os.PathLike | str | None = None) -> Iterator[Work
     (stdout stays what scripts read): the log path when it starts, then a live line on a
     terminal, or a plain line every PLAIN_EVERY seconds elsewhere, and how it ended."""
     work = Work(label)
-    live = sys.stderr.isatty() and not os.environ.get("CI")
+    # GOLDENS_PROGRESS=lines: plain lines on a terminal too (work in a background process,
+    # whose live line would fight the run's own)
+    live = sys.stderr.isatty() and not os.environ.get("CI") and os.environ.get("GOLDENS_PROGRESS") != "lines"
     print(f"{label}: started" + (f" (log: {log})" if log else ""), file=sys.stderr, flush=True)
     stop = threading.Event()
 

@@ -34,12 +34,13 @@ def free_port(host: str = HOST) -> int:
         return sock.getsockname()[1]
 
 
-_RUNNING: set[ManagedServer] = set()
+_RUNNING: set[ManagedServer | Background] = set()
 
 
 @atexit.register
 def _stop_all() -> None:
-    """Never leave a server behind when the interpreter exits without stopping it."""
+    """Never leave a server (or background work) behind when the interpreter exits without
+    stopping it."""
     for server in list(_RUNNING):
         server.stop()
 
@@ -211,21 +212,7 @@ class ManagedServer:
 
     def stop(self, timeout: float = 10.0) -> None:
         """Terminate the process group we started (SIGTERM, then SIGKILL after `timeout`)."""
-        process = self.process
-        if process is not None and process.poll() is None:
-            for sig, wait in ((signal.SIGTERM, timeout), (signal.SIGKILL, 5.0)):
-                try:
-                    os.killpg(process.pid, sig)  # start_new_session: the group id is our PID
-                except ProcessLookupError:
-                    break
-                try:
-                    process.wait(wait)
-                    break
-                except subprocess.TimeoutExpired:
-                    continue
-        if process is not None:
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                process.wait(1)
+        _stop_group(self.process, timeout)
         _RUNNING.discard(self)
         self._close_log()
 
@@ -243,6 +230,47 @@ class ManagedServer:
 
 class _PortTaken(Exception):
     pass
+
+
+def _stop_group(process: subprocess.Popen | None, timeout: float) -> None:
+    """End the process group `process` leads (start_new_session: the group id is its PID),
+    SIGTERM then SIGKILL after `timeout`, so nothing it started outlives it; reap it."""
+    if process is not None and process.poll() is None:
+        for sig, wait in ((signal.SIGTERM, timeout), (signal.SIGKILL, 5.0)):
+            try:
+                os.killpg(process.pid, sig)
+            except ProcessLookupError:
+                break
+            try:
+                process.wait(wait)
+                break
+            except subprocess.TimeoutExpired:
+                continue
+    if process is not None:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            process.wait(1)
+
+
+class Background:
+    """Work in a process of its own beside the run (a build, a venv install): its own process
+    group, its lines on our stderr, stopped with the managed servers (on a signal, at exit, or
+    by its owner) with everything it started. Nobody waits for it: whoever needs what it makes
+    takes the same lock, and finds it made or makes it."""
+
+    def __init__(self, argv: Sequence[str], env: Mapping[str, str] | None = None):
+        self.argv = [str(a) for a in argv]
+        self.env = {**os.environ, **(env or {})}
+        self.process: subprocess.Popen | None = None
+
+    def start(self) -> Background:
+        self.process = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                        env=self.env, start_new_session=True)
+        _RUNNING.add(self)
+        return self
+
+    def stop(self, timeout: float = 10.0) -> None:
+        _stop_group(self.process, timeout)
+        _RUNNING.discard(self)
 
 
 def _looks_like_port_conflict(log: str) -> bool:
