@@ -59,6 +59,10 @@ class Server:
     # too big to keep beside the next model's (vLLM: 3.5 GB): a run sharing a pool (the pytest
     # plugin) stops it after its model's cases, and orders those cases together
     one_model_at_a_time: bool = False
+    # what every server of this kind and version needs whatever the model (llama.cpp's build,
+    # vLLM's venv) is its engine's version line's `ready` (and `cached`): `goldens check` runs it
+    # in a process of its own at the start, beside the first cases, which need none
+    prepare: bool = False
 
 
 @dataclass(frozen=True)
@@ -99,7 +103,8 @@ def _built_in(name: str, factory: str, summary: str, **capabilities: Any) -> Eng
 LLAMA_CPP = Versions("build", "generator.engines.llama_server:BUILDS", bisect=True)
 # Start costs measured by bench/shards.py in proportion (vLLM 69.6 s, llama-server 2.3 s on 2
 # cores), rounded up for loaded CI runners; only their proportions matter to the partition.
-LLAMA_SERVER = Server("llama-server", "generator.engines.llama_server:make_server", start_seconds=8.0)
+LLAMA_SERVER = Server("llama-server", "generator.engines.llama_server:make_server", start_seconds=8.0,
+                      prepare=True)
 
 REFERENCE = "transformers"  # the engine the goldens are rendered with: a model's default engine
 
@@ -119,7 +124,8 @@ BUILT_IN = (
               "vLLM's chat rendering", media=True,
               versions=Versions("version", "generator.engines.vllm:RELEASES"),
               server=Server("vllm", "generator.engines.vllm:make_server", start_seconds=150.0,
-                            one_model_at_a_time=True), stand_in="/tokenize"),
+                            one_model_at_a_time=True, prepare=True),
+              stand_in="/tokenize"),
     _built_in("minijinja", "generator.engines.minijinja:open_engine",
               "minijinja (TGI's template engine) with the HF tokenizer", starter=True),
     _built_in("mistral-common", "generator.engines.mistral_common:open_engine",

@@ -108,8 +108,8 @@ class EngineBase:
 
 class VersionLine(Protocol):
     """How an engine's versions are made ready (the `line` a registry entry's Versions names).
-    `published`, `require_published`, `ready` and `cached` are needed only when the entry's
-    Versions says `bisect`."""
+    `published` and `require_published` are needed only when the entry's Versions says `bisect`;
+    `ready` and `cached` then too, and when its Server says `prepare`."""
 
     def default(self) -> str:
         """The version run when neither --engine NAME@V nor models.yaml names one."""

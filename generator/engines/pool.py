@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
-from collections.abc import Callable
+import sys
+from collections.abc import Callable, Iterable
 
 from generator import http
 from generator.config import engine_registry, engine_spec
@@ -73,6 +74,7 @@ class EnginePool:
         self.versions = dict(versions or {})
         self.transport = transport  # every engine's requests, with the run's deadlines
         self._servers: dict[tuple[str, str, str], object] = {}
+        self._preparing: dict[tuple[str, str], object] = {}  # servers.process.Background
         self._stack = contextlib.ExitStack()
 
     def __enter__(self) -> EnginePool:
@@ -84,6 +86,7 @@ class EnginePool:
     def close(self) -> None:
         self._stack.close()
         self._servers.clear()
+        self._preparing.clear()
 
     def release(self, model: str, kind: str | None = None) -> None:
         """Stop this model's servers now, or only its `kind` one ("llama-server", "vllm"): a
@@ -91,6 +94,33 @@ class EnginePool:
         for key in [k for k in self._servers if k[2] == model and kind in (None, k[0])]:
             server = self._servers.pop(key)
             server.stop()
+
+    def prepare(self, specs: Iterable[EngineSpec]) -> list[str]:
+        """Start making ready, each in a background process, what the managed servers of `specs`
+        need whatever the model (a llama.cpp build, vLLM's venv: a registry Server that declares
+        `prepare`) and is not made yet, so that work runs beside the cases that need none; what
+        was started, as labels. A start that needs it waits on the same lock; the processes are
+        stopped with the pool."""
+        from generator.servers.process import Background
+
+        started = []
+        for spec in specs:
+            info = engine_registry.lookup(spec.name)
+            server = info.server
+            if server is None or not server.prepare or info.versions is None:
+                continue
+            if spec.version is None and (spec.name in self.urls or info.pinned_as in self.urls):
+                continue
+            version = str(self._version(info, spec.version))
+            line = engine_registry.version_line(info)
+            if (server.kind, version) in self._preparing or line.cached(version):
+                continue
+            job = Background([sys.executable, "-m", "generator.engines.prepare", info.name, version],
+                             env={"GOLDENS_PROGRESS": "lines"})
+            self._stack.callback(job.stop)
+            self._preparing[(server.kind, version)] = job.start()
+            started.append(f"{server.kind} {line.label(version)}")
+        return started
 
     def server(self, kind: str, model: ModelSpec, source: Source):
         """The managed server of `kind` (a registry Server's kind: "llama-server", "vllm") for the

@@ -165,6 +165,24 @@ class _Releases:
 
         return Version(version)
 
+    def ready(self, version: str, jobs: int | None = None) -> tuple[float, str]:
+        """Install the release's venv now (what every vLLM server of it needs)."""
+        import time
+
+        from generator.servers.vllm import vllm_python
+
+        if self.cached(version):
+            return 0.0, "cached"
+        started = time.monotonic()
+        vllm_python(version)
+        return time.monotonic() - started, "installed"
+
+    def cached(self, version: str) -> bool:
+        from generator.servers import venv
+        from generator.servers.vllm import vllm_venv_dir
+
+        return (vllm_venv_dir(version) / venv.MARKER).exists()
+
     def label(self, version: str) -> str:
         return version
 

@@ -116,6 +116,10 @@ def run(config: Config, root: Path, engines: tuple[str, ...] = (), models: tuple
     with (contextlib.nullcontext(pool) if lent else
           EnginePool(config.date, urls, on_start=note, connection=connection,
                      versions=config.engine_versions, transport=transport)) as pool:
+        if not lent:  # a first run: builds and venvs start now, beside the cases that need none
+            preparing = pool.prepare(dict.fromkeys(parts[i][1] for i in chosen))
+            if preparing and note is not None:
+                note(f"making ready in the background: {', '.join(preparing)}")
         for model_name, indices in by_model.items():
             model = config.models[model_name]
             source = resolve(model, config)
