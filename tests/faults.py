@@ -14,6 +14,8 @@ from __future__ import annotations
 import socket
 import threading
 import time
+from collections.abc import Iterator
+from pathlib import Path
 
 FAULTS = ("drip", "400", "html", "nested", "close", "hang", "ok")
 NESTED = b"[" * 100_000 + b"]" * 100_000
@@ -156,3 +158,17 @@ def wait_for(predicate, timeout: float, step: float = 0.05) -> bool:
             return True
         time.sleep(step)
     return bool(predicate())
+
+
+def processes() -> Iterator[tuple[int, str, int, str]]:
+    """(pid, state, parent pid, command line) of each process /proc lists now; one that ends
+    while it is read is left out."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            argv = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        yield int(entry.name), fields[0], int(fields[1]), argv

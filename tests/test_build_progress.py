@@ -151,18 +151,9 @@ def test_a_real_llama_cpp_release_build_in_ci_mode_prints_progress_and_runs_on_e
 
 def _running_under(path: Path) -> list[str]:
     """The command lines of live processes that name `path` (a build's cmake, make, compilers)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
-            argv = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        if state != "Z" and str(path) in argv:
-            found.append(argv)
-    return found
+    from faults import processes
+
+    return [argv for _, state, _, argv in processes() if state != "Z" and str(path) in argv]
 
 
 def test_check_builds_llama_server_in_the_background_and_its_pool_stops_the_build(tmp_path, monkeypatch, capfd):

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 from conftest import GOLDENS, ROOT
-from faults import FaultServer, wait_for
+from faults import FaultServer, processes, wait_for
 
 from generator.cli import main
 from generator.config import models
@@ -170,25 +170,11 @@ def test_a_managed_server_that_cannot_start_loses_only_its_own_cases(tmp_path):
 
 def _children(pid: int) -> list[int]:
     """Processes whose parent is `pid` (managed servers run in their own session, still our children)."""
-    out = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat_line = (entry / "stat").read_text()
-        except OSError:
-            continue
-        if int(stat_line.rsplit(")", 1)[1].split()[1]) == pid:
-            out.append(int(entry.name))
-    return out
+    return [child for child, _, parent, _ in processes() if parent == pid]
 
 
 def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
+    return any(found == pid and state != "Z" for found, state, _, _ in processes())
 
 
 @pytest.mark.parametrize("signum, code", [(signal.SIGTERM, 143), (signal.SIGINT, 130)], ids=["SIGTERM", "SIGINT"])
