@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from generator import redaction
+from generator import canonical, redaction
 from generator.errors import GoldensError
 
 
@@ -303,7 +303,7 @@ def remembered_all(paths: Sequence[Path], what: str, compute: Callable[[Sequence
     except (OSError, UnicodeDecodeError, ValueError):
         pass
     found = compute(paths)
-    atomic_write(memo, json.dumps(found, sort_keys=True, ensure_ascii=False) + "\n")
+    atomic_write(memo, canonical.dumps(found) + "\n")
     return found
 
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from generator import canonical
 from generator.config.request import validate_request
 from generator.coverage.search import greedy, request_bytes
 from generator.coverage.trace import Coverage, compiled, render_traced
@@ -88,7 +89,7 @@ def structure(body: dict[str, Any]) -> set:
         for key in sorted(set(message) - {"role", "content", "tool_calls"}):
             features.add(("field", role, key))
     for key, value in sorted((body.get("chat_template_kwargs") or {}).items()):
-        features.add(("kwarg", key, json.dumps(value, sort_keys=True)))
+        features.add(("kwarg", key, canonical.dumps(value)))
     return features
 
 

@@ -23,14 +23,13 @@ starts with a dot, so nothing that lists goldens picks it up.
 from __future__ import annotations
 
 import hashlib
-import json
 import platform
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from generator import files, installed
+from generator import canonical, files, installed
 from generator.config.cases import Case
 from generator.config.models import Config, ModelSpec
 from generator.errors import GoldensError
@@ -161,7 +160,7 @@ def model_inputs(model: ModelSpec, source: Source, config: Config, cases: list[C
         ("processor", processor.fingerprint(model.processor) if model.processor is not None else None),
         ("cases", [[case.id, case.request] for case in cases]),
     ]
-    return sha256(json.dumps(inputs, ensure_ascii=True, separators=(",", ":")))
+    return canonical.digest(inputs, keep_order=True)
 
 
 @dataclass

@@ -23,12 +23,11 @@ selection, so shards of different selections are never merged.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 from collections.abc import Sequence
 from pathlib import Path
 
-from generator import files
+from generator import canonical, files
 from generator.errors import GoldensError
 from generator.replay.divergence import Divergence
 from generator.replay.judge import Outcome
@@ -85,8 +84,7 @@ class Results:
 
 def fingerprint(selection: Sequence[tuple[str, str, Sequence[str]]]) -> str:
     """The selection's name: sha256 of every (model, engine label, cases) of the plan, in order."""
-    text = json.dumps([[m, e, list(c)] for m, e, c in selection], separators=(",", ":"))
-    return hashlib.sha256(text.encode()).hexdigest()
+    return canonical.digest([[m, e, list(c)] for m, e, c in selection], keep_order=True)
 
 
 def outcome_data(outcome: Outcome) -> dict:

@@ -14,12 +14,11 @@ here), cached under cache_dir()/tiny/ by a hash of every input.
 
 from __future__ import annotations
 
-import hashlib
-import json
 from pathlib import Path
 
 import numpy as np
 
+from generator import canonical
 from generator.config.models import ProcessorSpec
 from generator.errors import GoldensError
 from generator.files import build_once, cache_dir
@@ -66,9 +65,8 @@ def tiny_mmproj(name: str, spec: ProcessorSpec, n_embd_text: int) -> Path:
         raise GoldensError(f"mmproj for {name}: no tiny projector for this processor "
                            f"(supported: {', '.join(PROJECTORS)})")
     geometry = gemma3_geometry(spec)
-    inputs = json.dumps([WRITER_VERSION, name, n_embd_text, spec.processor_config,
-                         spec.preprocessor_config], sort_keys=True)
-    digest = hashlib.sha256(inputs.encode()).hexdigest()
+    digest = canonical.digest([WRITER_VERSION, name, n_embd_text, spec.processor_config,
+                               spec.preprocessor_config])
     out_dir = cache_dir() / "tiny"
     out_dir.mkdir(parents=True, exist_ok=True)
     seed = int(digest[:8], 16)

@@ -10,7 +10,6 @@ written: templates are pinned on their own (sources/source.py).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -18,7 +17,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from generator import installed
+from generator import canonical, installed
 from generator.errors import GoldensError, first_line
 from generator.files import atomic_dir, cache_dir
 
@@ -45,8 +44,7 @@ def _inputs_hash(inputs: Mapping[str, Any]) -> str:
     # directory never imports Transformers (0.6 s, most of a no-change `goldens regenerate`).
     versions = {"recipe": str(RECIPE_VERSION), "transformers": installed.version("transformers"),
                 "tokenizers": installed.version("tokenizers")}
-    blob = json.dumps({**inputs, **versions}, sort_keys=True, ensure_ascii=True)
-    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+    return canonical.digest({**inputs, **versions})[:16]
 
 
 def save(backend: Any, config: Mapping[str, Any], out_dir: Path) -> Path:

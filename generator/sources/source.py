@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from generator import installed
+from generator import canonical, installed
 from generator.config.models import Config, ModelSpec, TemplateSpec
 from generator.errors import GoldensError, first_line
 from generator.files import atomic_write, cache_dir, is_sha256, remembered, sha256_hex
@@ -102,7 +102,7 @@ def _config_sha256(path: Path) -> str:
     if not isinstance(config, dict):
         raise GoldensError(f"{path}: expected a JSON object")
     config.pop("chat_template", None)
-    return hashlib.sha256(json.dumps(config, sort_keys=True, ensure_ascii=False).encode("utf-8")).hexdigest()
+    return canonical.digest(config)
 
 
 def resolve(model: ModelSpec, config: Config) -> Source:
