@@ -1,4 +1,5 @@
-"""The one way goldens talks HTTP to an engine: JSON in, JSON out, within one total deadline.
+"""The one way goldens talks HTTP: to an engine, JSON in, JSON out, within one total deadline;
+to a package index, its pages and files (`fetch`: streamed, redirects followed, file: URLs).
 
 httpx (like most clients) times each socket operation on its own, so its read timeout restarts
 on every byte: a server that sends its headers and then a byte a second holds a request forever.
@@ -26,11 +27,13 @@ import http.client
 import io
 import json
 import math
+import os
 import socket
 import threading
 import time
 import urllib.parse
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -250,10 +253,13 @@ def request(method: str, url: str, body: Any = None, *, where: str,
 
 
 def _exchange(method: str, url: str, body: Any = None, *, where: str, budget: float,
-              headers: dict[str, str] | None = None) -> tuple[int, dict[str, str], bytes]:
+              headers: dict[str, str] | None = None, accept: str = "application/json",
+              sink: Callable[[dict[str, str], bytes], None] | None = None) -> tuple[int, dict[str, str], bytes]:
     """One HTTP exchange that must end within `budget` seconds, with extra request `headers`
-    (auth: never put in a message): (status, the reply's headers lower-cased, body). Any
-    transport failure is an EngineError that starts with `where`."""
+    (auth: never put in a message): (status, the reply's headers lower-cased, body). With
+    `sink`, a 2xx reply's body is handed to it chunk by chunk (with the reply's headers), not
+    kept, and has no size bound. Any transport failure is an EngineError that starts with
+    `where`."""
     parts = urllib.parse.urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise EngineError(f"{where}: {url!r} is not an http(s) URL")
@@ -263,7 +269,7 @@ def _exchange(method: str, url: str, body: Any = None, *, where: str, budget: fl
     if route[3] is not None and parts.scheme == "http":
         path = urllib.parse.urlunsplit((parts.scheme, parts.netloc, path, "", ""))
     data = None if body is None else json.dumps(body, ensure_ascii=False).encode("utf-8")
-    headers = {**(headers or {}), "Accept": "application/json"}
+    headers = {**(headers or {}), "Accept": accept}
     if data is not None:
         headers["Content-Type"] = "application/json"
     deadline = time.monotonic() + budget
@@ -279,17 +285,22 @@ def _exchange(method: str, url: str, body: Any = None, *, where: str, budget: fl
             connection.request(method, path, body=data, headers=headers)
             response = connection.getresponse()
             started = True
+            replied = {k.lower(): v for k, v in response.getheaders()}
+            streamed = sink is not None and 200 <= response.status < 300
             chunks = []
             while True:
-                chunk = response.read(65536)
+                chunk = response.read(1 << 20 if streamed else 65536)
                 if not chunk:
                     break
                 received += len(chunk)
+                if streamed:
+                    sink(replied, chunk)
+                    continue
                 if received > MAX_REPLY:
                     raise EngineError(f"{where}: reply larger than {MAX_REPLY // 2**20} MB")
                 chunks.append(chunk)
             keep = not response.will_close
-            return response.status, {k.lower(): v for k, v in response.getheaders()}, b"".join(chunks)
+            return response.status, replied, b"".join(chunks)
         except (TimeoutError, socket.timeout):
             begun = " (a reply had started)" if started else ""
             raise Unreachable(f"{where}: timed out: no complete reply within {max(budget, 0):g}s{begun}") from None
@@ -310,6 +321,45 @@ def _exchange(method: str, url: str, body: Any = None, *, where: str, budget: fl
         finally:
             _give_back(route, connection, keep)
     raise AssertionError("unreachable")
+
+
+DOWNLOAD_TIMEOUT = 3600.0  # a 100+ MB llama.cpp sdist on a slow CI network
+REDIRECTS = (301, 302, 303, 307, 308)
+MAX_REDIRECTS = 5
+
+
+def fetch(url: str, *, where: str, accept: str = "*/*", timeout: float = DOWNLOAD_TIMEOUT,
+          sink: Callable[[dict[str, str], bytes], None] | None = None) -> tuple[int, bytes]:
+    """GET what is not an engine's JSON (a package index page, a file of 100+ MB streamed into
+    `sink`) the way every request here is made: one deadline, the proxy settings, kept-alive
+    connections; redirects followed (at most MAX_REDIRECTS); file: URLs read from disk (pip's
+    local indexes and find-links). (status, body: empty when streamed)."""
+    for _ in range(MAX_REDIRECTS + 1):
+        parts = urllib.parse.urlsplit(url)
+        if parts.scheme == "file":
+            return _read_file(url, where=where, sink=sink)
+        status, headers, raw = _exchange("GET", url, where=where, budget=timeout, accept=accept, sink=sink)
+        if status not in REDIRECTS or not headers.get("location"):
+            return status, raw
+        url = urllib.parse.urljoin(url, headers["location"])
+    raise EngineError(f"{where}: more than {MAX_REDIRECTS} redirects")
+
+
+def _read_file(url: str, *, where: str, sink: Callable[[dict[str, str], bytes], None] | None) -> tuple[int, bytes]:
+    """A file: URL as a reply: 200 and its bytes (streamed into `sink`), 404 when it is missing."""
+    path = urllib.request.url2pathname(urllib.parse.urlsplit(url).path)
+    try:
+        with open(path, "rb") as handle:
+            if sink is None:
+                return 200, handle.read(MAX_REPLY + 1)[:MAX_REPLY]
+            headers = {"content-length": str(os.fstat(handle.fileno()).st_size)}
+            for chunk in iter(lambda: handle.read(1 << 20), b""):
+                sink(headers, chunk)
+            return 200, b""
+    except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+        return 404, b""
+    except OSError as error:
+        raise Unreachable(f"{where}: cannot read {path} ({error.strerror or error})") from None
 
 
 def post_json(url: str, body: dict[str, Any], *, where: str, timeout: float = TIMEOUT) -> dict[str, Any]:

@@ -219,3 +219,45 @@ def test_a_download_reports_progress_on_stderr_and_checks_its_sha256(tmp_path, c
     bad = registry.File("a-1.0.tar.gz", "1.0", "0" * 64, url)
     with pytest.raises(GoldensError, match="is not the index's"):
         registry.download(bad, tmp_path / "into")
+
+
+def test_the_index_and_a_redirected_download_go_through_goldens_http(configured, tmp_path, capfd, monkeypatch):
+    """The registry reads an index and downloads a file through generator/http.py (proxy settings,
+    one deadline): a listing over a real socket, and a file behind a redirect, streamed and
+    checked. A missing project is one line naming the index."""
+    import json
+
+    blob = b"y" * (2 << 20)
+    (tmp_path / "index" / "probe").mkdir(parents=True)
+    (tmp_path / "index" / "files").mkdir()
+    (tmp_path / "index" / "files" / "probe-1.0.tar.gz").write_bytes(blob)
+    index = _Index(tmp_path / "index")
+    import urllib.request
+
+    def no_urllib(*args, **kwargs):
+        raise AssertionError("the registry read the network without generator/http.py")
+
+    monkeypatch.setattr(urllib.request, "urlopen", no_urllib)
+    try:
+        listing = {"files": [{"filename": "probe-1.0.tar.gz", "url": index.url + "files/moved",
+                              "hashes": {"sha256": hashlib.sha256(blob).hexdigest()}}], "versions": ["1.0"]}
+        (tmp_path / "index" / "probe" / "index.html").write_text(json.dumps(listing))
+        configured.write_text(f"[global]\nindex-url = {index.url}\n")
+        registry.index_config.cache_clear()
+        registry._listing.cache_clear()
+        assert registry.versions("probe") == ["1.0"]
+        # the file's URL answers 301 with its real place (SimpleHTTPRequestHandler: a directory
+        # without its slash); a file named "moved" is that directory's index
+        (tmp_path / "index" / "files" / "moved").mkdir()
+        (tmp_path / "index" / "files" / "moved" / "index.html").write_bytes(blob)
+        (tmp_path / "into").mkdir()
+        [file] = registry.files("probe")
+        requests = index.requests
+        assert registry.download(file, tmp_path / "into").read_bytes() == blob
+        assert index.requests == requests + 2  # the redirect, then the file
+        assert capfd.readouterr().err.splitlines()[-1].startswith("downloading probe-1.0.tar.gz: done in ")
+        with pytest.raises(GoldensError, match=r"^absent: not on the package index http://127\.0\.0\.1:\d+$"):
+            registry.versions("absent")
+    finally:
+        index.close()
+        registry._listing.cache_clear()

@@ -11,12 +11,8 @@ from __future__ import annotations
 
 import configparser
 import functools
-import hashlib
-import json
 import os
 import sys
-import urllib.error
-import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -133,17 +129,24 @@ def simple_index() -> str:
 
 @functools.lru_cache(maxsize=None)
 def _listing(project: str) -> dict:
+    from generator import http
+    from generator.errors import EngineError
+    from generator.json_reader import load_json
+
     url = f"{simple_index()}/{project}/"
-    request = urllib.request.Request(url, headers={"Accept": "application/vnd.pypi.simple.v1+json"})
     try:
-        with urllib.request.urlopen(request, timeout=120) as response:
-            return json.load(response)
-    except urllib.error.HTTPError as error:
-        if error.code == 404:
-            raise GoldensError(f"{project}: not on the package index {simple_index()}") from None
-        raise GoldensError(f"{project}: package index answered HTTP {error.code}") from None
-    except (OSError, ValueError) as error:
-        raise GoldensError(f"{project}: cannot read the package index ({error})") from None
+        status, raw = http.fetch(url, where=f"{project}: cannot read the package index {simple_index()}",
+                                 timeout=120, accept="application/vnd.pypi.simple.v1+json")
+    except EngineError as error:
+        raise GoldensError(str(error)) from None
+    if status == 404:
+        raise GoldensError(f"{project}: not on the package index {simple_index()}")
+    if status != 200:
+        raise GoldensError(f"{project}: package index answered HTTP {status}")
+    listing = load_json(raw, f"{project}: the package index's listing")
+    if not isinstance(listing, dict):
+        raise GoldensError(f"{project}: the package index's listing is not a JSON object")
+    return listing
 
 
 def files(project: str) -> list[File]:
@@ -200,26 +203,32 @@ def require_published(project: str, version: str, *, label: str | None = None) -
 def download(file: File, into: Path) -> Path:
     """`file` saved under `into`, its sha256 checked against the index's (progress on stderr:
     a llama.cpp sdist is 100+ MB)."""
-    from generator import progress
+    from generator import http, progress
+    from generator.errors import EngineError
+    from generator.files import sha256_of
 
     path = into / file.filename
     try:
-        with (urllib.request.urlopen(file.url, timeout=600) as response, open(path, "wb") as out,
-              progress.long_work(f"downloading {file.filename}") as work):
-            size = int(response.headers.get("Content-Length") or 0)
+        with open(path, "wb") as out, progress.long_work(f"downloading {file.filename}") as work:
             done = 0
-            for block in iter(lambda: response.read(1 << 20), b""):
-                out.write(block)
-                done += len(block)
+
+            def write(headers: dict[str, str], chunk: bytes) -> None:
+                nonlocal done
+                out.write(chunk)
+                done += len(chunk)
+                size = int(headers.get("content-length") or 0)
                 work.update(f"{done / 1e6:.0f} MB" + (f" of {size / 1e6:.0f} MB" if size else ""))
+
+            status, _ = http.fetch(file.url, where=f"{file.filename}: cannot download", sink=write)
+            if status != 200:
+                raise GoldensError(f"{file.filename}: cannot download (HTTP {status})")
+    except EngineError as error:
+        raise GoldensError(str(error)) from None
     except OSError as error:
         raise GoldensError(f"{file.filename}: cannot download ({error})") from None
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    if digest.hexdigest() != file.sha256:
-        raise GoldensError(f"{file.filename}: sha256 {digest.hexdigest()} is not the index's {file.sha256}")
+    digest = sha256_of(path)
+    if digest != file.sha256:
+        raise GoldensError(f"{file.filename}: sha256 {digest} is not the index's {file.sha256}")
     return path
 
 
