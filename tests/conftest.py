@@ -85,11 +85,12 @@ def pool(goldens_pool):
 
 def server_of(pool: EnginePool, kind: str, model: str):
     """The session's managed `kind` server ("llama-server" or "vllm") for a matrix model. Asking
-    for one model's vLLM stops any other model's first: two would not fit the 8 GB budget."""
-    if kind == "vllm":
+    for one model's vLLM (a server the registry runs one model at a time) stops any other
+    model's first: two would not fit the 8 GB budget."""
+    if kind in engine_registry.one_model_at_a_time():
         for other in CONFIG.models:
             if other != model:
-                pool.release(other, "vllm")
+                pool.release(other, kind)
     return pool.server(kind, CONFIG.models[model], source_of(model))
 
 

@@ -12,22 +12,30 @@ import subprocess
 import sys
 
 import pytest
-from conftest import CONFIG, GOLDENS, ROOT
+from conftest import CONFIG, GOLDENS, ROOT, server_of
 
+from generator.config import engine_registry
 from generator.replay import check, junit, markdown_report, terminal
 
-def _servers(model) -> list:
-    """The pool's marks for a model's managed servers, so its part of the gate runs in the window
-    where the suite's other tests of that model hold them (one vLLM at a time, never two)."""
-    return [pytest.mark.server(kind, model.name) for kind in ("vllm", "llama-server") if kind in model.engines]
+def _kinds(model) -> list[str]:
+    """The kinds of the model's managed servers (the registry's)."""
+    return sorted({info.server.kind for info in map(engine_registry.lookup, model.engines)
+                   if info.server is not None and info.server.per_model})
 
 
-@pytest.mark.parametrize("model", [pytest.param(m.name, marks=_servers(m)) for m in CONFIG.models.values()])
+@pytest.mark.parametrize("model", [pytest.param(m.name, marks=[pytest.mark.server(kind, m.name) for kind in _kinds(m)])
+                                   for m in CONFIG.models.values()])
 def test_the_committed_matrix_passes_its_own_gate_over_every_engine(model, pool):
     """What `goldens check` (and `make check`) runs on a fresh clone, one model at a time as
     check runs it: every engine the model lists, the serving path confirmed. Exit 0, and every
-    report counts the same."""
+    report counts the same. Marked, so it runs in the window where the suite's other tests of
+    the model hold its servers (one vLLM at a time, never two); taken from the session's pool
+    first, so they are the session's and the run leaves them up for those tests."""
+    for kind in _kinds(CONFIG.models[model]):
+        server_of(pool, kind, model)
+    held = pool.running()
     results = check.run(CONFIG, GOLDENS, models=(model,), jobs=4, pool=pool)
+    assert held <= pool.running()  # the session's servers stay up for its other tests
     summary = results.summary
     problems = [f"{o.case} [{o.column}]: {o.kind}: {o.detail[:300]}" for o in summary.outcomes
                 if o.status not in ("match", "known", "count")]

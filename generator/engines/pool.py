@@ -88,10 +88,15 @@ class EnginePool:
         self._servers.clear()
         self._preparing.clear()
 
-    def release(self, model: str, kind: str | None = None) -> None:
-        """Stop this model's servers now, or only its `kind` one ("llama-server", "vllm"): a
-        matrix run keeps at most one model's servers up."""
-        for key in [k for k in self._servers if k[2] == model and kind in (None, k[0])]:
+    def running(self) -> frozenset[tuple[str, str, str]]:
+        """The (kind, version, model) of every server up now."""
+        return frozenset(self._servers)
+
+    def release(self, model: str, kind: str | None = None, *,
+                keep: frozenset[tuple[str, str, str]] = frozenset()) -> None:
+        """Stop this model's servers now, or only its `kind` one ("llama-server", "vllm"), but
+        none of `keep`: a matrix run keeps at most one model's servers up."""
+        for key in [k for k in self._servers if k[2] == model and kind in (None, k[0]) and k not in keep]:
             server = self._servers.pop(key)
             server.stop()
 

@@ -90,8 +90,8 @@ def run(config: Config, root: Path, engines: tuple[str, ...] = (), models: tuple
     """Every (model, engine) group of the plan (those indexed in `only`, when given), judged.
     `confirm` sends each case down the serving path of engines read through a stand-in;
     `timeout` bounds the whole run and `request_timeout` each request to an engine, in seconds.
-    `pool` lends the run servers its owner keeps (a test session's); the run then stops only
-    each model's vLLM server after it (about 3.5 GB each), not the others."""
+    `pool` lends the run servers its owner keeps (a test session's): the run then stops, after
+    each model, only the vLLM servers (about 3.5 GB each) it started itself, never the owner's."""
     work = plan(config, engines, models, urls)
     parts = groups(config, work)
     chosen = [i for i in range(len(parts)) if only is None or i in only]
@@ -112,6 +112,7 @@ def run(config: Config, root: Path, engines: tuple[str, ...] = (), models: tuple
     for i in chosen:
         by_model.setdefault(parts[i][0], []).append(i)
     lent = pool is not None
+    owners = pool.running() if lent else frozenset()
     transport = http.Transport.bounded(run=timeout, request=request_timeout)
     with (contextlib.nullcontext(pool) if lent else
           EnginePool(config.date, urls, on_start=note, connection=connection,
@@ -148,7 +149,7 @@ def run(config: Config, root: Path, engines: tuple[str, ...] = (), models: tuple
                 results.groups.append(group)
             if lent:  # a shared pool keeps the light servers for the next model's cases
                 for kind in engine_registry.one_model_at_a_time():
-                    pool.release(model_name, kind)
+                    pool.release(model_name, kind, keep=owners)
             else:
                 pool.release(model_name)
     results.elapsed = time.monotonic() - started
