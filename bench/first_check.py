@@ -35,7 +35,8 @@ from generator.files import cache_dir  # noqa: E402
 from generator.sources import pack  # noqa: E402
 
 
-def check(args: argparse.Namespace, env: dict[str, str], *extra: str) -> float:
+def check(args: argparse.Namespace, env: dict[str, str], *extra: str) -> tuple[float, str]:
+    """(seconds, what the check printed on stderr)."""
     argv = [sys.executable, "-m", "generator.cli", "check", "--config", str(ROOT / "models.yaml"),
             "--model", args.model, *[f"--engine={engine}" for engine in args.engine], *extra]
     started = time.perf_counter()
@@ -43,7 +44,7 @@ def check(args: argparse.Namespace, env: dict[str, str], *extra: str) -> float:
     seconds = time.perf_counter() - started
     if result.returncode != 0:
         raise SystemExit(f"bench: error: goldens check exited {result.returncode}: {result.stderr.strip()[-2000:]}")
-    return seconds
+    return seconds, result.stderr
 
 
 def _needs_the_build(label: str) -> bool:
@@ -64,18 +65,25 @@ def main(argv: list[str] | None = None) -> int:
         env = {**os.environ, "GOLDENS_CACHE": str(Path(tmp) / "cache"),
                "CCACHE_DIR": str(Path(tmp) / "ccache") if args.no_ccache else machine_ccache}
         env.pop("GOLDENS_BUILD_JOBS", None)
-        first = check(args, env)
+        first, said = check(args, env)
+        label = f"building llama-server b{pack.LLAMA_CPP_BUILD}"
+        if said.count(f"{label}: started") != 1:
+            raise SystemExit(f"bench: error: the first check did not build llama-server once: {said[-2000:]}")
+        how = ("started in the background at the run's start"
+               if f"making ready in the background: llama-server b{pack.LLAMA_CPP_BUILD}" in said
+               else "built when its server started")
         record = Path(tmp) / "cache" / "llama.cpp" / f"b{pack.LLAMA_CPP_BUILD}" / "build.json"
         built = json.loads(record.read_text()) if record.is_file() else {"seconds": 0.0, "compiler_cache": "no build"}
         results = Path(tmp) / "warm.json"
-        again = check(args, env, "--results", str(results))
+        again, _ = check(args, env, "--results", str(results))
         after_build = sum(group["seconds"] for group in json.loads(results.read_text())["groups"]
                           if _needs_the_build(group["engine"]))
     floor = max(again, built["seconds"] + after_build)
     print(f"first goldens check, {args.model} on {', '.join(args.engine)} ({len(os.sched_getaffinity(0))} cores, "
           f"load average {os.getloadavg()[0]:.1f} at the end), "
           f"{'an empty' if args.no_ccache else 'the machine'}'s compiler cache")
-    print(f"first run {first:7.1f} s   its llama.cpp build {built['seconds']:7.1f} s ({built['compiler_cache']})   "
+    print(f"first run {first:7.1f} s   its llama.cpp build {built['seconds']:7.1f} s ({built['compiler_cache']}; "
+          f"{how})   "
           f"the same check warm {again:5.1f} s ({after_build:.1f} s of it on llama-server)   floor {floor:7.1f} s   "
           f"first / floor: x{first / floor:.2f}")
     return 0

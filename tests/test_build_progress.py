@@ -156,20 +156,19 @@ def _running_under(path: Path) -> list[str]:
     return [argv for _, state, _, argv in processes() if state != "Z" and str(path) in argv]
 
 
-def test_check_builds_llama_server_in_the_background_and_its_pool_stops_the_build(tmp_path, monkeypatch, capfd):
+def test_the_background_build_of_a_first_check_ends_with_its_pool(tmp_path, monkeypatch):
     """issue 22: a first `goldens check` starts the pinned llama.cpp build in a process group of
-    its own before its first case, so the cases that need no server run meanwhile. Closing the
-    pool mid-compile ends the whole group (cmake, make, the compilers). The next check starts it
-    again, says so, replays through the binary it made (the server's start waits on the build's
-    lock and builds nothing itself), and a check after that has nothing to make ready."""
+    its own before its first case (EnginePool.prepare), so the cases that need no server run
+    meanwhile. Closing the pool mid-compile ends the whole group (cmake, make, the compilers),
+    leaving nothing made, so the next run starts it again. (A whole first check, its build made
+    once and in the background, is bench/first_check.py's, smoke-run by test_bench.py.)"""
     import datetime as dt
 
     from faults import wait_for
 
-    from generator.config import engine_spec, models
+    from generator.config import engine_spec
     from generator.engines.pool import EnginePool
     from generator.files import cache_dir
-    from generator.replay import check
     from generator.sources import pack
 
     machine = cache_dir()
@@ -179,28 +178,14 @@ def test_check_builds_llama_server_in_the_background_and_its_pool_stops_the_buil
     (tmp_path / "pack").symlink_to(machine / "pack", target_is_directory=True)  # fetched once a machine
     root = tmp_path / "llama.cpp" / f"b{pack.LLAMA_CPP_BUILD}"
     label = f"llama-server b{pack.LLAMA_CPP_BUILD}"
+    specs = [engine_spec.parse("minijinja"), engine_spec.parse("llama-server"), engine_spec.parse("client-completion")]
 
     with EnginePool(dt.date.today()) as pool:
-        assert pool.prepare([engine_spec.parse("minijinja"), engine_spec.parse("llama-server")]) == [label]
+        assert pool.prepare(specs) == [label]  # one build for both engines on it; minijinja needs none
         assert wait_for(lambda: "$ cmake --build" in (root / "build.log").read_text()
                         if (root / "build.log").is_file() else False, 600), "the compile never started"
         assert _running_under(root)
     assert not _running_under(tmp_path), _running_under(tmp_path)  # the group is gone with the pool
     assert not (root / "llama-server").exists()
-
-    config = models.load(ROOT / "models.yaml")
-    notes: list[str] = []
-    capfd.readouterr()
-    results = check.run(config, ROOT / "goldens", engines=("minijinja", "llama-server"), models=("qwen3",),
-                        jobs=2, note=notes.append)
-    assert results.summary.exit_code() == 0, [o.detail for o in results.summary.outcomes if o.status != "match"][:3]
-    assert notes[0] == f"making ready in the background: {label}"
-    err = capfd.readouterr().err
-    assert err.count(f"building {label}: started") == 1 and err.count(f"building {label}: done in ") == 1, err
-    assert (root / "llama-server").is_file() and (root / "build.json").is_file()
-    assert not _running_under(tmp_path)
-
-    notes.clear()
-    check.run(config, ROOT / "goldens", engines=("minijinja", "llama-server"), models=("qwen3",), jobs=2,
-              note=notes.append)
-    assert not any(note.startswith("making ready") for note in notes), notes
+    with EnginePool(dt.date.today()) as pool:
+        assert pool.prepare(specs) == [label]
