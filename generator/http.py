@@ -334,11 +334,13 @@ def fetch(url: str, *, where: str, accept: str = "*/*", timeout: float = DOWNLOA
     `sink`) the way every request here is made: one deadline, the proxy settings, kept-alive
     connections; redirects followed (at most MAX_REDIRECTS); file: URLs read from disk (pip's
     local indexes and find-links). (status, body: empty when streamed)."""
+    deadline = time.monotonic() + timeout  # one for the whole chain of redirects
     for _ in range(MAX_REDIRECTS + 1):
         parts = urllib.parse.urlsplit(url)
         if parts.scheme == "file":
             return _read_file(url, where=where, sink=sink)
-        status, headers, raw = _exchange("GET", url, where=where, budget=timeout, accept=accept, sink=sink)
+        status, headers, raw = _exchange("GET", url, where=where, budget=deadline - time.monotonic(),
+                                         accept=accept, sink=sink)
         if status not in REDIRECTS or not headers.get("location"):
             return status, raw
         url = urllib.parse.urljoin(url, headers["location"])
@@ -351,7 +353,10 @@ def _read_file(url: str, *, where: str, sink: Callable[[dict[str, str], bytes], 
     try:
         with open(path, "rb") as handle:
             if sink is None:
-                return 200, handle.read(MAX_REPLY + 1)[:MAX_REPLY]
+                raw = handle.read(MAX_REPLY + 1)
+                if len(raw) > MAX_REPLY:
+                    raise EngineError(f"{where}: reply larger than {MAX_REPLY // 2**20} MB")
+                return 200, raw
             headers = {"content-length": str(os.fstat(handle.fileno()).st_size)}
             for chunk in iter(lambda: handle.read(1 << 20), b""):
                 sink(headers, chunk)
