@@ -74,7 +74,7 @@ class EnginePool:
         self.versions = dict(versions or {})
         self.transport = transport  # every engine's requests, with the run's deadlines
         self._servers: dict[tuple[str, str, str], object] = {}
-        self._preparing: dict[tuple[str, str], object] = {}  # servers.process.Background
+        self._preparing: set[tuple[str, str]] = set()  # (kind, version) made ready in the background
         self._stack = contextlib.ExitStack()
 
     def __enter__(self) -> EnginePool:
@@ -122,8 +122,8 @@ class EnginePool:
                 continue
             job = Background([sys.executable, "-m", "generator.engines.prepare", info.name, version],
                              env={"GOLDENS_PROGRESS": "lines"})
-            self._stack.callback(job.stop)
-            self._preparing[(server.kind, version)] = job.start()
+            self._stack.callback(job.start().stop)
+            self._preparing.add((server.kind, version))
             started.append(f"{server.kind} {line.label(version)}")
         return started
 
