@@ -30,7 +30,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from generator.config import engine_registry  # noqa: E402
+from generator import machine  # noqa: E402
+from generator.config import engine_registry, engine_spec  # noqa: E402
 from generator.files import cache_dir  # noqa: E402
 from generator.sources import pack  # noqa: E402
 
@@ -49,7 +50,7 @@ def check(args: argparse.Namespace, env: dict[str, str], *extra: str) -> tuple[f
 
 def _needs_the_build(label: str) -> bool:
     """A group replayed through a llama.cpp binary (llama-server, client-completion)."""
-    server = engine_registry.lookup(label.partition("@")[0]).server
+    server = engine_registry.lookup(engine_spec.parse(label).name).server
     return server is not None and server.kind == "llama-server"
 
 
@@ -79,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
         after_build = sum(group["seconds"] for group in json.loads(results.read_text())["groups"]
                           if _needs_the_build(group["engine"]))
     floor = max(again, built["seconds"] + after_build)
-    print(f"first goldens check, {args.model} on {', '.join(args.engine)} ({len(os.sched_getaffinity(0))} cores, "
+    print(f"first goldens check, {args.model} on {', '.join(args.engine)} ({machine.cores()} cores, "
           f"load average {os.getloadavg()[0]:.1f} at the end), "
           f"{'an empty' if args.no_ccache else 'the machine'}'s compiler cache")
     print(f"first run {first:7.1f} s   its llama.cpp build {built['seconds']:7.1f} s ({built['compiler_cache']}; "

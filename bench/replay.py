@@ -27,10 +27,10 @@ import httpx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # runnable from a checkout without the editable install
 
+from generator import machine  # noqa: E402
 from generator.config import models  # noqa: E402
 from generator.config.cases import model_cases  # noqa: E402
 from generator.engines.llama_server import LlamaServerEngine, _chat_body  # noqa: E402
-from generator import machine  # noqa: E402
 from generator.errors import GoldensError  # noqa: E402
 from generator.goldens import golden_file  # noqa: E402
 from generator.replay.judge import load_goldens, replay  # noqa: E402

@@ -36,6 +36,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # runnable from a checkout without the editable install
 
+from generator import machine  # noqa: E402
 from generator.servers import venv  # noqa: E402
 
 from generator.servers.transformers_venv import CHECK  # noqa: E402
@@ -115,12 +116,12 @@ def main(argv: list[str] | None = None) -> int:
                     floor_figures = floor(made)
                     shutil.rmtree(cache, ignore_errors=True)
                 rows.append((f"{installer}, {mode} cache", best, floor_figures))
-    print(f"transformers=={args.version} venv made ready ({os.cpu_count()} cores, "
+    print(f"transformers=={args.version} venv made ready ({machine.cores()} cores, "
           f"load average {os.getloadavg()[0]:.1f} at the end); best of {args.repeat}")
     for label, (wall, cpu), ((first_wall, first_cpu), (later_wall, later_cpu)) in rows:
         # the check imports once, serially, what it compiles on every core: it cannot end before
         # that import with the bytecode in place, nor before the first import's CPU is spread
-        floor_wall = max(later_wall, first_cpu / (os.cpu_count() or 1))
+        floor_wall = max(later_wall, first_cpu / machine.cores())
         print(f"{label:16s} {wall:6.1f} s wall {cpu:6.1f} s CPU   floor {floor_wall:4.1f} s wall   "
               f"x{wall / floor_wall:.1f}   first import compiling on one core {first_wall:4.1f} s wall "
               f"{first_cpu:4.1f} s CPU   later starts {later_wall:4.1f} s wall")
