@@ -81,14 +81,20 @@ def _wheel(into: Path, name: str, version: str) -> Path:
     return path
 
 
-@pytest.mark.parametrize("installer", ["uv", "pip"])
-def test_a_venv_installs_from_the_find_links_pip_conf_names(configured, tmp_path, monkeypatch, installer):
-    """The wheel is only in the find-links directory, the index is an empty local one: the venv
-    works only if the installer was given pip.conf's configuration."""
+def _probe_in_find_links(configured: Path, tmp_path: Path, monkeypatch) -> None:
+    """goldens_probe 1.0 only in a find-links directory pip.conf names, beside an empty local
+    index; the venvs go to a fresh GOLDENS_CACHE."""
     _wheel(tmp_path / "wheels", "goldens_probe", "1.0")
     (tmp_path / "index").mkdir()
     configured.write_text(f"[global]\nindex-url = {(tmp_path / 'index').as_uri()}\nfind-links = {tmp_path / 'wheels'}\n")
     monkeypatch.setenv("GOLDENS_CACHE", str(tmp_path / "cache"))
+
+
+@pytest.mark.parametrize("installer", ["uv", "pip"])
+def test_a_venv_installs_from_the_find_links_pip_conf_names(configured, tmp_path, monkeypatch, installer):
+    """The wheel is only in the find-links directory, the index is an empty local one: the venv
+    works only if the installer was given pip.conf's configuration."""
+    _probe_in_find_links(configured, tmp_path, monkeypatch)
     monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")  # as many CI images have it
     if installer == "pip":
         monkeypatch.setenv("GOLDENS_UV", "")
@@ -170,10 +176,7 @@ def test_the_next_venv_compiles_what_the_last_check_imported_beside_its_own_chec
     """The modules a check imported are recorded; the next venv for the same check compiles them
     in a helper process while its check runs: here its check imports nothing, and the probe is
     compiled all the same. A recorded path outside site-packages is never compiled."""
-    _wheel(tmp_path / "wheels", "goldens_probe", "1.0")
-    (tmp_path / "index").mkdir()
-    configured.write_text(f"[global]\nindex-url = {(tmp_path / 'index').as_uri()}\nfind-links = {tmp_path / 'wheels'}\n")
-    monkeypatch.setenv("GOLDENS_CACHE", str(tmp_path / "cache"))
+    _probe_in_find_links(configured, tmp_path, monkeypatch)
     monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
     check = "import os\nif os.environ.get('PROBE_IMPORT'):\n    import goldens_probe\nprint('ok')"
     plan = lambda: [("install goldens_probe", venv.INSTALL, ["goldens_probe==1.0"])]  # noqa: E731
@@ -195,10 +198,7 @@ def test_the_next_venv_compiles_what_the_last_check_imported_beside_its_own_chec
 
 
 def test_a_venv_whose_check_fails_is_not_trusted(configured, tmp_path, monkeypatch):
-    _wheel(tmp_path / "wheels", "goldens_probe", "1.0")
-    (tmp_path / "index").mkdir()
-    configured.write_text(f"[global]\nindex-url = {(tmp_path / 'index').as_uri()}\nfind-links = {tmp_path / 'wheels'}\n")
-    monkeypatch.setenv("GOLDENS_CACHE", str(tmp_path / "cache"))
+    _probe_in_find_links(configured, tmp_path, monkeypatch)
     plan = lambda: [("install goldens_probe", venv.INSTALL, ["goldens_probe==1.0"])]  # noqa: E731
     with pytest.raises(GoldensError, match="the check after install failed"):
         venv.ensure("probe", plan, "import goldens_probe; print(goldens_probe.V)", "2.0")
