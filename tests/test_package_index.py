@@ -197,6 +197,33 @@ def test_the_next_venv_compiles_what_the_last_check_imported_beside_its_own_chec
     assert "goldens_probe.py" not in listing.read_text().splitlines()  # what this check imported
 
 
+def test_the_next_venv_imports_the_bytecode_an_earlier_venv_compiled_for_the_same_source(configured, tmp_path,
+                                                                                          monkeypatch):
+    """A check's bytecode is kept under the sha256 of each module's source, and the next venv is
+    given it before its check imports: shown by replacing the kept bytecode of goldens_probe 1.0
+    with another's, which the next venv then runs. Release 2.0's source differs, so its venv
+    compiles its own."""
+    import importlib.util
+    import marshal
+
+    _probe_in_find_links(configured, tmp_path, monkeypatch)
+    _wheel(tmp_path / "wheels", "goldens_probe", "2.0")
+    monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
+    check = "import goldens_probe; print(goldens_probe.V)"
+    plan = lambda v: lambda: [("install goldens_probe", venv.INSTALL, [f"goldens_probe=={v}"])]  # noqa: E731
+
+    venv.ensure("first", plan("1.0"), check, "1.0")
+    source = b"V = '1.0'\n"
+    key = hashlib.sha256(source).hexdigest()
+    kept = tmp_path / "cache" / "venv-bytecode" / importlib.util.MAGIC_NUMBER.hex() / key[:2] / key
+    assert marshal.loads(kept.read_bytes()).co_consts[0] == "1.0"  # what the first check compiled
+    kept.write_bytes(marshal.dumps(compile("V = 'from the store'\n", "goldens_probe.py", "exec")))
+    with pytest.raises(GoldensError, match="the check after install failed: from the store"):
+        venv.ensure("second", plan("1.0"), check, "1.0")  # it ran the kept bytecode, not its own
+    venv.ensure("third", plan("2.0"), check, "2.0")  # another source: compiled in its own venv
+    assert "goldens_probe.py" in next((tmp_path / "cache" / "venv-imports").iterdir()).read_text()
+
+
 def test_a_venv_whose_check_fails_is_not_trusted(configured, tmp_path, monkeypatch):
     _probe_in_find_links(configured, tmp_path, monkeypatch)
     plan = lambda: [("install goldens_probe", venv.INSTALL, ["goldens_probe==1.0"])]  # noqa: E731

@@ -106,45 +106,97 @@ def ensure(name: str, plan: Callable[[], Steps], check: str, expect: str) -> Pat
     return python_in(venv)
 
 
-# After a check passes, the venv's own modules it imported (paths under site-packages), kept per
-# check text: the next venv made for the same check compiles them on another core while its check
-# imports them, so the first import no longer compiles alone (Transformers: 2.4 to 3.1 s where
-# compiling in the import took 3.4 to 3.9 s here). Paths outside site-packages are never compiled.
+# After a check passes, the venv's own modules it imported (paths under site-packages) are kept per
+# check text, and their bytecode under the sha256 of each module's source (`venv-bytecode/`, per
+# interpreter magic number). The next venv made for the same check, before its check imports them,
+# is given the stored bytecode of every module whose source is byte for byte one it has seen, with
+# a header naming the new file's own mtime and size, and compiles the others on another core: so
+# its check imports at the speed of a later start. A neighbouring release (a bisect) shares most
+# of its dependencies' files and many of its own. Paths outside site-packages are never touched.
+# These run in the venv's own interpreter (its magic number is the one that counts) and write
+# through importlib's own atomic pyc write, as an import would.
 _RECORD = """
-import os as _os, sys as _sys, sysconfig as _sysconfig
+import hashlib as _hashlib, importlib.util as _util, os as _os, sys as _sys, sysconfig as _sysconfig
+from importlib._bootstrap_external import _write_atomic as _write
 _root = _os.path.realpath(_sysconfig.get_paths()["purelib"]) + _os.sep
+_store = _os.path.join(_sys.argv[2], _util.MAGIC_NUMBER.hex())
 with open(_sys.argv[1], "w", encoding="utf-8") as _out:
     for _module in list(_sys.modules.values()):
         _file = _os.path.realpath(getattr(_module, "__file__", None) or "")
-        if _file.endswith(".py") and _file.startswith(_root):
-            _out.write(_file[len(_root):] + "\\n")
-"""
-_COMPILE = """
-import os, py_compile, sys, sysconfig
-root = os.path.realpath(sysconfig.get_paths()["purelib"]) + os.sep
-for name in open(sys.argv[1], encoding="utf-8").read().splitlines():
-    path = os.path.realpath(root + name)
-    if path.endswith(".py") and path.startswith(root) and os.path.isfile(path):
+        if not (_file.endswith(".py") and _file.startswith(_root)):
+            continue
+        _out.write(_file[len(_root):] + "\\n")
         try:
-            py_compile.compile(path, doraise=True, invalidation_mode=py_compile.PycInvalidationMode.TIMESTAMP)
-        except (py_compile.PyCompileError, OSError):
-            pass
+            with open(_file, "rb") as _f:
+                _source = _f.read()
+            _stat = _os.stat(_file)
+            with open(_util.cache_from_source(_file), "rb") as _f:
+                _pyc = _f.read()
+        except OSError:
+            continue
+        _header = (_util.MAGIC_NUMBER + bytes(4) + (int(_stat.st_mtime) & 0xFFFFFFFF).to_bytes(4, "little")
+                   + (_stat.st_size & 0xFFFFFFFF).to_bytes(4, "little"))
+        _key = _hashlib.sha256(_source).hexdigest()
+        _kept = _os.path.join(_store, _key[:2], _key)
+        if _pyc[:16] == _header and not _os.path.exists(_kept):  # bytecode of exactly this source
+            _os.makedirs(_os.path.dirname(_kept), exist_ok=True)
+            _write(_kept, _pyc[16:], 0o644)
+"""
+_WARM = """
+import hashlib, importlib.util, os, py_compile, sys, sysconfig
+from importlib._bootstrap_external import _write_atomic
+root = os.path.realpath(sysconfig.get_paths()["purelib"]) + os.sep
+listing, compile_rest = sys.argv[1], sys.argv[3] == "compile"
+store = os.path.join(sys.argv[2], importlib.util.MAGIC_NUMBER.hex())
+rest = []
+for name in open(listing, encoding="utf-8").read().splitlines():
+    path = os.path.realpath(root + name)
+    if not (path.endswith(".py") and path.startswith(root) and os.path.isfile(path)):
+        continue
+    try:
+        with open(path, "rb") as f:
+            key = hashlib.sha256(f.read()).hexdigest()
+        with open(os.path.join(store, key[:2], key), "rb") as f:
+            body = f.read()
+    except OSError:
+        rest.append(path)
+        continue
+    info = os.stat(path)
+    pyc = importlib.util.cache_from_source(path)
+    os.makedirs(os.path.dirname(pyc), exist_ok=True)
+    _write_atomic(pyc, importlib.util.MAGIC_NUMBER + bytes(4) + (int(info.st_mtime) & 0xFFFFFFFF).to_bytes(4, "little")
+                  + (info.st_size & 0xFFFFFFFF).to_bytes(4, "little") + body, 0o644)
+print(len(rest), flush=True)  # placed: the check may start; the rest is compiled beside it
+sys.stdout.close()
+for path in rest if compile_rest else ():
+    try:
+        py_compile.compile(path, doraise=True, invalidation_mode=py_compile.PycInvalidationMode.TIMESTAMP)
+    except (py_compile.PyCompileError, OSError):
+        pass
 """
 
 
 def _check(python: Path, check: str) -> subprocess.CompletedProcess:
-    """Run a venv's import check. Bytecode is written even where PYTHONDONTWRITEBYTECODE is set
-    (many CI images set it): the check imports what the venv's users import, so each later start
-    loads compiled modules (a Transformers worker: 2.2 s instead of 4.2 s here)."""
+    """Run a venv's import check, given the bytecode earlier venvs compiled for the same sources
+    (see _RECORD above). Bytecode is written even where PYTHONDONTWRITEBYTECODE is set (many CI
+    images set it): the check imports what the venv's users import, so each later start loads
+    compiled modules (a Transformers worker: 2.2 s instead of 4.2 s here)."""
     compiling = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     imports = cache_dir() / "venv-imports" / f"{hashlib.sha256(check.encode()).hexdigest()[:16]}.txt"
+    store = cache_dir() / "venv-bytecode"  # a folder per interpreter magic number in it
     helper = None
-    if imports.is_file() and machine.cores() > 1:  # on one core it would only compete
-        helper = subprocess.Popen([str(python), "-c", _COMPILE, str(imports)], stdin=subprocess.DEVNULL,
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=compiling)
     recorded = python.parent.parent / ".imports"
     try:
-        result = subprocess.run([str(python), "-c", check + "\n" + _RECORD, str(recorded)],
+        if imports.is_file():  # the stored bytecode placed first; then, on a second core, the rest
+            # compiled beside the check (on one core that would only compete with it)
+            rest = "compile" if machine.cores() > 1 else "leave"
+            helper = subprocess.Popen([str(python), "-c", _WARM, str(imports), str(store), rest],
+                                      stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                      stderr=subprocess.DEVNULL, env=compiling)
+            assert helper.stdout is not None
+            helper.stdout.readline()  # placed (or the helper failed: the check compiles it all)
+            helper.stdout.close()
+        result = subprocess.run([str(python), "-c", check + "\n" + _RECORD, str(recorded), str(store)],
                                 capture_output=True, text=True, timeout=600, env=compiling)
     except BaseException:
         if helper is not None:
@@ -152,7 +204,7 @@ def _check(python: Path, check: str) -> subprocess.CompletedProcess:
             helper.wait()
         raise
     if helper is not None:
-        helper.wait()  # it compiles the list in the check's own order: done about when the check is
+        helper.wait()  # it works through the list in the check's own order: done about when the check is
     if result.returncode == 0 and recorded.is_file():
         atomic_write(imports, read_bytes(recorded), within=cache_dir())
         recorded.unlink()
