@@ -1,14 +1,19 @@
 """How fast is a `transformers@V` venv made ready, through uv and through pip, against its floor?
 
 Each run makes the venv as `goldens check --engine transformers@V` would (servers/venv.py: the
-venv, the install with the index pip is configured with, the import check, with the modules an
-earlier venv's check imported compiled on the other cores meanwhile), in a fresh process with a
-fresh GOLDENS_CACHE, so nothing of an earlier run is reused but the installer's own cache and
-goldens' list of what an earlier check imported (venv-imports/):
+venv, the install with the index pip is configured with, the import check, given the bytecode an
+earlier venv compiled for the same sources and compiling the rest on the other cores meanwhile),
+in a fresh process with a fresh GOLDENS_CACHE, so nothing of an earlier run is reused but the
+installer's own cache and what an earlier check of --version left in goldens' cache (the list of
+what it imported, venv-imports/, and their bytecode under each source's sha256, venv-bytecode/):
 
-- warm: the installer's cache as the user has it (a first, unreported run fills it);
-- cold (--cold): an empty installer cache (UV_CACHE_DIR / PIP_CACHE_DIR in a temp directory),
-  so every wheel is downloaded.
+- warm: --version again, the installer's cache as the user has it (a first, unreported run
+  fills it);
+- neighbour (--neighbour, default 5.20.1): another release in the installer's cache, after
+  --version's check filled goldens' cache (a bisect's next venv: it shares most dependencies'
+  files and some of its own);
+- cold (--cold): --version with an empty installer cache (UV_CACHE_DIR / PIP_CACHE_DIR in a temp
+  directory), so every wheel is downloaded.
 
 The floor, measured in the same run on the venv each run made: the import check cannot end
 before its import of what the worker uses, run once with that bytecode in place ("later", what
@@ -18,7 +23,8 @@ hard-links files from its cache, so copying the tree is no floor.
 Wall and CPU time (this process's children) are printed; other processes on a shared machine
 stretch wall time, so each figure is the best of --repeat runs.
 
-    .venv/bin/python bench/venv.py [--version 5.20.2] [--installer uv --installer pip] [--cold] [--repeat 3]
+    .venv/bin/python bench/venv.py [--version 5.20.2] [--neighbour 5.20.1] [--installer uv --installer pip]
+                                   [--cold] [--repeat 3]
 """
 
 from __future__ import annotations
@@ -87,6 +93,8 @@ def floor(made: Path) -> tuple[tuple[float, float], tuple[float, float]]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--version", default="5.20.2", help="the Transformers release to install")
+    parser.add_argument("--neighbour", default="5.20.1",
+                        help="another release made after --version's venv ('' for none)")
     parser.add_argument("--installer", action="append", choices=("uv", "pip"), help="default: uv and pip")
     parser.add_argument("--cold", action="store_true", help="also with an empty installer cache")
     parser.add_argument("--repeat", type=int, default=3)
@@ -99,30 +107,38 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="goldens-bench-venv-") as tmp:
         scratch = Path(tmp)
         for installer in installers:
-            modes = [("warm", None)] + ([("cold", scratch / f"{installer}-cache")] if args.cold else [])
+            if args.neighbour:  # its wheels in the installer's cache; nothing of it in goldens' cache
+                make(args.neighbour, installer, scratch / "fill", None)
+                shutil.rmtree(scratch / "fill", ignore_errors=True)
             make(args.version, installer, scratch / "fill", None)  # fills the installer's own cache
-            seen = scratch / f"{installer}-imports"  # and goldens' list of what that venv's check imported
+            seen = scratch / f"{installer}-seen"  # and what that venv's check left in goldens' cache
             shutil.rmtree(seen, ignore_errors=True)
-            shutil.copytree(scratch / "fill" / "venv-imports", seen)
+            seen.mkdir(parents=True)
+            for kept in ("venv-imports", "venv-bytecode"):
+                if (scratch / "fill" / kept).is_dir():
+                    shutil.copytree(scratch / "fill" / kept, seen / kept)
             shutil.rmtree(scratch / "fill", ignore_errors=True)
-            for mode, cold in modes:
+            modes = [("warm", args.version, None)]
+            modes += [("neighbour", args.neighbour, None)] if args.neighbour else []
+            modes += [("cold", args.version, scratch / f"{installer}-cache")] if args.cold else []
+            for mode, version, cold in modes:
                 best = None
                 for run in range(max(1, args.repeat)):
                     cache = scratch / f"{installer}-{mode}-{run}"
-                    shutil.copytree(seen, cache / "venv-imports")
-                    figures = make(args.version, installer, cache, cold)
+                    shutil.copytree(seen, cache)
+                    figures = make(version, installer, cache, cold)
                     best = figures if best is None or figures[0] < best[0] else best
-                    made = cache / f"transformers-{args.version}"
+                    made = cache / f"transformers-{version}"
                     floor_figures = floor(made)
                     shutil.rmtree(cache, ignore_errors=True)
-                rows.append((f"{installer}, {mode} cache", best, floor_figures))
+                rows.append((f"{installer}, {mode} {version}", best, floor_figures))
     print(f"transformers=={args.version} venv made ready ({machine.cores()} cores, "
           f"load average {os.getloadavg()[0]:.1f} at the end); best of {args.repeat}")
     for label, (wall, cpu), ((first_wall, first_cpu), (later_wall, later_cpu)) in rows:
         # the check imports once, serially, what it compiles on every core: it cannot end before
         # that import with the bytecode in place, nor before the first import's CPU is spread
         floor_wall = max(later_wall, first_cpu / machine.cores())
-        print(f"{label:16s} {wall:6.1f} s wall {cpu:6.1f} s CPU   floor {floor_wall:4.1f} s wall   "
+        print(f"{label:22s} {wall:6.1f} s wall {cpu:6.1f} s CPU   floor {floor_wall:4.1f} s wall   "
               f"x{wall / floor_wall:.1f}   first import compiling on one core {first_wall:4.1f} s wall "
               f"{first_cpu:4.1f} s CPU   later starts {later_wall:4.1f} s wall")
     return 0

@@ -26,7 +26,7 @@ SMOKE = {
                ["goldens replay, --jobs 2", "replay / capacity:"]),
     "shards": (["--engine", "minijinja", "--model", "phi3.5", "--model", "gemma4", "--shards", "1,2"],
                ["2 (model, engine) groups", "minijinja", "shards  predicted (s)", "shards / predicted:"]),
-    "venv": (["--installer", "uv", "--repeat", "1"], ["uv, warm cache", "floor", "first import compiling on one core", "later starts"]),
+    "venv": (["--installer", "uv", "--repeat", "1"], ["uv, warm 5.20.2", "uv, neighbour 5.20.1", "floor", "first import compiling on one core", "later starts"]),
 }
 
 
