@@ -82,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     floor = max(again, built["seconds"] + after_build)
     print(f"first goldens check, {args.model} on {', '.join(args.engine)} ({machine.cores()} cores, "
           f"load average {os.getloadavg()[0]:.1f} at the end), "
-          f"{'an empty' if args.no_ccache else 'the machine'}'s compiler cache")
+          + ("an empty compiler cache" if args.no_ccache else "the machine's compiler cache"))
     print(f"first run {first:7.1f} s   its llama.cpp build {built['seconds']:7.1f} s ({built['compiler_cache']}; "
           f"{how})   "
           f"the same check warm {again:5.1f} s ({after_build:.1f} s of it on llama-server)   floor {floor:7.1f} s   "
