@@ -115,63 +115,67 @@ def ensure(name: str, plan: Callable[[], Steps], check: str, expect: str) -> Pat
 # of its dependencies' files and many of its own. Paths outside site-packages are never touched.
 # These run in the venv's own interpreter (its magic number is the one that counts) and write
 # through importlib's own atomic pyc write, as an import would.
-_RECORD = """
+_BYTECODE = """
 import hashlib as _hashlib, importlib.util as _util, os as _os, sys as _sys, sysconfig as _sysconfig
 from importlib._bootstrap_external import _write_atomic as _write
 _root = _os.path.realpath(_sysconfig.get_paths()["purelib"]) + _os.sep
 _store = _os.path.join(_sys.argv[2], _util.MAGIC_NUMBER.hex())
+
+def _inside(_path):
+    return _path.endswith(".py") and _path.startswith(_root)
+
+def _kept(_source):
+    _key = _hashlib.sha256(_source).hexdigest()
+    return _os.path.join(_store, _key[:2], _key)
+
+def _header(_path):  # a timestamp pyc's, for the file as it is now
+    _info = _os.stat(_path)
+    return (_util.MAGIC_NUMBER + bytes(4) + (int(_info.st_mtime) & 0xFFFFFFFF).to_bytes(4, "little")
+            + (_info.st_size & 0xFFFFFFFF).to_bytes(4, "little"))
+"""
+_RECORD = _BYTECODE + """
 with open(_sys.argv[1], "w", encoding="utf-8") as _out:
     for _module in list(_sys.modules.values()):
         _file = _os.path.realpath(getattr(_module, "__file__", None) or "")
-        if not (_file.endswith(".py") and _file.startswith(_root)):
+        if not _inside(_file):
             continue
         _out.write(_file[len(_root):] + "\\n")
         try:
             with open(_file, "rb") as _f:
-                _source = _f.read()
-            _stat = _os.stat(_file)
+                _into = _kept(_f.read())
             with open(_util.cache_from_source(_file), "rb") as _f:
                 _pyc = _f.read()
+            _fresh = _pyc[:16] == _header(_file)  # bytecode of exactly this source
         except OSError:
             continue
-        _header = (_util.MAGIC_NUMBER + bytes(4) + (int(_stat.st_mtime) & 0xFFFFFFFF).to_bytes(4, "little")
-                   + (_stat.st_size & 0xFFFFFFFF).to_bytes(4, "little"))
-        _key = _hashlib.sha256(_source).hexdigest()
-        _kept = _os.path.join(_store, _key[:2], _key)
-        if _pyc[:16] == _header and not _os.path.exists(_kept):  # bytecode of exactly this source
-            _os.makedirs(_os.path.dirname(_kept), exist_ok=True)
-            _write(_kept, _pyc[16:], 0o644)
+        if _fresh and not _os.path.exists(_into):
+            _os.makedirs(_os.path.dirname(_into), exist_ok=True)
+            _write(_into, _pyc[16:], 0o644)
 """
-_WARM = """
-import hashlib, importlib.util, os, py_compile, sys, sysconfig
-from importlib._bootstrap_external import _write_atomic
-root = os.path.realpath(sysconfig.get_paths()["purelib"]) + os.sep
-listing, compile_rest = sys.argv[1], sys.argv[3] == "compile"
-store = os.path.join(sys.argv[2], importlib.util.MAGIC_NUMBER.hex())
-rest = []
-for name in open(listing, encoding="utf-8").read().splitlines():
-    path = os.path.realpath(root + name)
-    if not (path.endswith(".py") and path.startswith(root) and os.path.isfile(path)):
+_WARM = _BYTECODE + """
+import py_compile as _py_compile
+_rest = []
+for _name in open(_sys.argv[1], encoding="utf-8").read().splitlines():
+    _path = _os.path.realpath(_root + _name)
+    if not (_inside(_path) and _os.path.isfile(_path)):
         continue
     try:
-        with open(path, "rb") as f:
-            key = hashlib.sha256(f.read()).hexdigest()
-        with open(os.path.join(store, key[:2], key), "rb") as f:
-            body = f.read()
+        with open(_path, "rb") as _f:
+            _from = _kept(_f.read())
+        with open(_from, "rb") as _f:
+            _body = _f.read()
     except OSError:
-        rest.append(path)
+        _rest.append(_path)
         continue
-    info = os.stat(path)
-    pyc = importlib.util.cache_from_source(path)
-    os.makedirs(os.path.dirname(pyc), exist_ok=True)
-    _write_atomic(pyc, importlib.util.MAGIC_NUMBER + bytes(4) + (int(info.st_mtime) & 0xFFFFFFFF).to_bytes(4, "little")
-                  + (info.st_size & 0xFFFFFFFF).to_bytes(4, "little") + body, 0o644)
-print(len(rest), flush=True)  # placed: the check may start; the rest is compiled beside it
-sys.stdout.close()
-for path in rest if compile_rest else ():
+    _pyc = _util.cache_from_source(_path)
+    _os.makedirs(_os.path.dirname(_pyc), exist_ok=True)
+    _write(_pyc, _header(_path) + _body, 0o644)
+print(len(_rest), flush=True)  # placed: the check may start; the rest is compiled beside it
+_sys.stdout.close()
+for _path in _rest if _sys.argv[3] == "compile" else ():
     try:
-        py_compile.compile(path, doraise=True, invalidation_mode=py_compile.PycInvalidationMode.TIMESTAMP)
-    except (py_compile.PyCompileError, OSError):
+        _py_compile.compile(_path, doraise=True, invalidation_mode=_py_compile.PycInvalidationMode.TIMESTAMP)
+    except (_py_compile.PyCompileError, OSError):
         pass
 """
 
