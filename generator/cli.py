@@ -100,11 +100,12 @@ class Goldens(click.Group):
 @click.option("--debug", is_flag=True, help="Show the traceback of an error (also GOLDENS_DEBUG=1).")
 def main(debug: bool) -> None:
     """Golden-token regression suites for LLM serving."""
-    from generator import redaction
+    from generator import budget, redaction
     from generator.servers.process import handle_signals
 
     redaction.install()
     handle_signals()
+    budget.render_seconds()  # a bad GOLDENS_RENDER_DEADLINE is one line now, not every render's error
 
 
 @main.command(name="init")

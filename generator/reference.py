@@ -21,7 +21,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from generator.errors import describe
+# the render budget every in-process engine shares (RenderDeadline stays importable from here)
+from generator.budget import RENDER_DEADLINE, RenderDeadline, bounded, deadline  # noqa: F401
+from generator.errors import GoldensError, describe
 
 os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
@@ -49,8 +51,6 @@ def load_tokenizer(directory: str | Path):
     """A fast tokenizer from a local directory (never the network: sources resolved it)."""
     _quiet_transformers()
     from transformers import AutoTokenizer
-
-    from generator.errors import GoldensError
 
     try:
         return AutoTokenizer.from_pretrained(str(directory), local_files_only=True)
@@ -103,46 +103,11 @@ def frozen_date(date: _dt.date):
             chat_template_utils.datetime = original
 
 
-RENDER_DEADLINE = 30.0  # seconds one template render may take (GOLDENS_RENDER_DEADLINE); renders take ms
-
-
-class RenderDeadline(Exception):
-    """A template render that ran past its deadline: recorded as the case's outcome."""
-
-
-@contextlib.contextmanager
-def deadline():
-    """One render bounded by RENDER_DEADLINE (a template can loop without end: nested
-    `range(100000)`). SIGALRM interrupts Jinja's Python code, so this holds where a signal can
-    be taken: the main thread of this process or of a render worker; elsewhere it is a no-op."""
-    import signal
-
-    try:
-        seconds = float(os.environ.get("GOLDENS_RENDER_DEADLINE", "") or RENDER_DEADLINE)
-    except ValueError:
-        seconds = RENDER_DEADLINE
-    if threading.current_thread() is not threading.main_thread() or seconds <= 0:
-        yield
-        return
-
-    def expired(signum, frame):
-        raise RenderDeadline(f"the template did not finish rendering within {seconds:g} s "
-                             "(the render deadline, GOLDENS_RENDER_DEADLINE)")
-
-    previous = signal.signal(signal.SIGALRM, expired)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
-
-
 def render_prompt(tokenizer, template: str, request: dict[str, Any], date: _dt.date) -> str:
     """The prompt string the reference template renders for a request (may raise), within the
     render deadline."""
     kwargs = dict(request.get("chat_template_kwargs") or {})
-    with deadline(), frozen_date(date):
+    with frozen_date(date), deadline():  # waiting for the clock is not the template's time
         return tokenizer.apply_chat_template(
             request["messages"],
             tools=request.get("tools"),
@@ -187,7 +152,9 @@ def render(tokenizer, template: str, request: dict[str, Any], date: _dt.date) ->
 
 def _render_as_is(tokenizer, template: str, request: dict[str, Any], date: _dt.date) -> Rendered:
     try:
-        prompt = render_prompt(tokenizer, template, request, date)
+        prompt = bounded(render_prompt(tokenizer, template, request, date))
+    except GoldensError:  # the run's own settings or deadline, not the template's doing
+        raise
     except Exception as error:  # a template that raises is an outcome to record
         return Rendered(error=describe(error))
     ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
@@ -307,10 +274,13 @@ def render_expanded(processor, template: str, request: dict[str, Any], date: _dt
         continue_final_message=request.get("continue_final_message", False), **kwargs,
     )
     try:
-        with deadline(), frozen_date(date):
-            prompt = processor.apply_chat_template(copy.deepcopy(request["messages"]), tokenize=False, **common)
+        with frozen_date(date), deadline():
+            prompt = bounded(processor.apply_chat_template(copy.deepcopy(request["messages"]), tokenize=False,
+                                                           **common))
             out = processor.apply_chat_template(copy.deepcopy(request["messages"]), tokenize=True,
                                                 return_dict=True, **common)
+    except GoldensError:
+        raise
     except Exception as error:  # a template or processor that raises is an outcome to record
         return Rendered(error=describe(error))
     ids = [int(i) for i in out["input_ids"][0]]

@@ -36,6 +36,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from generator import budget
 from generator.engines import EngineBase, EngineContext, EngineError, Ids, Refused, Request
 from generator.errors import first_line
 from generator.sources.source import Source
@@ -111,8 +112,9 @@ class MinijinjaEngine(EngineBase):
         self.tokenizer = load_tokenizer(tokenizer_json)
         self.special_tokens = special_tokens(source.tokenizer_dir)
         moment = _dt.datetime.combine(date, _dt.time(12, 0))  # the reference's fixed_strftime
-        self.env = minijinja.Environment(
+        self.env = minijinja.Environment(  # fuel: Rust cannot be interrupted, so it is bounded
             trim_blocks=False, lstrip_blocks=False, keep_trailing_newline=False, pycompat=True,
+            fuel=budget.FUEL,
         )
         for name in CONTRIB_GLOBALS:
             if name in self.env.globals:
@@ -151,7 +153,14 @@ class MinijinjaEngine(EngineBase):
         except TemplateRaised as error:
             raise Refused(f"{self.name}: template refused the request: raise_exception: {error}") from None
         except minijinja.TemplateError as error:
+            if "out of fuel" in str(error):
+                raise Refused(f"{self.name}: the template did not finish rendering within its budget of "
+                              f"{budget.FUEL:,} instructions (generator/budget.py)") from None
             raise Refused(f"{self.name}: template refused the request: {first_line(error)}") from None
+        try:
+            budget.bounded(prompt)
+        except budget.PromptTooLarge as error:
+            raise Refused(f"{self.name}: {error}") from None
         if request.get("continue_final_message"):
             prompt = continue_final(prompt, request["messages"][-1])
         return prompt

@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from generator import http, reference
+from generator import budget, http, reference
 from generator.config import engine_registry, engine_spec
 from generator.config.cases import model_cases, replays
 from generator.config.engine_spec import EngineSpec
@@ -114,9 +114,10 @@ def run(config: Config, root: Path, engines: tuple[str, ...] = (), models: tuple
     lent = pool is not None
     owners = pool.running() if lent else frozenset()
     transport = http.Transport.bounded(run=timeout, request=request_timeout)
-    with (contextlib.nullcontext(pool) if lent else
-          EnginePool(config.date, urls, on_start=note, connection=connection,
-                     versions=config.engine_versions, transport=transport)) as pool:
+    with budget.run(transport.until), (
+            contextlib.nullcontext(pool) if lent else
+            EnginePool(config.date, urls, on_start=note, connection=connection,
+                       versions=config.engine_versions, transport=transport)) as pool:
         if not lent:  # a first run: builds and venvs start now, beside the cases that need none
             preparing = pool.prepare(dict.fromkeys(parts[i][1] for i in chosen))
             if preparing and note is not None:

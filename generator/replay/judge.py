@@ -31,7 +31,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from generator import http
+from generator import budget, http
 from generator.config import engine_registry
 from generator.engines import (
     Engine,
@@ -327,6 +327,7 @@ def replay(engine: Engine, goldens: Iterable[golden_file.Golden], root: Path, jo
         except BaseException:  # Ctrl-C, SIGTERM: drop the queue and cut the requests in flight
             pool.shutdown(wait=False, cancel_futures=True)
             http.cancel_all()
+            budget.cancel_all()  # renders in flight on the pool's threads, too
             raise
         pool.shutdown()
     out = []

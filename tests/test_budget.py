@@ -1,0 +1,166 @@
+"""The render budget (generator/budget.py): a hostile template costs its case one recorded
+outcome, never a hung gate, a killed process or a template wrongly blamed.
+
+The check tests run goldens in its own process on a one-model config whose template loops
+without end on the `tools` shape, the reproduction of issue 34's first finding."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from generator import budget
+from generator.goldens import golden_file
+from faults import wait_for
+
+ROOT = Path(__file__).resolve().parent.parent
+LOOP = ("{%- if tools %}{%- for i in range(100000) %}{%- for j in range(100000) %}{%- endfor %}"
+        "{%- endfor %}{%- endif %}{{ messages[0].content }}")
+
+
+def _config(folder: Path, template: str) -> Path:
+    (folder / "t.jinja").write_text(template)
+    (folder / "models.yaml").write_text(
+        "date: 2026-01-15\nmodels:\n  m:\n    tokenizer: {pack: \"npm:qwen3\"}\n"
+        "    template: {file: t.jinja}\n    shapes: {only: [plain, tools]}\n"
+        "    engines: [transformers, minijinja]\n")
+    return folder
+
+
+def _goldens(*args, cwd: Path, env: dict | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "generator.cli", *args], cwd=cwd, capture_output=True,
+                          text=True, timeout=timeout,
+                          env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})})
+
+
+@pytest.fixture(scope="module")
+def looping(tmp_path_factory) -> Path:
+    """A config whose `tools` case loops, its goldens rendered under a 2 s render deadline."""
+    folder = _config(tmp_path_factory.mktemp("loop"), LOOP)
+    done = _goldens("regenerate", cwd=folder, env={"GOLDENS_RENDER_DEADLINE": "2"})
+    assert done.returncode == 0, done.stderr
+    tools = golden_file.read(folder / "goldens" / "m" / "tools.json")
+    assert tools.outcome == "error" and "RenderDeadline" in tools.error, tools.error
+    return folder
+
+
+@pytest.mark.parametrize("engine", ["transformers", "minijinja"])
+def test_a_looping_case_ends_within_the_runs_timeout(looping, engine):
+    started = time.monotonic()
+    done = _goldens("check", "--engine", engine, "--timeout", "12", cwd=looping, timeout=60)
+    elapsed = time.monotonic() - started
+    assert "Traceback" not in done.stderr, done.stderr
+    # the start-up (imports, the tokenizer) comes on top; without the budget it never ends
+    assert elapsed < 12 + 20, f"check --engine {engine} took {elapsed:.1f} s for --timeout 12"
+    if engine == "transformers":  # Jinja's Python code: cut at the run's deadline, not judged
+        assert done.returncode == 2, (done.stdout, done.stderr)
+        assert "not judged: the run's --timeout was reached while the template rendered" in done.stderr
+    else:  # MiniJinja's Rust code: out of fuel long before, a refusal like the reference's
+        assert done.returncode in (0, 1), (done.stdout, done.stderr)
+
+
+def _cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def test_ctrl_c_ends_a_check_stuck_in_a_render_at_once(looping):
+    process = subprocess.Popen([sys.executable, "-m", "generator.cli", "check", "--engine", "transformers",
+                                "--timeout", "600"], cwd=looping, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    try:
+        # the plain case renders in milliseconds after the imports: a process that has burnt
+        # 8 s of CPU is inside the looping render
+        assert wait_for(lambda: _cpu_seconds(process.pid) > 8, timeout=120), "check never got busy"
+        process.send_signal(signal.SIGINT)
+        started = time.monotonic()
+        _, stderr = process.communicate(timeout=30)
+        assert time.monotonic() - started < 5, stderr
+    finally:
+        process.kill()
+    assert process.returncode == 130, stderr
+    assert "Traceback" not in stderr, stderr
+
+
+def test_a_render_on_another_thread_is_cut_at_its_deadline(monkeypatch):
+    monkeypatch.setenv("GOLDENS_RENDER_DEADLINE", "0.3")
+    seen: list[BaseException] = []
+
+    def spin():
+        try:
+            with budget.deadline():
+                while True:
+                    pass
+        except BaseException as error:  # noqa: BLE001 (what the thread saw is the test)
+            seen.append(error)
+
+    worker = threading.Thread(target=spin)
+    worker.start()
+    worker.join(timeout=10)
+    assert not worker.is_alive()
+    assert len(seen) == 1 and isinstance(seen[0], budget.RenderDeadline), seen
+    assert "0.3 s" in str(seen[0])
+
+
+def test_the_runs_deadline_is_not_blamed_on_the_template(monkeypatch):
+    seen: list[BaseException] = []
+
+    def spin():
+        try:
+            with budget.deadline():
+                while True:
+                    pass
+        except BaseException as error:  # noqa: BLE001
+            seen.append(error)
+
+    with budget.run(time.monotonic() + 0.3):
+        worker = threading.Thread(target=spin)
+        worker.start()
+        worker.join(timeout=10)
+    assert len(seen) == 1 and isinstance(seen[0], budget.RunDeadline), seen
+    assert not isinstance(seen[0], budget.RenderDeadline)
+
+
+def test_a_render_that_ends_in_time_leaves_nothing_behind(monkeypatch):
+    monkeypatch.setenv("GOLDENS_RENDER_DEADLINE", "0.2")
+    errors: list[BaseException] = []
+
+    def quick():
+        try:
+            with budget.deadline():
+                sum(range(1000))
+            past = time.monotonic() + 0.5  # running Python past the deadline: a stray expiry would land here
+            while time.monotonic() < past:
+                pass
+        except BaseException as error:  # noqa: BLE001
+            errors.append(error)
+
+    worker = threading.Thread(target=quick)
+    worker.start()
+    worker.join(timeout=10)
+    assert errors == []
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "1e308", "-1", "0", "soon"])
+def test_a_bad_render_deadline_is_one_line_not_a_template_error(value):
+    done = _goldens("models", cwd=ROOT, env={"GOLDENS_RENDER_DEADLINE": value}, timeout=60)
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("goldens: error: GOLDENS_RENDER_DEADLINE="), lines
+
+
+def test_a_huge_prompt_is_recorded_before_anything_tokenizes_it(tmp_path):
+    folder = _config(tmp_path, '{% if tools %}{{ "{:>100000000}".format(1) }}{% endif %}'
+                               '{{ messages[0].content }}')
+    done = _goldens("regenerate", cwd=folder, timeout=120)
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    golden = golden_file.read(folder / "goldens" / "m" / "tools.json")
+    assert golden.outcome == "error" and "PromptTooLarge" in golden.error, golden.error
+    assert (folder / "goldens" / "m" / "tools.json").stat().st_size < 1 << 20
