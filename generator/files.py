@@ -245,20 +245,83 @@ def _put_dir(new: Path, target: Path) -> None:
 
 
 def build_dir_once(target: Path, build: Callable[[Path], str]) -> Path:
-    """A cached directory: `target` as is when its `.complete` marker exists, else `build(path)`
-    fills a fresh directory under a lock and returns the marker's text (what it was built from),
-    and atomic_dir puts it in place whole, so concurrent callers build it once and nobody reads
-    half a directory."""
+    """A cached directory: `target` as is when its `.complete` marker exists and every file it
+    was built with is still there, unchanged (`.manifest.json`), else `build(path)` fills a fresh
+    directory under a lock and returns the marker's text (what it was built from), and
+    atomic_dir puts it in place whole, so concurrent callers build it once and nobody reads half
+    a directory. A damaged directory (a file removed, cut short or edited since) is built again,
+    with a line saying so: a damaged cache must never turn into goldens."""
     marker = target / ".complete"
-    if marker.exists():
+    if marker.exists() and _intact(target) is None:
         return target
     with file_lock(target.parent / f".{target.name}.lock"):
         if marker.exists():
-            return target
+            damage = _intact(target, again=True)
+            if damage is None:
+                return target
+            import sys
+
+            print(f"goldens: {target} is damaged ({damage}); making it again", file=sys.stderr)
         with atomic_dir(target) as tmp:
             stamp = build(tmp)
             (tmp / ".complete").write_text(stamp + "\n")
+            _write_manifest(tmp)
+    _verified.add(str(target))
     return target
+
+
+MANIFEST = ".manifest.json"
+_verified: set[str] = set()  # directories checked in this process
+
+
+def _files_of(root: Path) -> Iterator[Path]:
+    for folder, _, names in os.walk(root):
+        for name in names:
+            path = Path(folder) / name
+            if path.parent != root or name not in (".complete", MANIFEST):
+                yield path
+
+
+def _write_manifest(root: Path) -> None:
+    """Each file's size, mtime and sha256, as built: what `_intact` checks on use."""
+    entries = {}
+    for path in _files_of(root):
+        info = path.lstat()
+        if stat.S_ISREG(info.st_mode):
+            entries[str(path.relative_to(root))] = [info.st_size, info.st_mtime_ns, sha256_of(path)]
+    (root / MANIFEST).write_text(canonical.dumps(entries))
+
+
+def _intact(root: Path, again: bool = False) -> str | None:
+    """None when every file of the manifest is there with its size, and its content where its
+    mtime moved (so the check is a stat per file); else what is wrong. Checked once a process.
+    A directory built before manifests existed gets one now, as it is."""
+    if str(root) in _verified and not again:
+        return None
+    try:
+        entries = json.loads((root / MANIFEST).read_text())
+    except FileNotFoundError:
+        with contextlib.suppress(OSError):
+            _write_manifest(root)
+        _verified.add(str(root))
+        return None
+    except (OSError, ValueError):
+        return f"{MANIFEST} unreadable"
+    if not isinstance(entries, dict):
+        return f"{MANIFEST} unreadable"
+    for name, entry in entries.items():
+        path = root / name
+        try:
+            info = path.lstat()
+        except OSError:
+            return f"{name} is missing"
+        size, mtime, digest = entry
+        if not stat.S_ISREG(info.st_mode) or info.st_size != size:
+            return f"{name} changed size"
+        if info.st_mtime_ns != mtime and sha256_of(path) != digest:
+            return f"{name} changed"
+    _verified.add(str(root))
+    return None
 
 
 def build_once(target: Path, build: Callable[[Path], None]) -> Path:

@@ -9,6 +9,7 @@ import stat
 import pytest
 
 from generator.errors import GoldensError
+from generator import files
 from generator.files import atomic_dir, atomic_file, sha256_hex
 
 
@@ -82,3 +83,49 @@ def test_a_fifo_is_refused_not_hashed(tmp_path, monkeypatch):
     os.mkfifo(tmp_path / "tokenizer.json")
     with pytest.raises(GoldensError, match="not a regular file"):
         sha256_hex(tmp_path / "tokenizer.json")
+
+
+def test_a_damaged_cached_directory_is_built_again(tmp_path, capsys):
+    """A cache entry is verified on use, not trusted for its marker: a file removed, cut short
+    or edited since the build makes it again (issue 34: a pack missing tokenizer.json was
+    turned into 36 goldens of garbage)."""
+    builds: list[int] = []
+
+    def build(into):
+        builds.append(1)
+        (into / "tokenizer.json").write_text('{"model": "real"}')
+        (into / "sub").mkdir()
+        (into / "sub" / "config.json").write_text("{}")
+        return "stamp"
+
+    target = tmp_path / "cache" / "pack"
+    files.build_dir_once(target, build)
+    files._verified.clear()  # a later process
+    assert files.build_dir_once(target, build) == target and len(builds) == 1
+
+    for damage in (lambda: (target / "tokenizer.json").unlink(),
+                   lambda: (target / "tokenizer.json").write_text('{"model": "fake"}'),  # same size
+                   lambda: (target / "sub" / "config.json").write_text("")):
+        damage()
+        files._verified.clear()
+        files.build_dir_once(target, build)
+        assert (target / "tokenizer.json").read_text() == '{"model": "real"}'
+        assert (target / "sub" / "config.json").read_text() == "{}"
+    assert len(builds) == 4
+    assert capsys.readouterr().err.count("is damaged") == 3
+
+
+def test_a_touched_but_unchanged_cache_file_is_not_rebuilt(tmp_path):
+    target = tmp_path / "cache" / "entry"
+    builds: list[int] = []
+
+    def build(into):
+        builds.append(1)
+        (into / "a.txt").write_text("same")
+        return "stamp"
+
+    files.build_dir_once(target, build)
+    os.utime(target / "a.txt", ns=(1, 1))
+    files._verified.clear()
+    files.build_dir_once(target, build)
+    assert builds == [1]
