@@ -127,7 +127,8 @@ def atomic_write(path: Path, data: str | bytes, *, only_if_changed: bool = True,
     rather than replaced. Every configured secret is taken out first (generator/redaction.py).
     The temp file is removed on any error.
     """
-    blob = redaction.redact_bytes(data.encode("utf-8") if isinstance(data, str) else data)
+    kind = {".json": "json", ".xml": "xml"}.get(Path(path).suffix.lower(), "")  # kept valid
+    blob = redaction.redact_bytes(data.encode("utf-8") if isinstance(data, str) else data, kind)
     target = inside(path, within) if within is not None else Path(os.path.realpath(path))
     try:
         info = target.stat()

@@ -1,9 +1,11 @@
 """The one redaction of configured secrets from everything that leaves goldens.
 
-A secret is any value the user configured to reach a server: the API key (`--api-key-env`),
-every `--header` value and the userinfo of a `--url` (`http://user:pass@host`). They are
-registered once, where they are parsed (`register`), and taken out at the two places output
-leaves the tool, so an output added later is covered by construction:
+A secret is a credential the user configured to reach a server: the API key (`--api-key-env`),
+the value of every `--header` whose name says it carries one (`credential_header`:
+Authorization, Cookie, X-Api-Key, anything naming a key, token, secret, password, session or
+signature; `X-Debug: 1` is not a secret) and the userinfo of a `--url` (`http://user:pass@host`).
+They are registered once, where they are parsed (`register`), and taken out at the two places
+output leaves the tool, so an output added later is covered by construction:
 
 - the terminal: `install` wraps stdout and stderr (every `click.echo`, the progress bar,
   GitHub annotations);
@@ -12,7 +14,10 @@ leaves the tool, so an output added later is covered by construction:
 
 `redact` removes each secret in every form a server or a report may give it back in: as is,
 JSON-escaped (both `\\uXXXX` and raw), URL-encoded, `repr`-escaped, XML/HTML-escaped and
-Markdown-escaped, whatever its length. A key a server spells out across token pieces (or a
+Markdown-escaped, whatever its length, where it stands as a whole token (never the `e` inside
+`tokens` for a key `e`); and it never rewrites structure: in a JSON file only string values are
+redacted, in an XML file only text and attribute values (`redact_file`), so reports stay valid
+and their numbers true. A key a server spells out across token pieces (or a
 prompt split into pieces) is caught where pieces are made, by `redact_pieces`: every piece
 that holds a part of a secret becomes `[redacted]`.
 """
@@ -32,6 +37,16 @@ from collections.abc import Iterable, Sequence
 REDACTED = "[redacted]"
 
 PARTIAL = 8  # this many consecutive characters of a longer secret are redacted too (a cut-short echo)
+WHOLE = r"(?<![0-9A-Za-z])(?:%s)(?![0-9A-Za-z])"  # a secret counts where it is a whole token
+
+# header names that carry a credential (RFC 9110 Authorization, cookies, vendors' API-key headers)
+_CREDENTIAL = re.compile(r"auth|key|token|secret|passw|cookie|session|signature|credential|bearer", re.I)
+
+
+def credential_header(name: str) -> bool:
+    """Whether a header's value is a credential to redact (`X-Api-Key`, `Authorization`), not a
+    setting (`X-Debug`): redacting a `1` everywhere would falsify every number in every report."""
+    return bool(_CREDENTIAL.search(name))
 
 _lock = threading.Lock()
 _secrets: set[str] = set()
@@ -64,7 +79,7 @@ def register(*values: str | None) -> None:
 def _compiled(secrets: tuple[str, ...]):
     """The exact-forms pattern, the partial-runs pattern and the forms long enough for it."""
     spelled = sorted({form for s in secrets for form in forms(s)}, key=len, reverse=True)
-    pattern = re.compile("|".join(map(re.escape, spelled))) if spelled else None
+    pattern = re.compile(WHOLE % "|".join(map(re.escape, spelled))) if spelled else None
     long = [form for form in spelled if len(form) > PARTIAL]
     grams = {form[i:i + PARTIAL] for form in long for i in range(len(form) - PARTIAL + 1)}
     return pattern, (re.compile(_trie(grams)) if grams else None), long
@@ -138,14 +153,38 @@ def _partial(text: str, grams: re.Pattern[str], spelled: list[str]) -> str:
     return "".join(out) + text[at:]
 
 
-def redact_bytes(data: bytes) -> bytes:
-    """`redact` for UTF-8 bytes (a file about to be written); other bytes are left as they are."""
+def redact_bytes(data: bytes, kind: str = "") -> bytes:
+    """`redact_file` for UTF-8 bytes (a file about to be written); other bytes are left as they are."""
     if _pattern is None:
         return data
     try:
-        return redact(data.decode("utf-8")).encode("utf-8")
+        return redact_file(data.decode("utf-8"), kind).encode("utf-8")
     except UnicodeDecodeError:
         return data
+
+
+_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+_XML_TAG = re.compile(r"<[^>]*>")
+_XML_VALUE = re.compile(r'"[^"]*"|\'[^\']*\'')
+
+
+def redact_file(text: str, kind: str = "") -> str:
+    """`redact` that keeps a file's structure: for `kind` "json" only inside string literals
+    (numbers, keys' quotes and brackets stay as they are), for "xml" only in text and quoted
+    attribute values (never a tag or attribute name); anything else as text. `[redacted]` holds
+    no character that JSON or XML would need escaped."""
+    if _pattern is None or not text:
+        return text
+    if kind == "json":
+        return _JSON_STRING.sub(lambda m: '"' + redact(m.group()[1:-1]) + '"', text)
+    if kind == "xml":
+        out, at = [], 0
+        for tag in _XML_TAG.finditer(text):
+            out += [redact(text[at:tag.start()]),
+                    _XML_VALUE.sub(lambda m: m.group()[0] + redact(m.group()[1:-1]) + m.group()[0], tag.group())]
+            at = tag.end()
+        return "".join(out) + redact(text[at:])
+    return redact(text)
 
 
 def redact_pieces(pieces: Sequence[str]) -> list[str]:
@@ -158,11 +197,9 @@ def redact_pieces(pieces: Sequence[str]) -> list[str]:
     hit = [False] * len(joined)
     for secret in _secrets:
         for form in forms(secret):
-            start = joined.find(form)
-            while start != -1:
-                for i in range(start, start + len(form)):
+            for match in re.finditer(WHOLE % re.escape(form), joined):
+                for i in range(match.start(), match.end()):
                     hit[i] = True
-                start = joined.find(form, start + 1)
     if not any(hit):
         return [redact(p) for p in pieces]
     out, at = [], 0

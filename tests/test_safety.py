@@ -440,3 +440,54 @@ def test_diff_leaves_a_users_own_json_alone(repo):
     result = invoke("diff", "--goldens", repo / "goldens")
     assert result.exit_code == 0, (result.stdout, result.stderr, result.exception)
     assert "no golden changed against HEAD" in result.stdout
+
+
+# ------------------------------------------------------- redaction keeps reports true and valid
+
+def _reports(stand_in, tmp_path, *extra, env=None):
+    stand_in.reply = lambda body: None if body is None else reply(body, usage={"prompt_tokens": 25})
+    result = invoke("check", "--config", ROOT / "models.yaml", "--goldens", GOLDENS, "--engine", "openai",
+                    "--url", f"openai={stand_in.url}", "--served-model", "qwen3=m", "--model", "qwen3",
+                    "--junit", tmp_path / "out.xml", "--report", tmp_path / "out.md",
+                    "--results", tmp_path / "out.json", *extra, env=env)
+    import xml.etree.ElementTree as ET
+
+    results = json.loads((tmp_path / "out.json").read_text())  # still JSON
+    suites = ET.parse(tmp_path / "out.xml").getroot()  # still XML
+    return result, results, suites, (tmp_path / "out.md").read_text()
+
+
+def test_a_setting_header_is_no_secret_and_reports_keep_their_numbers(stand_in, tmp_path):
+    """`--header 'X-Debug: 1'` turned every 1 in every report into [redacted] (issue 34)."""
+    result, results, suites, markdown = _reports(stand_in, tmp_path, "--header", "X-Debug: 1")
+    text = result.stdout + result.stderr + markdown + json.dumps(results)
+    assert "[redacted]" not in text
+    tests = sum(int(suite.get("tests")) for suite in suites)
+    assert tests == len([o for g in results["groups"] for o in g["outcomes"]]) and tests > 1
+    assert str(tests) in markdown
+
+
+def test_a_one_letter_key_is_redacted_as_a_token_not_inside_words(stand_in, tmp_path):
+    result, results, suites, markdown = _reports(stand_in, tmp_path, "--api-key-env", "K", env={"K": "e"})
+    assert "checked" in result.stdout + result.stderr  # the words around the key survive
+    assert "engine" in markdown and "qwen3" in json.dumps(results)
+    assert suites.tag == "testsuites"
+
+
+def test_redaction_rewrites_no_structure_in_a_json_or_xml_file(tmp_path):
+    from generator import files, redaction
+
+    redaction.register("1", KEY)
+    data = {"count": 1, "tokens": [[1, "1"], [11, "a 1 b"]], "key": f"echo {KEY}"}
+    files.atomic_write(tmp_path / "r.json", json.dumps(data))
+    back = json.loads((tmp_path / "r.json").read_text())
+    assert back["count"] == 1 and back["tokens"][0] == [1, "[redacted]"] and back["tokens"][1][0] == 11
+    assert back["tokens"][1][1] == "a [redacted] b" and leaks(back["key"], KEY) == []
+    from xml.sax.saxutils import escape, quoteattr
+
+    files.atomic_write(tmp_path / "r.xml", f'<a tests="1" note={quoteattr("key " + KEY)}>1 <b>{escape(KEY)}</b></a>')
+    import xml.etree.ElementTree as ET
+
+    root = ET.parse(tmp_path / "r.xml").getroot()  # still XML: only values were touched
+    assert root.get("tests") == "[redacted]" and root.text == "[redacted] " and root[0].tag == "b"
+    assert leaks(ET.tostring(root, encoding="unicode"), KEY) == []

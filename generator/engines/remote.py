@@ -42,7 +42,7 @@ class Connection:
 
     @property
     def secrets(self) -> list[str]:
-        values = [self.api_key or "", *self.headers.values()]
+        values = [self.api_key or "", *(v for k, v in self.headers.items() if redaction.credential_header(k))]
         return sorted({v for v in values if v}, key=len, reverse=True)
 
     def redact(self, text: str) -> str:
@@ -67,7 +67,8 @@ def parse_header(value: str, index: int) -> tuple[str, str]:
         shown = f" (name {name!r})" if HEADER_NAME.fullmatch(name) and len(name) <= 64 else ""
         raise GoldensError(f'--header #{index + 1}{shown}: expected "Name: value" (the rest is not shown: '
                            "it may hold a credential)")
-    redaction.register(rest.strip())
+    if redaction.credential_header(name):  # a setting (X-Debug: 1) is no secret to hunt for
+        redaction.register(rest.strip())
     return name, rest.strip()
 
 
