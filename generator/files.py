@@ -79,6 +79,29 @@ def _open_regular(path: Path, what: str) -> Iterator[tuple[Any, os.stat_result]]
         yield handle, info
 
 
+def read_lines(path: Path, what: str | None = None, limit: int = MAX_READ) -> Iterator[tuple[int, bytes | None]]:
+    """(line number, bytes without the newline) for each line of a regular file of any size, read
+    as it goes (a team's log may be gigabytes); a line over `limit` bytes is (number, None) and
+    skipped, never held whole. The same refusals as read_bytes for anything but a regular file."""
+    what = what or str(path)
+    with _open_regular(path, what) as (handle, _):
+        number = 0
+        while True:
+            try:
+                line = handle.readline(limit + 1)
+            except OSError as error:
+                raise GoldensError(f"{what}: cannot read ({error.strerror})") from None
+            if not line:
+                return
+            number += 1
+            if len(line) > limit and not line.endswith(b"\n"):
+                while line and not line.endswith(b"\n"):  # the rest of the long line, in pieces
+                    line = handle.readline(limit + 1)
+                yield number, None
+                continue
+            yield number, line.rstrip(b"\n")
+
+
 def read_text(path: Path, what: str | None = None, limit: int = MAX_READ) -> str:
     """`read_bytes` as UTF-8 text; bytes that are not UTF-8 are one error line too."""
     data = read_bytes(path, what, limit)

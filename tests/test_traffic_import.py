@@ -71,6 +71,82 @@ def test_redact_keeps_the_form_and_the_structure(tmp_path):
     assert "2 kept" in result.stdout
     body = json.loads((out / "traffic-0004.json").read_text(encoding="utf-8"))
     assert body["messages"][0]["content"] == "Xxxxxxx xx Xxxxx?"
-    assert json.loads(body["messages"][1]["tool_calls"][0]["function"]["arguments"]) == {"city": "Xxxxx"}
+    arguments = json.loads(body["messages"][1]["tool_calls"][0]["function"]["arguments"])
+    assert list(arguments.values()) == ["Xxxxx"] and len(list(arguments)[0]) == 4 and "city" not in arguments
+    call_id = body["messages"][1]["tool_calls"][0]["id"]
+    assert call_id != "a1b2c3d4e" and len(call_id) == 9 and body["messages"][2]["tool_call_id"] == call_id
     assert body["messages"][2]["content"] == "xxxxx 00 X"
     assert redact_text("<think>\nWhy 2?\n</think>ok") == "<think>\nXxx 0?\n</think>xx"
+
+
+PERSONAL = {
+    "messages": [
+        {"role": "system", "content": [{"type": "text", "text": "You help Alice Smith."}]},
+        {"role": "user", "name": "alice.smith", "content": [
+            {"type": "text", "text": "What is on this?"},
+            {"type": "image_url", "image_url": {"url": "https://cdn.example.org/alice/passport.png?token=s3cr3t"}}]},
+        {"role": "assistant", "content": None, "tool_calls": [{"id": "call_Zx81", "type": "function", "function": {
+            "name": "lookup_patient", "arguments": {"patient_name": "Alice Smith", "age": 42}}}]},
+        {"role": "tool", "name": "lookup_patient", "tool_call_id": "call_Zx81", "content": "diabetes"}],
+    "tools": [{"type": "function", "function": {
+        "name": "lookup_patient", "description": "Find a patient of Dr. Jones by name",
+        "parameters": {"type": "object", "properties": {
+            "patient_name": {"type": "string", "description": "Full legal name"},
+            "age": {"type": "integer", "enum": [41, 42]}},
+            "required": ["patient_name"], "title": "PatientQuery"}}}],
+    "documents": [{"title": "Alice's chart", "text": "HbA1c 8.1"}],
+    "chat_template_kwargs": {"enable_thinking": False, "user_location": "Paris, 12 rue Alice"},
+}
+
+
+def test_redact_leaves_no_personal_text_and_keeps_names_consistent(tmp_path):
+    """Issue 34: document titles and text, image URLs with their token, message names, kwargs
+    values, tool names, descriptions and parameter names, and tool-call ids were copied as is."""
+    from generator.coverage.traffic import redact
+
+    body = redact(PERSONAL, key=b"log")
+    text = json.dumps(body)
+    for word in ("Alice", "alice", "Smith", "passport", "s3cr3t", "example", "patient", "Jones", "legal",
+                 "PatientQuery", "chart", "HbA1c", "Paris", "rue", "call_Zx81", "diabetes", "42", "41"):
+        assert word not in text, word
+    tool = body["tools"][0]["function"]
+    call = body["messages"][2]["tool_calls"][0]
+    assert call["function"]["name"] == tool["name"] == body["messages"][3]["name"]  # still names its tool
+    assert call["id"] == body["messages"][3]["tool_call_id"]
+    assert set(call["function"]["arguments"]) == set(tool["parameters"]["properties"])
+    assert tool["parameters"]["required"] == [n for n in tool["parameters"]["properties"] if len(n) == 12]
+    assert tool["parameters"]["properties"][tool["parameters"]["required"][0]]["type"] == "string"
+    assert body["chat_template_kwargs"]["enable_thinking"] is False  # structure the template reads
+    assert body["messages"][1]["content"][1]["image_url"]["url"].startswith("xxxxx://xxx.xxxxxxx.xxx/")
+    assert [m["role"] for m in body["messages"]] == ["system", "user", "assistant", "tool"]
+    assert redact(PERSONAL, key=b"log") == body and redact(PERSONAL, key=b"other") != body
+
+
+def test_a_log_that_is_not_a_regular_file_is_one_line(tmp_path):
+    import os
+
+    config, _ = workspace(tmp_path)
+    fifo = tmp_path / "pipe.jsonl"
+    os.mkfifo(fifo)
+    result = run("requests", "import", fifo, "--config", config, "--out", tmp_path / "o")
+    assert result.exit_code == 2 and "is a FIFO, not a regular file" in result.stderr, result.output
+    folder = tmp_path / "logs"
+    (folder / "x.json").mkdir(parents=True)
+    (folder / "y.json").write_text(json.dumps(PLAIN))
+    result = run("requests", "import", folder, "--config", config, "--out", tmp_path / "o")
+    assert result.exit_code == 2 and "x.json: is a directory" in result.stderr, result.output
+    assert "1 kept" in result.stdout
+    result = run("requests", "import", "/dev/zero", "--config", config, "--out", tmp_path / "o")
+    assert result.exit_code == 2 and "character device" in result.stderr, result.output
+
+
+def test_a_body_over_the_bound_is_one_line_and_the_rest_is_read(tmp_path, monkeypatch):
+    from generator.coverage import traffic
+
+    monkeypatch.setattr(traffic, "MAX_BODY", 200)
+    config, _ = workspace(tmp_path)
+    log = tmp_path / "long.jsonl"
+    log.write_text(json.dumps({"messages": [{"role": "user", "content": "x" * 1000}]}) + "\n" + json.dumps(PLAIN) + "\n")
+    bodies, errors = traffic.read_log(log)
+    assert [b.body for b in bodies] == [PLAIN]
+    assert errors == [f"{log}:1: more than the 200 bytes one body may hold"]

@@ -31,20 +31,33 @@ class Body:
     features: set = field(default_factory=set)
 
 
+MAX_BODY = 16 * 2**20  # bytes of one logged body (a line of JSONL, or one JSON file)
+
+
 def read_log(path: Path) -> tuple[list[Body], list[str]]:
     """Bodies from a JSONL file (one body per line, blank lines skipped) or a folder of JSON
-    files (sorted by name), and one error line per malformed entry."""
+    files (sorted by name), and one error line per malformed entry. Everything is read through
+    files' bounded readers: a FIFO, a device or a folder named x.json is an error line, a body
+    over MAX_BODY another, and a log of any length is read a line at a time."""
+    from generator import files
+
     bodies, errors = [], []
-    if path.is_dir():
-        entries = [(p.stem, p, p.read_bytes()) for p in sorted(path.glob("*.json"))]
-    else:
-        try:
-            raw = path.read_bytes()
-        except OSError as error:
-            raise GoldensError(f"{path}: cannot read ({error.strerror})") from None
-        entries = [(f"{path.stem}-{n:04d}", f"{path}:{n}", line)
-                   for n, line in enumerate(raw.split(b"\n"), 1) if line.strip()]
-    for name, where, data in entries:
+
+    def entries():
+        if path.is_dir():
+            for entry in sorted(path.glob("*.json")):
+                try:
+                    yield entry.stem, entry, files.read_bytes(entry, limit=MAX_BODY)
+                except GoldensError as error:
+                    errors.append(str(error))
+            return
+        for number, line in files.read_lines(path, limit=MAX_BODY):
+            if line is None:
+                errors.append(f"{path}:{number}: more than the {MAX_BODY} bytes one body may hold")
+            elif line.strip():
+                yield f"{path.stem}-{number:04d}", f"{path}:{number}", line
+
+    for name, where, data in entries():
         try:
             body = load_json(data, str(where))
             validate_request(body, str(where))
@@ -118,47 +131,206 @@ def redact_text(text: str) -> str:
                    for part in _TAG.split(text))
 
 
-def _redact_value(value: Any) -> Any:
-    if isinstance(value, str):
-        return redact_text(value)
-    if isinstance(value, list):
-        return [_redact_value(v) for v in value]
-    if isinstance(value, dict):
-        return {k: _redact_value(v) for k, v in value.items()}
-    return value
+class Redactor:
+    """A logged body with everything that is not structure the template needs replaced by
+    placeholder text of the same form (README: what `--redact` keeps).
+
+    Kept: every key, roles, content part and tool `type`s, JSON-schema keywords and types,
+    booleans and null, the message order. Replaced: free text (content, text parts, reasoning,
+    document text and titles, descriptions, titles, enum and default values, kwargs' string
+    values, argument values) by `redact_text`; numbers by the same number of digits; names (tool
+    and function names, parameter and argument names, message `name`, tool-call ids and
+    `tool_call_id`) by same-form names keyed on the whole log, so a call still names its tool,
+    a result its call, and `required` its parameters; media by the project's own PNG (data URLs)
+    or a same-form URL (links, with their query tokens)."""
+
+    def __init__(self, key: bytes):
+        self.key = key
+
+    def name(self, value: Any) -> Any:
+        """The same name for the same value within one log; letters stay letters of the same
+        case, digits digits, everything else as it is."""
+        if not isinstance(value, str):
+            return self.value(value)
+        import hashlib
+        import hmac
+
+        stream = hmac.new(self.key, value.encode("utf-8", "surrogatepass"), hashlib.sha256).digest() * (
+            1 + len(value) // 32)
+        out = []
+        for char, byte in zip(value, stream):
+            if "a" <= char <= "z":
+                char = chr(ord("a") + byte % 26)
+            elif "A" <= char <= "Z":
+                char = chr(ord("A") + byte % 26)
+            elif char.isdigit():
+                char = str(byte % 10)
+            elif char.isalpha():
+                char = "x"
+            out.append(char)
+        return "".join(out)
+
+    def value(self, value: Any) -> Any:
+        """Free data of any type: text, numbers, lists and objects (their keys kept)."""
+        if isinstance(value, str):
+            return redact_text(value)
+        if isinstance(value, bool) or value is None:
+            return value
+        if isinstance(value, int):
+            return int("1" + "0" * (len(str(abs(value))) - 1)) * (-1 if value < 0 else 1)
+        if isinstance(value, float):
+            return 0.0 if value == 0 else float(f"{1 if value > 0 else -1}e{int(f'{abs(value):e}'.split('e')[1])}")
+        if isinstance(value, list):
+            return [self.value(v) for v in value]
+        if isinstance(value, dict):
+            return {k: self.value(v) for k, v in value.items()}
+        return value
+
+    def arguments(self, value: Any) -> Any:
+        """Tool-call arguments: argument names as parameter names, values as free data."""
+        if isinstance(value, dict):
+            return {self.name(k): self.value(v) for k, v in value.items()}
+        return self.value(value)
+
+    def schema(self, value: Any) -> Any:
+        """A JSON schema: keywords and types kept, property names as parameter names, text
+        (description, title, enum, default, examples) replaced."""
+        if isinstance(value, list):
+            return [self.schema(v) for v in value]
+        if not isinstance(value, dict):
+            return value
+        out = {}
+        for key, item in value.items():
+            if key in ("properties", "patternProperties", "$defs", "definitions") and isinstance(item, dict):
+                out[key] = {self.name(k): self.schema(v) for k, v in item.items()}
+            elif key == "required" and isinstance(item, list):
+                out[key] = [self.name(v) for v in item]
+            elif key in ("description", "title", "enum", "default", "examples", "const", "pattern"):
+                out[key] = self.value(item)
+            else:
+                out[key] = self.schema(item)
+        return out
+
+    def part(self, part: Any) -> Any:
+        if not isinstance(part, dict):
+            return self.value(part)
+        out = {}
+        for key, item in part.items():
+            if key == "type":
+                out[key] = item
+            elif key in ("image_url", "video_url", "audio_url", "input_audio", "file") and isinstance(item, dict):
+                out[key] = {k: self.media(v) if k in ("url", "data", "file_data") else self.value(v)
+                            for k, v in item.items()}
+            elif key in ("image_url", "video_url") and isinstance(item, str):
+                out[key] = self.media(item)
+            else:
+                out[key] = self.value(item)
+        return out
+
+    def media(self, value: Any) -> Any:
+        if isinstance(value, str) and value.startswith("data:image/"):
+            from generator.config.images import SQUARE, data_url
+
+            return data_url(*SQUARE)
+        return self.value(value)
+
+    def tool(self, tool: Any) -> Any:
+        if not isinstance(tool, dict):
+            return self.value(tool)
+        out = {}
+        for key, item in tool.items():
+            if key == "function" and isinstance(item, dict):
+                out[key] = {k: self.name(v) if k == "name" else self.schema(v) if k == "parameters"
+                            else v if isinstance(v, bool) else self.value(v) for k, v in item.items()}
+            elif key == "type":
+                out[key] = item
+            elif key == "name":
+                out[key] = self.name(item)
+            else:
+                out[key] = self.schema(item)
+        return out
+
+    def call(self, call: Any) -> Any:
+        if not isinstance(call, dict):
+            return self.value(call)
+        out = {}
+        for key, item in call.items():
+            if key == "function" and isinstance(item, dict):
+                function = {}
+                for k, v in item.items():
+                    if k == "name":
+                        function[k] = self.name(v)
+                    elif k == "arguments" and isinstance(v, str):
+                        try:
+                            function[k] = json.dumps(self.arguments(json.loads(v)), ensure_ascii=False)
+                        except ValueError:
+                            function[k] = redact_text(v)
+                    elif k == "arguments":
+                        function[k] = self.arguments(v)
+                    else:
+                        function[k] = self.value(v)
+                out[key] = function
+            elif key == "type":
+                out[key] = item
+            elif key == "id":
+                out[key] = self.name(item)
+            else:
+                out[key] = self.value(item)
+        return out
+
+    def message(self, message: Any) -> Any:
+        if not isinstance(message, dict):
+            return self.value(message)
+        out = {}
+        for key, item in message.items():
+            if key == "role":
+                out[key] = item
+            elif key == "content" and isinstance(item, list):
+                out[key] = [self.part(p) for p in item]
+            elif key == "tool_calls" and isinstance(item, list):
+                out[key] = [self.call(c) for c in item]
+            elif key in ("name", "tool_call_id"):
+                out[key] = self.name(item)
+            else:
+                out[key] = self.value(item)
+        return out
+
+    def body(self, body: dict[str, Any]) -> dict[str, Any]:
+        out = {}
+        for key, item in body.items():
+            if key == "messages" and isinstance(item, list):
+                out[key] = [self.message(m) for m in item]
+            elif key == "tools" and isinstance(item, list):
+                out[key] = [self.tool(t) for t in item]
+            elif key == "tool_choice" and isinstance(item, dict):
+                out[key] = self.tool(item)
+            elif key == "chat_template_kwargs" and isinstance(item, dict):
+                out[key] = {k: self.value(v) for k, v in item.items()}
+            elif key == "documents" and isinstance(item, list):
+                out[key] = [self.value(d) for d in item]
+            elif key == "response_format" and isinstance(item, dict):
+                out[key] = self.schema(item)
+            elif key in ("add_generation_prompt", "continue_final_message", "parallel_tool_calls", "stream"):
+                out[key] = item
+            elif isinstance(item, str) and key in ("tool_choice", "model", "reasoning_effort"):
+                out[key] = item if key != "model" else self.name(item)
+            else:
+                out[key] = self.value(item)
+        return out
 
 
-def redact(body: dict[str, Any]) -> dict[str, Any]:
-    """Message text replaced (content, text parts, reasoning, tool-call argument values as
-    object or JSON string); roles, names, ids, tools and everything structural kept."""
-    out = dict(body)
-    messages = []
-    for message in body.get("messages") or []:
-        message = dict(message)
-        for key in ("content", "reasoning_content", "reasoning", "thinking"):
-            if isinstance(message.get(key), str):
-                message[key] = redact_text(message[key])
-        if isinstance(message.get("content"), list):
-            message["content"] = [
-                {**p, "text": redact_text(p["text"])} if isinstance(p, dict) and isinstance(p.get("text"), str) else p
-                for p in message["content"]]
-        calls = []
-        for call in message.get("tool_calls") or []:
-            function = dict(call.get("function") or {})
-            arguments = function.get("arguments")
-            if isinstance(arguments, str):
-                try:
-                    function["arguments"] = json.dumps(_redact_value(json.loads(arguments)), ensure_ascii=False)
-                except ValueError:
-                    function["arguments"] = redact_text(arguments)
-            elif arguments is not None:
-                function["arguments"] = _redact_value(arguments)
-            calls.append({**call, "function": function})
-        if "tool_calls" in message:
-            message["tool_calls"] = calls if message["tool_calls"] is not None else None
-        messages.append(message)
-    out["messages"] = messages
-    return out
+def redact(body: dict[str, Any], key: bytes = b"") -> dict[str, Any]:
+    """`body` with everything but its structure replaced (Redactor); `key` keys the names."""
+    return Redactor(key).body(body)
+
+
+def _log_key(bodies: list[Body]) -> bytes:
+    import hashlib
+
+    digest = hashlib.sha256()
+    for body in bodies:
+        digest.update(canonical.dumps(body.body).encode("utf-8", "surrogatepass"))
+    return digest.digest()
 
 
 @dataclass
@@ -184,7 +356,8 @@ def import_log(path: Path, out: Path, config, models: list, redacting: bool = Fa
             f[2] for b in kept for f in b.features if f[0] == "line" and f[1] == model.name})
     if kept:
         out.mkdir(parents=True, exist_ok=True)
+    key = _log_key(bodies)  # names are keyed on the whole log: no dictionary recovers them
     for body in kept:
-        data = redact(body.body) if redacting else body.body
+        data = redact(body.body, key) if redacting else body.body
         files.atomic_write(out / f"{body.name}.json", request_bytes(data))
     return Imported(read=len(bodies) + len(errors), kept=kept, errors=errors, coverage=coverage)
