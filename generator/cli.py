@@ -584,7 +584,7 @@ def prefix(config_path: Path, model_name: str, engine_names: tuple[str, ...], kw
 @click.option("--bad", required=True, help="A release whose ids differ from the good one's.")
 @click.option("--model", "model_names", multiple=True, help="Only this model (repeatable).")
 @click.option("--case", "case_ids", multiple=True, help="Only this case, e.g. qwen3/tools (repeatable).")
-@click.option("--jobs", type=click.IntRange(min=1), default=1, show_default=True,
+@click.option("--jobs", type=click.IntRange(1, 64), default=1, show_default=True,
               help="Releases made ready at once per round (builds share the cores); the range is split jobs+1 ways.")
 @click.option("--json", "as_json", is_flag=True,
               help="Print one JSON document (goldens.bisect/1) on stdout; the progress lines go to stderr.")

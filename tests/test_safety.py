@@ -491,3 +491,90 @@ def test_redaction_rewrites_no_structure_in_a_json_or_xml_file(tmp_path):
     root = ET.parse(tmp_path / "r.xml").getroot()  # still XML: only values were touched
     assert root.get("tests") == "[redacted]" and root.text == "[redacted] " and root[0].tag == "b"
     assert leaks(ET.tostring(root, encoding="unicode"), KEY) == []
+
+
+# ------------------------------------------------- round four: configs a pull request can bring
+
+def _one_model(tmp_path, template: str = "{{ messages[0].content }}", extra: str = "", tokenizer=None) -> Path:
+    (tmp_path / "t.jinja").write_text(template)
+    config = tmp_path / "models.yaml"
+    config.write_text("date: 2026-01-15\nmodels:\n  m:\n    tokenizer: " + (tokenizer or '{pack: "npm:qwen3"}')
+                      + "\n    template: {file: t.jinja}\n    shapes: {only: [plain]}\n"
+                      "    engines: [transformers]\n" + extra)
+    return config
+
+
+def test_a_template_outside_the_config_folder_is_refused(tmp_path, monkeypatch):
+    """A template at /proc/self/environ put the CI's environment into goldens and the PR comment."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    config = _one_model(repo)
+    config.write_text(config.read_text().replace("{file: t.jinja}", "{file: /proc/self/environ}"))
+    line = one_line(invoke("regenerate", "--config", config, "--goldens", tmp_path / "g"),
+                    "/proc/self/environ: outside the folder of models.yaml", "GOLDENS_ALLOW_PATHS")
+    assert "PATH=" not in line and not (tmp_path / "g").exists()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "t.jinja").write_text("{{ messages[0].content }}")
+    config.write_text(config.read_text().replace("/proc/self/environ", str(elsewhere / "t.jinja")))
+    one_line(invoke("regenerate", "--config", config, "--goldens", tmp_path / "g"), "outside the folder")
+    monkeypatch.setenv("GOLDENS_ALLOW_PATHS", str(elsewhere))  # named by the user, not the config
+    result = invoke("regenerate", "--config", config, "--goldens", tmp_path / "g")
+    assert result.exit_code == 0, result.output
+
+
+@pytest.mark.parametrize("value", ["llama.cpp:../../../../etc/passwd", "llama.cpp:../templates/x.jinja",
+                                   "llama.cpp:sub/../x.jinja"])
+def test_a_pack_template_name_cannot_climb_out(tmp_path, value):
+    config = _one_model(tmp_path)
+    config.write_text(config.read_text().replace("{file: t.jinja}", "{pack: \"" + value + "\"}"))
+    one_line(invoke("regenerate", "--config", config, "--goldens", tmp_path / "g"), "use llama.cpp:<file>.jinja")
+
+
+def test_a_pack_vocab_name_cannot_climb_out(tmp_path):
+    config = _one_model(tmp_path, tokenizer='{pack: "llama.cpp:../../x"}')
+    one_line(invoke("regenerate", "--config", config, "--goldens", tmp_path / "g"), "llama.cpp vocab names are")
+
+
+@pytest.mark.parametrize("template", ["{{ 'x' * 2000000000 }}", "{{ 2**100000000 }}"])
+def test_a_template_that_blows_up_while_compiling_is_one_line(tmp_path, template):
+    config = _one_model(tmp_path, template)
+    done = subprocess.run([sys.executable, "-m", "generator.cli", "regenerate", "--config", str(config),
+                           "--goldens", str(tmp_path / "g")], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTHONPATH": str(ROOT), "GOLDENS_RENDER_DEADLINE": "5"})
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("goldens: error: m: the chat template (file:t.jinja) does "
+                                                   "not compile: "), lines
+
+
+def test_a_duplicate_key_on_one_line_is_refused(tmp_path):
+    config = _one_model(tmp_path)
+    config.write_text(config.read_text().replace(
+        "shapes: {only: [plain]}", "shapes: {all_except: [], requests: [a/*.json], requests: [b/*.json]}"))
+    one_line(invoke("models", "--config", config), "duplicate key 'requests'")
+
+
+def test_a_model_cannot_take_the_index_name(tmp_path):
+    config = _one_model(tmp_path)
+    config.write_text(config.read_text().replace("\n  m:\n", "\n  regenerate.index:\n"))
+    one_line(invoke("models", "--config", config), "'regenerate.index' is the name of a file goldens keeps")
+
+
+def test_bisect_jobs_are_bounded():
+    line = one_line(invoke("bisect", "--engine", "llama-server", "--good", "9101", "--bad", "9247",
+                           "--jobs", str(2**63 - 1)))
+    assert "--jobs" in line
+
+
+def test_regenerate_refuses_a_golden_check_could_not_read(tmp_path, monkeypatch):
+    """An 18 MB request made a 91 MB golden that check then refused forever: the limits agree now."""
+    from generator import files
+
+    config = _one_model(tmp_path)
+    config.write_text(config.read_text().replace("{only: [plain]}", "{only: [plain], requests: [big.json]}"))
+    (tmp_path / "big.json").write_text(json.dumps({"messages": [{"role": "user", "content": "word " * 4000}]}))
+    monkeypatch.setattr(files, "MAX_READ", 60_000)  # the same rule, at a size a test can afford
+    line = one_line(invoke("regenerate", "--config", config, "--goldens", tmp_path / "g"),
+                    "m/big: its golden would be", "nothing was written")
+    assert "60,000" in line and not (tmp_path / "g" / "m").exists()

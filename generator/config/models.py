@@ -33,6 +33,7 @@ NAME_LIMIT = 64  # characters in a model, shape or variant name
 VARIANT_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,63}$")
 SHAPE_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 MODEL_NAME = re.compile(r"^[a-z0-9][a-z0-9.-]{0,63}$")
+RESERVED = frozenset({"regenerate.index"})  # what goldens keeps beside the model folders
 SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
 
@@ -188,6 +189,9 @@ def parse(data: Any, path: Path) -> Config:
             shown = _shown(name)
             raise GoldensError(f"{path.name}: models.{shown}: model names are lowercase letters, digits, '-' "
                                f"and '.' (no '..'), at most {NAME_LIMIT} characters")
+        if name in RESERVED:
+            raise GoldensError(f"{path.name}: models.{name}: {name!r} is the name of a file goldens keeps "
+                               "in the goldens folder; choose another model name")
         models[name] = _parse_model(name, raw, where, key)
     return Config(path=path, date=date, models=models, engine_versions=engine_versions)
 
@@ -438,21 +442,22 @@ class _StrictLoader(yaml.SafeLoader):
     twice (YAML keeps the last) and a plain key YAML reads as a boolean (`off:`, `no:`, `yes:`)."""
 
     def construct_mapping(self, node, deep=False):
-        seen: dict[Any, int] = {}
+        seen: dict[Any, tuple[int, int]] = {}
         for key_node, _ in node.value:
             if key_node.tag == "tag:yaml.org,2002:merge":
                 continue
             line = key_node.start_mark.line + 1
+            at = (line, key_node.start_mark.index)  # two keys on one line (a flow mapping) differ here
             key = self.construct_object(key_node, deep=True)
             if isinstance(key, bool):
                 raise _KeyError(line, f"key {key_node.value!r} is read by YAML as the boolean {key}; "
                                       f"quote it (\"{key_node.value}\") to use it as a name")
             try:
-                first = seen.setdefault(key, line)
+                first = seen.setdefault(key, at)
             except TypeError:
                 continue  # an unhashable key: the constructor reports it
-            if first != line:
-                raise _KeyError(line, f"duplicate key {key!r} (first given at line {first}); "
+            if first != at:
+                raise _KeyError(line, f"duplicate key {key!r} (first given at line {first[0]}); "
                                       "YAML would keep only the last")
         return super().construct_mapping(node, deep=deep)
 

@@ -300,11 +300,17 @@ def write(out: Path, goldens: dict[str, golden_file.Golden | None], models: list
     for case_id in goldens:  # a symlink anywhere on the way is refused before anything is written
         files.inside(golden_file.golden_path(out, case_id), out)
     files.inside(Path(out) / index.NAME, out)
+    texts = {case_id: golden_file.dumps(item) for case_id, item in goldens.items() if item is not None}
+    for case_id, text in texts.items():  # what check could not read back is refused before any write
+        size = len(text.encode("utf-8", "surrogatepass"))
+        if size > files.MAX_READ:
+            raise GoldensError(f"{case_id}: its golden would be {size:,} bytes, more than the {files.MAX_READ:,} "
+                               "`goldens check` reads; nothing was written (make the request smaller)")
     for case_id, item in goldens.items():
         if item is None:  # not rendered: its inputs and its bytes are as the index recorded
             summary.unchanged += 1
             continue
-        changed = files.atomic_write(golden_file.golden_path(out, case_id), golden_file.dumps(item), within=out)
+        changed = files.atomic_write(golden_file.golden_path(out, case_id), texts[case_id], within=out)
         if changed:
             summary.written += 1
         else:

@@ -14,13 +14,14 @@ import functools
 import hashlib
 import json
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from generator import canonical, installed
 from generator.config.models import Config, ModelSpec, TemplateSpec
-from generator.errors import GoldensError, first_line
+from generator.errors import GoldensError, describe, first_line
 from generator.files import atomic_write, cache_dir, is_sha256, remembered, sha256_hex
 from generator.json_reader import load_json
 from generator.sources import gguf, llama3, pack, tekken
@@ -150,9 +151,14 @@ def _compiles(template: str, origin: str) -> None:
     from jinja2 import TemplateSyntaxError
     from transformers.utils.chat_template_utils import _compile_jinja_template
 
+    from generator.budget import deadline
+
     try:
-        _compile_jinja_template(template)
+        with deadline():  # Jinja folds constants while compiling: `{{ 'x' * 2000000000 }}` runs here
+            _compile_jinja_template(template)
         atomic_write(stamp, origin + "\n")
+    except GoldensError:
+        raise
     except TemplateSyntaxError as error:
         lines = template.splitlines()
         line = lines[error.lineno - 1].strip() if 0 < (error.lineno or 0) <= len(lines) else ""
@@ -161,6 +167,8 @@ def _compiles(template: str, origin: str) -> None:
             f"the chat template ({origin}) does not compile: line {error.lineno}"
             + (f" {shown!r}" if shown else "") + f": {error.message}"
         ) from None
+    except (Exception, RecursionError, MemoryError) as error:  # a constant that cannot be built
+        raise GoldensError(f"the chat template ({origin}) does not compile: {describe(error)}") from None
 
 
 def _compiled_stamp(template: str) -> Path:
@@ -184,10 +192,21 @@ def _read_text(path: Path, what: str) -> str:
                            f"{error.start})") from None
 
 
+ALLOW_PATHS = "GOLDENS_ALLOW_PATHS"  # folders outside models.yaml's that its files may name
+
+
 def _local(base: Path, value: str) -> Path:
+    """A file or folder models.yaml names: under models.yaml's own folder (after every symlink),
+    or under a folder the user allows outside the config, in GOLDENS_ALLOW_PATHS (a config is
+    often a pull request's: a template at /proc/self/environ would put the CI's environment in
+    the goldens and the PR comment)."""
     path = (base / os.path.expanduser(value)).resolve()
     if not path.exists():
         raise GoldensError(f"{value}: no such file or directory")
+    roots = [base.resolve()] + [Path(p).resolve() for p in os.environ.get(ALLOW_PATHS, "").split(os.pathsep) if p]
+    if not any(path == root or path.is_relative_to(root) for root in roots):
+        raise GoldensError(f"{value}: outside the folder of models.yaml ({roots[0]}); name a folder "
+                           f"elsewhere in {ALLOW_PATHS} to read from it")
     return path
 
 
@@ -213,6 +232,8 @@ def _pack_tokenizer(name: str, config: dict) -> tuple[Path, str, dict[str, Path]
             raise GoldensError(f"pack {name!r}: unknown (npm: {', '.join(pack.NPM_TOKENIZERS)})")
         return pack.npm_models_dir(key), artifact.label, {}
     if registry == "llama.cpp":
+        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_-]*", key):  # a file name, never a path
+            raise GoldensError(f"pack {name!r}: llama.cpp vocab names are letters, digits, '_' and '-'")
         try:
             path = gguf.llama_cpp_vocab(key)
         except GoldensError:
@@ -248,7 +269,7 @@ def _template(spec: TemplateSpec, directory: Path, gguf_path: Path | None, base:
         return _read_text(path, spec.value), f"file:{spec.value}"
     if spec.kind == "pack":
         registry, _, filename = spec.value.partition(":")
-        if registry != "llama.cpp":
+        if registry != "llama.cpp" or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*\.jinja", filename) or ".." in filename:
             raise GoldensError(f"template pack {spec.value!r}: use llama.cpp:<file>.jinja")
         path = pack.llama_cpp_source() / "models" / "templates" / filename
         if not path.exists():
