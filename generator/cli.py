@@ -8,6 +8,8 @@ and leave through the same cleanup as an error (writes are atomic, claims releas
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import functools
 import json
 import os
@@ -44,6 +46,24 @@ def _debug() -> bool:
     return bool(flag) or os.environ.get("GOLDENS_DEBUG", "") not in ("", "0")
 
 
+class Seconds(click.ParamType):
+    """A duration: a finite number of seconds above 0 (`nan` would silently disable a deadline,
+    `inf` make one wait forever)."""
+
+    name = "seconds"
+
+    def convert(self, value, param, ctx):
+        import math
+
+        try:
+            seconds = float(value)
+        except (TypeError, ValueError):
+            self.fail(f"{value!r} is not a number of seconds", param, ctx)
+        if not math.isfinite(seconds) or not 0 < seconds <= 10**7:
+            self.fail(f"{value!r}: expected a number of seconds above 0 and at most 10000000", param, ctx)
+        return seconds
+
+
 def friendly(command):
     """The exit-code contract around a command: GoldensError is its one line and exit 2, Ctrl-C
     exit 130, and anything else a bug, reported as one `internal error` line and exit 2 (never
@@ -52,7 +72,10 @@ def friendly(command):
     @functools.wraps(command)
     def wrapper(*args, **kwargs):
         try:
-            return command(*args, **kwargs)
+            result = command(*args, **kwargs)
+            if sys.stdout is not None:
+                sys.stdout.flush()  # a full disk or a closed pipe is said here, not at exit
+            return result
         except (click.exceptions.Exit, click.exceptions.Abort):
             raise
         except click.exceptions.ClickException as error:  # a usage error: one line too, exit 2
@@ -71,15 +94,28 @@ def friendly(command):
         except BrokenPipeError:  # `goldens models | head`: the reader left; nothing is wrong
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             sys.exit(141)
-        except Exception as error:
-            if _debug():
-                traceback.print_exc()
-            message = one_line(" ".join(str(error).split())[:300])
-            hint = "" if _debug() else " (a bug in goldens; GOLDENS_DEBUG=1 or --debug shows the traceback)"
-            click.echo(f"goldens: internal error: {type(error).__name__}: {message}{hint}", err=True)
+        except OSError as error:
+            if error.filename is not None or error.errno not in (errno.ENOSPC, errno.EBADF, errno.EIO, errno.EDQUOT):
+                _internal(error)
+            with contextlib.suppress(OSError, ValueError):  # stdout first: it is the one failing
+                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            with contextlib.suppress(OSError, ValueError, AttributeError):
+                click.echo(f"goldens: error: cannot write the output ({error.strerror})", err=True)
             sys.exit(2)
+        except Exception as error:
+            _internal(error)
 
     return wrapper
+
+
+def _internal(error: BaseException) -> None:
+    """A bug: one `internal error` line (the traceback under --debug), exit 2."""
+    if _debug():
+        traceback.print_exc()
+    message = one_line(" ".join(str(error).split())[:300])
+    hint = "" if _debug() else " (a bug in goldens; GOLDENS_DEBUG=1 or --debug shows the traceback)"
+    click.echo(f"goldens: internal error: {type(error).__name__}: {message}{hint}", err=True)
+    sys.exit(2)
 
 
 class Goldens(click.Group):
@@ -103,6 +139,9 @@ def main(debug: bool) -> None:
     from generator import budget, redaction
     from generator.servers.process import handle_signals
 
+    if sys.stdout is None:  # started with stdout closed: what it would say is lost, so say that
+        click.echo("goldens: error: stdout is closed; nothing this command prints could be read", err=True)
+        sys.exit(2)
     redaction.install()
     handle_signals()
     budget.render_seconds()  # a bad GOLDENS_RENDER_DEADLINE is one line now, not every render's error
@@ -286,9 +325,9 @@ def _probe(url_map: dict[str, str], timeout: float) -> None:
               help="An HTTP header for --url servers, e.g. other auth (repeatable; never printed).")
 @click.option("--api-key-env", "api_key_env", metavar="VAR",
               help="Send the API key in environment variable VAR as a Bearer token (never printed).")
-@click.option("--timeout", default=3600.0, show_default=True, type=click.FloatRange(min=0, min_open=True),
+@click.option("--timeout", default=3600.0, show_default=True, type=Seconds(),
               help="Seconds for the whole run; cases not judged by then are errors.")
-@click.option("--request-timeout", default=60.0, show_default=True, type=click.FloatRange(min=0, min_open=True),
+@click.option("--request-timeout", default=60.0, show_default=True, type=Seconds(),
               help="Seconds for one request to an engine, connect to last byte of the reply.")
 @click.option("--no-confirm", is_flag=True,
               help="Skip confirming stand-in endpoints (llama-server /apply-template + /tokenize, vLLM "

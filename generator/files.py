@@ -30,7 +30,13 @@ def cache_dir() -> Path:
         os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "goldens"
     )
     path = Path(root)
-    path.mkdir(parents=True, exist_ok=True)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise GoldensError(f"the cache folder {path} (GOLDENS_CACHE) cannot be made: "
+                           f"{error.strerror or error}") from None
+    if not path.is_dir():
+        raise GoldensError(f"the cache folder {path} (GOLDENS_CACHE) is not a folder")
     return path
 
 

@@ -578,3 +578,66 @@ def test_regenerate_refuses_a_golden_check_could_not_read(tmp_path, monkeypatch)
     line = one_line(invoke("regenerate", "--config", config, "--goldens", tmp_path / "g"),
                     "m/big: its golden would be", "nothing was written")
     assert "60,000" in line and not (tmp_path / "g" / "m").exists()
+
+
+# ------------------------------------------------------ environment and I/O faults are not bugs
+
+def _shell(command: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(["bash", "-c", command], capture_output=True, text=True, timeout=120, cwd=ROOT,
+                          env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})})
+
+
+GOLDENS_CMD = f"{sys.executable} -m generator.cli"
+
+
+@pytest.mark.parametrize("redirect, needle", [
+    (">/dev/full", "goldens: error: cannot write the output (No space left on device)"),
+    (">&-", "goldens: error: stdout is closed"),
+])
+def test_an_output_that_cannot_be_written_is_one_line_not_a_bug(redirect, needle):
+    done = _shell(f"{GOLDENS_CMD} models {redirect}")
+    assert done.returncode == 2 and needle in done.stderr, done.stderr
+    assert "internal error" not in done.stderr and done.stderr.count("\n") == 1
+
+
+def test_a_closed_stderr_still_gives_the_exit_code():
+    assert _shell(f"{GOLDENS_CMD} models --config /nonexistent.yaml 2>&-").returncode == 2
+    assert _shell(f"{GOLDENS_CMD} models 2>&- >/dev/null").returncode == 0
+
+
+def test_a_cache_that_is_a_file_is_one_line(tmp_path):
+    (tmp_path / "file").write_text("x")
+    done = _shell(f"{GOLDENS_CMD} models --resolve >/dev/null",
+                  env={"GOLDENS_CACHE": str(tmp_path / "file")})
+    assert done.returncode == 2 and "(GOLDENS_CACHE) cannot be made" in done.stderr, done.stderr
+    assert "internal error" not in done.stderr
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["--shard", "1/99999999999999999999"], "N is at most 1000"),
+    (["--timeout", "nan"], "'--timeout': 'nan'"),
+    (["--request-timeout", "nan"], "'--request-timeout': 'nan'"),
+    (["--timeout", "inf"], "'--timeout': 'inf'"),
+])
+def test_bounds_that_are_not_numbers_are_refused(args, needle):
+    one_line(invoke("check", "--engine", "minijinja", "--model", "qwen3", *args), needle)
+
+
+def test_a_yaml_nested_thousands_deep_is_one_line(tmp_path):
+    config = tmp_path / "models.yaml"
+    config.write_text("models: " + "[" * 5000 + "]" * 5000 + "\n")
+    one_line(invoke("models", "--config", config), "nested too deeply")
+
+
+def test_a_venv_marker_without_its_python_is_made_again(tmp_path, monkeypatch):
+    from generator.servers import venv
+
+    monkeypatch.setenv("GOLDENS_CACHE", str(tmp_path))
+    broken = tmp_path / "thing"
+    broken.mkdir()
+    (broken / venv.MARKER).write_text("ok\n")  # the marker, but no bin/python
+    assert not venv.trusted(broken)
+    made = []
+    monkeypatch.setattr(venv, "_install", lambda path, steps, check, expect: made.append(path))
+    venv.ensure("thing", lambda: [], "print('ok')", "ok")
+    assert made == [broken]

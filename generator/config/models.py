@@ -137,6 +137,8 @@ def load(path: str | Path) -> Config:
         data = yaml.load(text, Loader=_StrictLoader)  # noqa: S506 (a SafeLoader)
     except _KeyError as error:
         raise GoldensError(f"{path.name}: line {error.line}: {error.message}") from None
+    except RecursionError:
+        raise GoldensError(f"{path.name}: nested too deeply to be a models.yaml") from None
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark else ""

@@ -22,12 +22,19 @@ from generator.errors import GoldensError
 REPLAY_SECONDS = 0.2
 
 
+MAX_SHARDS = 1000  # far more runners than any CI gives one job
+
+
 def parse(text: str) -> tuple[int, int]:
     """'2/3' -> (2, 3); K counts from 1."""
     match = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", text)
     if not match:
         raise GoldensError(f"--shard {text}: expected K/N, e.g. 2/3")
+    if len(match[1]) > 6 or len(match[2]) > 6:
+        raise GoldensError(f"--shard {text.strip()[:40]}: N is at most {MAX_SHARDS}")
     k, n = int(match[1]), int(match[2])
+    if n > MAX_SHARDS:
+        raise GoldensError(f"--shard {text}: N is at most {MAX_SHARDS}")
     if n < 1 or not 1 <= k <= n:
         raise GoldensError(f"--shard {text}: K must be from 1 to N")
     return k, n

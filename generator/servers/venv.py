@@ -97,13 +97,20 @@ def ensure(name: str, plan: Callable[[], Steps], check: str, expect: str) -> Pat
     that cannot work is never half-built. `check` is Python code run last in the venv whose
     stdout must be `expect`."""
     venv = cache_dir() / name
-    if (venv / MARKER).exists():
+    if trusted(venv):
         return python_in(venv)
     with file_lock(venv.parent / f"{venv.name}.lock"):  # a concurrent installer finishes first
-        if (venv / MARKER).exists():
+        if trusted(venv):
             return python_in(venv)
-        _install(venv, plan(), check, expect)
+        _install(venv, plan(), check, expect)  # a damaged one (its python gone) is made again
     return python_in(venv)
+
+
+def trusted(venv: Path) -> bool:
+    """A venv is used only once its marker exists (its check passed) and its interpreter is
+    still there: a marker left beside a removed or broken bin/python is a damaged cache."""
+    python = python_in(venv)
+    return (venv / MARKER).exists() and python.exists() and os.access(python, os.X_OK)
 
 
 # After a check passes, the venv's own modules it imported (paths under site-packages) are kept per
