@@ -280,3 +280,23 @@ def test_a_failed_shard_makes_the_merge_2_and_is_named_and_the_step_summary_is_t
     assert both.exit_code == 2 and "shard 2/2 missing" in both.stderr
     unset = CliRunner().invoke(main, ["report", "merge", str(paths[0]), "--step-summary"], env={"GITHUB_STEP_SUMMARY": ""})
     assert "GITHUB_STEP_SUMMARY is not set" in one_line_error(unset)
+
+
+@pytest.mark.parametrize("field, value, needle", [
+    ("case", "qwen3/plain\n::error file=x::forged", "is not a case id"),
+    ("status", "bogus", "is not a verdict goldens gives"),
+    ("kind", "drift", "is not a verdict goldens gives"),  # a drift's kind under a match's status
+    ("engine", "transformers\r\n", "is not an engine label"),
+    ("refused", "yes", "refused is not true or false"),
+])
+def test_report_merge_validates_what_a_results_file_says(tmp_path, field, value, needle):
+    """Issue 34: a case id with a newline printed a raw `::error` line under GitHub Actions and
+    an unknown status `bogus` passed the gate."""
+    run = check("--model", "qwen3", "--results", tmp_path / "r.json")
+    assert run.exit_code == 0, run.stderr
+    data = json.loads((tmp_path / "r.json").read_text())
+    data["groups"][0]["outcomes"][0][field] = value
+    (tmp_path / "r.json").write_text(json.dumps(data))
+    merged = invoke("report", "merge", tmp_path / "r.json", "--goldens", GOLDENS)
+    line = one_line_error(merged)
+    assert "a malformed results file" in line and needle in line and "::error file" not in merged.stdout

@@ -24,8 +24,10 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from generator import canonical, files
 from generator.errors import GoldensError
@@ -93,7 +95,41 @@ def outcome_data(outcome: Outcome) -> dict:
     return data
 
 
+_CASE = re.compile(r"[a-z0-9][a-z0-9.-]{0,63}/[a-z0-9][a-z0-9_-]{0,63}(--[a-z0-9][a-z0-9-]{0,63})?")
+_LABEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@+-]{0,127}")
+_TEXT_FIELDS = ("detail", "version", "reason", "stand_in")
+
+
+def _checked(data: Any) -> dict:
+    """An outcome as a results file states it, validated: its names as the matrix spells them
+    (a case id with a newline would print a raw `::error` line under GitHub Actions), its
+    status and kind ones the judge gives (an unknown `bogus` must not pass the gate), the
+    status the one its kind counts under, and each field of its type."""
+    from generator.replay.judge import KIND_STATUS
+
+    if not isinstance(data, dict):
+        raise TypeError("an outcome is not an object")
+    case, engine, status, kind = data["case"], data["engine"], data["status"], data["kind"]
+    if not isinstance(case, str) or not _CASE.fullmatch(case):
+        raise ValueError(f"case {str(case)[:80]!r} is not a case id")
+    if not isinstance(engine, str) or not _LABEL.fullmatch(engine):
+        raise ValueError(f"engine {str(engine)[:80]!r} is not an engine label")
+    if kind not in KIND_STATUS or KIND_STATUS[kind] != status:
+        raise ValueError(f"{case} [{engine}]: status {str(status)[:40]!r} with kind {str(kind)[:40]!r} is not "
+                         "a verdict goldens gives")
+    if data["level"] not in ("ids", "count"):
+        raise ValueError(f"{case} [{engine}]: level {str(data['level'])[:40]!r}")
+    for name in ("refused", "unreachable"):
+        if not isinstance(data[name], bool):
+            raise ValueError(f"{case} [{engine}]: {name} is not true or false")
+    for name in _TEXT_FIELDS:
+        if data[name] is not None and not isinstance(data[name], str):
+            raise ValueError(f"{case} [{engine}]: {name} is not text")
+    return data
+
+
 def outcome_from(data: dict) -> Outcome:
+    data = _checked(data)
     div = data.get("divergence")
     divergence = None
     if div is not None:
@@ -139,13 +175,20 @@ def load(path: Path) -> Results:
         shard = data["shard"]
         return Results(
             plan=Plan(**data["plan"]),
-            groups=[Group(g["index"], g["model"], g["engine"], [outcome_from(o) for o in g["outcomes"]],
-                          g["seconds"]) for g in data["groups"]],
+            groups=[Group(int(g["index"]), _name(g["model"], "model"), _name(g["engine"], "engine"),
+                          [outcome_from(o) for o in g["outcomes"]], float(g["seconds"]))
+                    for g in data["groups"]],
             notes=list(data["notes"]), elapsed=float(data["elapsed"]),
             shard=(int(shard["index"]), int(shard["count"])) if shard else None,
             coverage=data.get("coverage"))
     except (KeyError, TypeError, ValueError) as error:
         raise GoldensError(f"{path}: a malformed results file ({type(error).__name__}: {error})") from None
+
+
+def _name(value: Any, what: str) -> str:
+    if not isinstance(value, str) or not _LABEL.fullmatch(value):
+        raise ValueError(f"{what} {str(value)[:80]!r} is not a name goldens gives")
+    return value
 
 
 def failed(results: Results, path: Path) -> str | None:
