@@ -299,6 +299,11 @@ def _exchange(method: str, url: str, body: Any = None, *, where: str, budget: fl
                 if received > MAX_REPLY:
                     raise EngineError(f"{where}: reply larger than {MAX_REPLY // 2**20} MB")
                 chunks.append(chunk)
+            expected = replied.get("content-length", "")
+            if expected.isdigit() and received < int(expected) and method != "HEAD":
+                # http.client ends a read at a closed socket without complaint: a body short of
+                # its Content-Length would otherwise be parsed, and called "not JSON"
+                raise http.client.IncompleteRead(b"".join(chunks), int(expected) - received)
             keep = not response.will_close
             return response.status, replied, b"".join(chunks)
         except (TimeoutError, socket.timeout):
@@ -314,7 +319,8 @@ def _exchange(method: str, url: str, body: Any = None, *, where: str, budget: fl
             reason = error.strerror or str(error) or type(error).__name__
             raise Unreachable(f"{where}: connection failed ({reason})") from None
         except http.client.IncompleteRead as error:
-            raise Unreachable(f"{where}: the reply was cut short ({len(error.partial)} bytes read)") from None
+            expected = f" of {len(error.partial) + error.expected}" if isinstance(error.expected, int) else ""
+            raise Unreachable(f"{where}: the reply was cut short ({len(error.partial)}{expected} bytes read)") from None
         except http.client.HTTPException as error:
             reason = f"{type(error).__name__}: {shorten(str(error))}"
             raise EngineError(f"{where}: not a valid HTTP reply ({reason})") from None

@@ -17,7 +17,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-FAULTS = ("drip", "400", "html", "nested", "close", "hang", "ok")
+FAULTS = ("drip", "400", "html", "nested", "close", "cut", "hang", "ok")
 NESTED = b"[" * 100_000 + b"]" * 100_000
 
 
@@ -122,6 +122,10 @@ class FaultServer:
         elif self.fault == "nested":
             self._send(conn, 200, NESTED)
         elif self.fault == "close":
+            return False
+        elif self.fault == "cut":  # a Content-Length the body never reaches, then the socket closes
+            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n"
+                         b'{"tokens": [1, 2')
             return False
         elif self.fault == "hang":
             self._stop.wait(600)

@@ -41,6 +41,7 @@ FAULTS = [
     ("llama-server", "drip", "/apply-template: timed out: no complete reply within 3s (a reply had started)"),
     ("llama-server", "hang", "/apply-template: timed out: no complete reply within 3s"),
     ("llama-server", "close", "/apply-template: the server closed the connection without a reply"),
+    ("llama-server", "cut", "/apply-template: the reply was cut short (16 of 100 bytes read)"),
     ("llama-server", "html", "/apply-template: reply is not JSON: '<html><body>502 Bad Gateway</body></html>'"),
     ("llama-server", "nested", "/apply-template: reply: nested deeper than 100 levels"),
     ("llama-server", "400", "llama-server refused every case of qwen3 (36 of 36), so nothing was judged"),
