@@ -39,6 +39,8 @@ def older():
 def test_spec_is_parsed_once_with_the_version_goldens_spells():
     assert engine_spec.parse("llama-server@b11000").label == "llama-server@11000"
     assert engine_spec.parse("transformers@4.57.6").version == "4.57.6"
+    assert engine_spec.parse("transformers@5.20.2.0").version == "5.20.2"  # one release, as published
+    assert engine_spec.parse("transformers@5.21.0rc1").version == "5.21.0rc1"
     assert engine_spec.parse("vllm").version is None
     for bad, needle in [("llama-server@", "a llama.cpp build is a number"),
                         ("transformers@four", "not a version"),

@@ -63,7 +63,9 @@ def normalize(name: str, version: object, where: str) -> str:
     if not isinstance(version, str) or not version:
         raise GoldensError(f"{where}: a {name} version is a quoted release like \"4.57.6\", got {version!r}")
     try:
-        Version(version)
+        parsed = Version(version)
     except InvalidVersion:
         raise GoldensError(f"{where}: {version!r} is not a version (like 4.57.6)") from None
+    if len(parsed.release) > 3 and not any(parsed.release[3:]) and re.fullmatch(r"[\d.]+", version):
+        return ".".join(version.split(".")[:3])  # 5.20.2.0 is 5.20.2 (PEP 440), as releases spell it
     return version
