@@ -641,3 +641,11 @@ def test_a_venv_marker_without_its_python_is_made_again(tmp_path, monkeypatch):
     monkeypatch.setattr(venv, "_install", lambda path, steps, check, expect: made.append(path))
     venv.ensure("thing", lambda: [], "print('ok')", "ok")
     assert made == [broken]
+
+
+def test_a_dangling_report_link_makes_no_folders(tmp_path):
+    link = tmp_path / "out.md"
+    link.symlink_to(tmp_path / "nowhere" / "deep" / "out.md")
+    one_line(invoke("check", "--engine", "minijinja", "--model", "qwen3", "--report", link),
+             "whose folder does not exist")
+    assert not (tmp_path / "nowhere").exists()

@@ -42,6 +42,9 @@ def check_destination(*paths: Path | None) -> None:
             via = f" (a link to {resolved})" if resolved != Path(os.path.abspath(path)) else ""
             raise GoldensError(f"{path}: is a {kind}{via}; a report is written only to a regular "
                                "file or a new path")
+        if info is None and os.path.islink(path) and not resolved.parent.is_dir():
+            raise GoldensError(f"{path}: a link to {resolved}, whose folder does not exist; a report is "
+                               "written through a link only to a file in an existing folder")
         parent = resolved.parent
         while not parent.exists():
             parent = parent.parent
