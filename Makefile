@@ -7,7 +7,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup regenerate test check bench clean
+.PHONY: setup regenerate test test-fast check bench clean
 
 setup: $(STAMP)
 
@@ -22,6 +22,9 @@ regenerate: setup        ## render every case with the reference and rewrite cha
 
 test: setup              ## replay the goldens through every engine (builds/starts real servers)
 	$(BIN)/pytest --durations=25
+
+test-fast: setup         ## the tier that starts no server, build, venv install or download (GOLDENS_LIGHT refuses them)
+	GOLDENS_LIGHT=1 $(BIN)/pytest -m "not integration" -q
 
 check: setup             ## the CI gate: replay the matrix, write JUnit and Markdown reports
 	$(BIN)/goldens check --junit out/goldens.xml --report out/goldens.md

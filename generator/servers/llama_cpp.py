@@ -20,7 +20,7 @@ from pathlib import Path
 
 from packaging.version import Version
 
-from generator import machine, progress
+from generator import heavy, machine, progress
 from generator.errors import GoldensError
 from generator.files import atomic_file, atomic_write, cache_dir, file_lock
 from generator.servers.process import ManagedServer
@@ -106,6 +106,7 @@ def build_llama_server(build: int = pack.LLAMA_CPP_BUILD, jobs: int | None = Non
         if target.exists():
             _check_version(target, build)
             return Build(build, target, 0.0, False, "")
+        heavy.require(f"building llama-server b{build}")
         if shutil.which("cmake") is None:
             raise GoldensError("cmake is not installed (needed to build llama-server)")
         started = time.monotonic()

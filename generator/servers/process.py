@@ -21,6 +21,7 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from generator import heavy
 from generator.errors import EngineError, GoldensError
 from generator.files import cache_dir
 
@@ -142,6 +143,7 @@ class ManagedServer:
         raise AssertionError("unreachable")
 
     def _spawn(self, port: int) -> None:
+        heavy.require(f"starting {self.name}")
         self.port = port
         logs = cache_dir() / "logs"
         logs.mkdir(parents=True, exist_ok=True)
@@ -263,6 +265,7 @@ class Background:
         self.process: subprocess.Popen | None = None
 
     def start(self) -> Background:
+        heavy.require(f"background work ({' '.join(self.argv[:3])[:80]})")
         self.process = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                         env=self.env, start_new_session=True)
         _RUNNING.add(self)

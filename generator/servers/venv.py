@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from generator import machine, progress
+from generator import heavy, machine, progress
 from generator.errors import GoldensError
 from generator.files import atomic_write, cache_dir, file_lock, read_bytes
 from generator.sources import registry
@@ -223,6 +223,7 @@ def _check(python: Path, check: str) -> subprocess.CompletedProcess:
 
 
 def _install(venv: Path, steps: Steps, check: str, expect: str) -> None:
+    heavy.require(f"installing the {venv.name} venv")
     shutil.rmtree(venv, ignore_errors=True)
     python = python_in(venv)
     uv = uv_binary()

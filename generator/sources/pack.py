@@ -16,6 +16,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from generator import heavy
 from generator.errors import GoldensError
 from generator.files import build_dir_once, cache_dir, sha256_of
 from generator.sources import registry
@@ -87,6 +88,7 @@ def fetch(artifact: Artifact) -> Path:
 
 
 def _download(artifact: Artifact, into: Path) -> Path:
+    heavy.require(f"downloading {artifact.label}")
     try:
         if artifact.registry == "npm":
             return _npm_pack(artifact, into)

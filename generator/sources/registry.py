@@ -24,6 +24,7 @@ from packaging.utils import (
 )
 from packaging.version import InvalidVersion, Version
 
+from generator import heavy
 from generator.errors import GoldensError
 
 
@@ -134,6 +135,7 @@ def _listing(project: str) -> dict:
     from generator.json_reader import load_json
 
     url = f"{simple_index()}/{project}/"
+    heavy.require(f"{project}: reading the package index")
     try:
         status, raw = http.fetch(url, where=f"{project}: cannot read the package index {simple_index()}",
                                  timeout=120, accept="application/vnd.pypi.simple.v1+json")
@@ -208,6 +210,7 @@ def download(file: File, into: Path) -> Path:
     from generator.files import sha256_of
 
     path = into / file.filename
+    heavy.require(f"downloading {file.filename}")
     try:
         with open(path, "wb") as out, progress.long_work(f"downloading {file.filename}") as work:
             done = 0
