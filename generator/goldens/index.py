@@ -56,6 +56,12 @@ LIBRARIES = ("transformers", "tokenizers", "jinja2", "markupsafe", "pillow")
 # module a real render imports is in the graph.
 ROOTS = ("generator.goldens.regenerate",)
 PACKAGE = Path(__file__).resolve().parents[1]
+# Modules on that graph that never shape a golden byte, so an edit to them renders nothing again:
+# the HTTP seam (what it fetches is checked against pinned sha256 before any render reads it),
+# managed servers, builds and venvs (no render runs in them), progress lines and the light-run
+# guard. A module is hashed as its syntax tree without docstrings, so comments, blank lines,
+# formatting and docstrings move nothing either.
+NOT_RENDER = ("generator.http", "generator.progress", "generator.heavy", "generator.servers")
 
 # Files of a tokenizer directory that are model weights, never read by a tokenizer: a `dir:`
 # source may be a whole model checkout, and hashing gigabytes on every run would be the floor.
@@ -73,13 +79,17 @@ def code_files(package: Path = PACKAGE) -> list[Path]:
     while todo:
         name = todo.pop()
         path = _module_file(package, name)
-        if name in seen or path is None:
+        if name in seen or path is None or not_render(name):
             continue
         seen[name] = path
         parts = name.split(".")
         todo.extend(".".join(parts[:i]) for i in range(1, len(parts)))  # its packages' __init__
         todo.extend(_imports(path))
     return sorted(seen.values())
+
+
+def not_render(name: str) -> bool:
+    return any(name == root or name.startswith(root + ".") for root in NOT_RENDER)
 
 
 def _module_file(package: Path, name: str) -> Path | None:
@@ -109,6 +119,20 @@ def _imports(path: Path) -> set[str]:
     return {name for name in found if name.split(".")[0] == "generator"}
 
 
+def _code_of(path: Path) -> str:
+    """A module as code: its syntax tree without docstrings (comments and layout are not in it)."""
+    import ast
+
+    tree = ast.parse(path.read_bytes(), str(path))
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if (isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and body
+                and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)
+                and isinstance(body[0].value.value, str)):
+            node.body = body[1:] or [ast.Pass()]
+    return ast.dump(tree, annotate_fields=False)
+
+
 def code_fingerprint(package: Path = PACKAGE) -> str:
     """sha256 of the source of every module in code_files, by path relative to generator/.
     Remembered under the identities of all the package's files, so a no-change run parses no
@@ -118,7 +142,7 @@ def code_fingerprint(package: Path = PACKAGE) -> str:
     def compute(_paths) -> str:
         digest = hashlib.sha256()
         for path in code_files(package):
-            digest.update(path.relative_to(package).as_posix().encode() + b"\0" + sha256(path.read_bytes()).encode())
+            digest.update(path.relative_to(package).as_posix().encode() + b"\0" + sha256(_code_of(path)).encode())
         return digest.hexdigest()
 
     return files.remembered_all(every, "the render's code fingerprint", compute, files.is_sha256)
