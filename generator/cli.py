@@ -313,6 +313,7 @@ def check(config_path: Path, engines: tuple[str, ...], model_names: tuple[str, .
           with_coverage: bool) -> None:
     """Replay goldens through engines; exit 0 all match, 1 drift, 2 could not judge."""
     from generator.config import models
+    from generator.goldens import staleness
     from generator.progress import progress_bar
     from generator.replay import check as checking
     from generator.replay import destination, publish, shard
@@ -337,6 +338,11 @@ def check(config_path: Path, engines: tuple[str, ...], model_names: tuple[str, .
     elif durations_path is not None:
         raise GoldensError("--durations balances --shard; give --shard K/N too")
     destination.check_destination(junit_path, report_path, results_path, store_durations)
+    stale = staleness.find(config, root, [m for m, _ in work])  # before any verdict: an edit is not drift
+    if stale:
+        for item in stale:
+            click.echo(f"goldens: error: {item.line()}", err=True)
+        sys.exit(2)
     if only is not None and not only:
         results = results_data.Results(checking.selection(config, work), [], shard=part,
                                        notes=[checking.NO_CONFIRM] if no_confirm else [])
