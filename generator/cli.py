@@ -115,17 +115,19 @@ def main(debug: bool) -> None:
               help="A directory with tokenizer.json + tokenizer_config.json (repeatable).")
 @click.option("--engine", "engines", multiple=True,
               help="An engine every model lists (repeatable; default: transformers, minijinja).")
+@click.option("--repository", metavar="OWNER/NAME[@REF]",
+              help="Where the workflow takes goldens' reusable workflow and package from "
+                   "(default: goldens-project/goldens at this release's tag).")
 @friendly
 def init_command(directory: Path, hf: tuple[str, ...], gguf: tuple[str, ...], dirs: tuple[str, ...],
-                 engines: tuple[str, ...]) -> None:
+                 engines: tuple[str, ...], repository: str | None) -> None:
     """Start goldens in a repository: a commented models.yaml for the models named, the
     .gitignore lines, and a CI workflow calling goldens' reusable workflow. Existing files are
     never replaced (exit 2, nothing written)."""
     from generator import init
 
-    for line in init.init(directory, hf, gguf, dirs, engines):
+    for line in init.init(directory, hf, gguf, dirs, engines, repository=repository):
         click.echo(line)
-    click.echo("next: goldens regenerate, then commit models.yaml, goldens/ and .github/")
 
 
 @main.command()
