@@ -85,6 +85,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="The model matrix (default: models.yaml in pytest's rootdir).")
     group.addoption("--goldens-dir", default="goldens", dest="goldens_dir", metavar="DIR",
                     help="The directory of golden files (default: goldens in pytest's rootdir).")
+    group.addoption("--goldens-durations", default=None, dest="goldens_durations", metavar="FILE",
+                    help="Write each goldens test's seconds into FILE, pytest-split's format (others kept), "
+                         "the setup its model and engine share spread over the tests that share it.")
     import importlib.util
 
     if importlib.util.find_spec("pytest_regressions") is None:  # else it is pytest-regressions' own
@@ -115,6 +118,10 @@ def pytest_configure(config: pytest.Config) -> None:
             engine_spec.parse(text)
     except GoldensError as error:
         raise pytest.UsageError(f"goldens: error: {one_line(str(error))}") from None
+    if config.getoption("goldens_durations"):
+        path = Path(config.getoption("goldens_durations"))
+        config.pluginmanager.register(_Durations(path if path.is_absolute() else config.invocation_params.dir / path),
+                                      "goldens-durations")
     if updating(config):
         from generator.replay.snapshot import Update
 
@@ -235,6 +242,11 @@ class _GoldensItem(pytest.Item):
     def reportinfo(self):
         return self.path, None, self.name
 
+    def shares(self) -> tuple:
+        """What this item's setup prepares for the others: the model's sources (reference), the
+        engine for the model (replay). Its cost is paid by whichever of them runs first."""
+        return ("reference", self.case.model)
+
     def repr_failure(self, excinfo, style=None):
         from generator.errors import GoldensError
 
@@ -291,6 +303,9 @@ class ReplayItem(_GoldensItem):
     def __init__(self, *, spec, **kwargs):
         super().__init__(**kwargs)
         self.spec = spec
+
+    def shares(self) -> tuple:
+        return (self.spec.label, self.case.model)
 
     def setup(self):
         """The engine (a server started, a venv made) once per engine and model: the first
@@ -363,3 +378,50 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     if state is not None and state.update is not None:
         for line in state.update.lines():
             terminalreporter.write_line(line)
+
+
+
+class _Durations:
+    """--goldens-durations FILE: each goldens test's own call and teardown seconds plus an equal
+    share of the setup it shares with others (the model's sources and tokenizer, an engine's
+    server), written in pytest-split's format. pytest-split balances groups by these seconds;
+    with the setup all on the first test it would put that test alone in a group, while every
+    group in fact pays the setup of each model and engine it runs."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.shares: dict[str, tuple] = {}  # node id -> what its setup prepares
+        self.seconds: collections.Counter = collections.Counter()  # node id -> call + teardown
+        self.shared: dict[tuple, list] = {}  # what a setup prepares -> [setup seconds, node ids]
+
+    def pytest_collection_finish(self, session):
+        self.shares = {item.nodeid: item.shares() for item in session.items if isinstance(item, _GoldensItem)}
+
+    def pytest_runtest_logreport(self, report):
+        key = self.shares.get(report.nodeid)
+        if key is None:
+            return
+        if report.when == "setup":
+            entry = self.shared.setdefault(key, [0.0, []])
+            entry[0] += report.duration
+            entry[1].append(report.nodeid)
+        else:
+            self.seconds[report.nodeid] += report.duration
+
+    def pytest_sessionfinish(self, session):
+        import json
+
+        from generator import files
+
+        if not self.shared:
+            return
+        durations: dict[str, float] = {}
+        if self.path.is_file():
+            try:
+                durations = {str(k): float(v) for k, v in json.loads(self.path.read_text(encoding="utf-8")).items()}
+            except (ValueError, AttributeError, TypeError):
+                durations = {}  # not pytest-split's format: written anew
+        for setup, node_ids in self.shared.values():
+            for node_id in node_ids:
+                durations[node_id] = round(self.seconds[node_id] + setup / len(node_ids), 6)
+        files.atomic_write(self.path, json.dumps(dict(sorted(durations.items())), indent=2) + "\n")

@@ -6,6 +6,7 @@ process in a folder outside this checkout, finding the plugin through its entry 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -210,3 +211,24 @@ def test_stale_goldens_are_one_error_naming_the_fix_not_failures(team):
     fixed = pytest_in(team, "--goldens", "--snapshot-update")  # the update is the fix
     assert fixed.returncode == 0 and f"goldens: {len(SHAPES)} written, 0 unchanged" in fixed.stdout
     assert pytest_in(team, "--goldens").returncode == 0
+
+
+def test_a_durations_file_spreads_the_shared_setup_for_pytest_split(team):
+    """The first test of a model carries its tokenizer load, of an engine its start, in its setup
+    phase; the durations file gives each test sharing that setup an equal part of it, so a
+    splitter sees each test's cost where it runs, not one heavy first test."""
+    import json
+
+    (team / "durations.json").write_text('{"tests/test_mine.py::test_kept": 1.5}\n', encoding="utf-8")
+    result = pytest_in(team, "--goldens", "--goldens-durations", "durations.json", "--durations=0", "-vv")
+    assert result.returncode == 0, result.stdout + result.stderr
+    durations = json.loads((team / "durations.json").read_text(encoding="utf-8"))
+    ids = [f"models.yaml::q/{shape}[{engine}]" for shape in SHAPES for engine in ("reference", "transformers", "minijinja")]
+    assert sorted(durations) == sorted([*ids, "tests/test_mine.py::test_kept"]) and durations["tests/test_mine.py::test_kept"] == 1.5
+    setups = {line.split()[-1]: float(line.split()[0][:-1]) for line in result.stdout.splitlines()
+              if re.match(r"^\d+\.\d+s setup ", line)}
+    first = "models.yaml::q/plain[reference]"  # loads the tokenizer: the biggest setup
+    assert setups.get(first, 0) > 0.2, result.stdout
+    for engine in ("reference", "transformers", "minijinja"):
+        group = [durations[f"models.yaml::q/{shape}[{engine}]"] for shape in SHAPES]
+        assert max(group) < 4 * min(group), (engine, group)
