@@ -95,6 +95,10 @@ class Goldens(click.Group):
             redaction.clear()
 
 
+# The commands whose output the reference's releases shape: run at the pins whatever is installed.
+RENDERS = frozenset({"regenerate", "render", "check", "ledger", "prefix", "coverage", "requests", "bisect"})
+
+
 @click.group(cls=Goldens, context_settings={"help_option_names": ["-h", "--help"]}, epilog=EXIT_CODES)
 @click.version_option(package_name="goldens")
 @click.option("--debug", is_flag=True, help="Show the traceback of an error (also GOLDENS_DEBUG=1).")
@@ -105,6 +109,10 @@ def main(debug: bool) -> None:
 
     redaction.install()
     handle_signals()
+    if click.get_current_context().invoked_subcommand in RENDERS:
+        from generator.servers import transformers_reference
+
+        transformers_reference.rerun_at_pins(sys.argv[1:])  # returns when the stack here is the pinned one
 
 
 @main.command(name="init")

@@ -112,6 +112,16 @@ def pytest_configure(config: pytest.Config) -> None:
     from generator.config import engine_spec
     from generator.errors import GoldensError, one_line
 
+    from generator.servers import transformers_reference
+
+    differ = transformers_reference.moved()
+    if differ:  # the reference renders in this process: at other releases, other bytes
+        shown = ", ".join(f"{name} {here or 'absent'} (pinned {transformers_reference.PINS[name]})"
+                          for name, here in differ.items())
+        raise pytest.UsageError(
+            f"goldens: error: pytest --goldens renders the reference in this process, and here {shown}; "
+            f"run `goldens check` (it renders at the pins in a venv of its own), or install "
+            f"goldens[reference] in an environment that pins nothing else")
     try:  # a bad models.yaml or --goldens-engine: one line, no traceback (exit 4, a usage error)
         state.matrix.select(tuple(config.getoption("goldens_models")))
         for text in config.getoption("goldens_engines"):
