@@ -111,7 +111,6 @@ def pytest_configure(config: pytest.Config) -> None:
         return
     from generator.config import engine_spec
     from generator.errors import GoldensError, one_line
-
     from generator.servers import transformers_reference
 
     differ = transformers_reference.moved()

@@ -64,7 +64,7 @@ def test_goldens_installs_beside_vllm_and_regenerates_the_same_bytes(tmp_path):
     shutil.copytree(ROOT / "generator", package / "generator", ignore=shutil.ignore_patterns("__pycache__"))
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(ROOT / name, package / name)
-    sh(python, "-m", "ensurepip", "--quiet", cwd=tmp_path, env=env)  # a uv-made venv has no pip
+    sh(python, "-m", "ensurepip", cwd=tmp_path, env=env)  # a uv-made venv has no pip
     started = time.monotonic()
     sh(python, "-m", "pip", "install", "--quiet", "--no-compile", f"{package}[pytest]", cwd=tmp_path, env=env)
     install = time.monotonic() - started
