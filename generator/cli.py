@@ -131,6 +131,10 @@ class Goldens(click.Group):
             redaction.clear()
 
 
+# The commands whose output the reference's releases shape: run at the pins whatever is installed.
+RENDERS = frozenset({"regenerate", "render", "check", "ledger", "prefix", "coverage", "requests", "bisect"})
+
+
 @click.group(cls=Goldens, context_settings={"help_option_names": ["-h", "--help"]}, epilog=EXIT_CODES)
 @click.version_option(package_name="goldens")
 @click.option("--debug", is_flag=True, help="Show the traceback of an error (also GOLDENS_DEBUG=1).")
@@ -145,6 +149,10 @@ def main(debug: bool) -> None:
     redaction.install()
     handle_signals()
     budget.render_seconds()  # a bad GOLDENS_RENDER_DEADLINE is one line now, not every render's error
+    if click.get_current_context().invoked_subcommand in RENDERS:
+        from generator.servers import transformers_reference
+
+        transformers_reference.rerun_at_pins(sys.argv[1:])  # returns when the stack here is the pinned one
 
 
 @main.command(name="init")
@@ -155,17 +163,19 @@ def main(debug: bool) -> None:
               help="A directory with tokenizer.json + tokenizer_config.json (repeatable).")
 @click.option("--engine", "engines", multiple=True,
               help="An engine every model lists (repeatable; default: transformers, minijinja).")
+@click.option("--repository", metavar="OWNER/NAME[@REF]",
+              help="Where the workflow takes goldens' reusable workflow and package from "
+                   "(default: goldens-project/goldens at this release's tag).")
 @friendly
 def init_command(directory: Path, hf: tuple[str, ...], gguf: tuple[str, ...], dirs: tuple[str, ...],
-                 engines: tuple[str, ...]) -> None:
+                 engines: tuple[str, ...], repository: str | None) -> None:
     """Start goldens in a repository: a commented models.yaml for the models named, the
     .gitignore lines, and a CI workflow calling goldens' reusable workflow. Existing files are
     never replaced (exit 2, nothing written)."""
     from generator import init
 
-    for line in init.init(directory, hf, gguf, dirs, engines):
+    for line in init.init(directory, hf, gguf, dirs, engines, repository=repository):
         click.echo(line)
-    click.echo("next: goldens regenerate, then commit models.yaml, goldens/ and .github/")
 
 
 @main.command()
@@ -353,6 +363,7 @@ def check(config_path: Path, engines: tuple[str, ...], model_names: tuple[str, .
           with_coverage: bool) -> None:
     """Replay goldens through engines; exit 0 all match, 1 drift, 2 could not judge."""
     from generator.config import models
+    from generator.goldens import staleness
     from generator.progress import progress_bar
     from generator.replay import check as checking
     from generator.replay import destination, publish, shard
@@ -377,6 +388,11 @@ def check(config_path: Path, engines: tuple[str, ...], model_names: tuple[str, .
     elif durations_path is not None:
         raise GoldensError("--durations balances --shard; give --shard K/N too")
     destination.check_destination(junit_path, report_path, results_path, store_durations)
+    stale = staleness.find(config, root, [m for m, _ in work])  # before any verdict: an edit is not drift
+    if stale:
+        for item in stale:
+            click.echo(f"goldens: error: {item.line()}", err=True)
+        sys.exit(2)
     if only is not None and not only:
         results = results_data.Results(checking.selection(config, work), [], shard=part,
                                        notes=[checking.NO_CONFIRM] if no_confirm else [])

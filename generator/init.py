@@ -19,19 +19,46 @@ from pathlib import Path
 from generator import files
 from generator.errors import GoldensError
 
-# Where this project is published: the repository whose reusable workflow a team's CI calls
+# Where this project is published, unless `init --repository OWNER/NAME[@REF]` names another
+# (a fork, a mirror): the repository whose reusable workflow a team's CI calls
 # (.github/workflows/goldens-reusable.yml) and that its CI installs goldens from.
 REPOSITORY = "goldens-project/goldens"
 REUSABLE_WORKFLOW = ".github/workflows/goldens-reusable.yml"
 WORKFLOW = Path(".github/workflows/goldens.yml")
 GITIGNORE_LINES = (
-    "# goldens: reports, the CI cache of builds and downloads, what a killed run leaves",
+    "# goldens: reports, the CI cache of builds and downloads, what a killed run leaves, the venv",
     "/out/",
     "/.goldens-cache/",
     ".*.tmp",
     ".*.lock",
+    "/.venv/",
 )
 NAME = re.compile(r"[^a-z0-9.-]+")
+# GitHub's spelling of an owner and a repository; a ref is any git ref without spaces or `..`.
+SOURCE = re.compile(r"(?P<repo>[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})/[A-Za-z0-9._-]{1,100})(?:@(?P<ref>[^\s@~^:?*\[\\]+))?")
+
+
+@dataclass(frozen=True)
+class Source:
+    """The repository and ref the written workflow calls and installs goldens from."""
+
+    repository: str
+    ref: str
+
+    @property
+    def package(self) -> str:
+        return f"goldens @ git+https://github.com/{self.repository}@{self.ref}"
+
+
+def source(text: str | None, version: str) -> Source:
+    """`OWNER/NAME[@REF]` (REF defaults to this release's tag, v<version>); None: REPOSITORY."""
+    if text is None:
+        return Source(REPOSITORY, f"v{version}")
+    match = SOURCE.fullmatch(text)
+    if match is None or ".." in text or match["repo"].endswith((".", ".git")):
+        raise GoldensError(f"--repository {text}: expected OWNER/NAME or OWNER/NAME@REF "
+                           f"(the GitHub repository goldens is published in, and a tag, branch or commit)")
+    return Source(match["repo"], match["ref"] or f"v{version}")
 
 
 @dataclass(frozen=True)
@@ -39,6 +66,7 @@ class Model:
     name: str
     tokenizer: str  # the flow mapping written after `tokenizer:`
     comment: str
+    local: str | None = None  # the file or folder models.yaml points at (--gguf, --dir), as written
 
 
 def example() -> str:
@@ -91,11 +119,11 @@ def models_from(directory: Path, hf: tuple[str, ...] = (), gguf: tuple[str, ...]
     for value in gguf:
         where = _path(value, directory, "--gguf", want_dir=False)
         found.append(Model(_name(Path(value).stem.removeprefix("ggml-vocab-"), taken), f"{{gguf: {_quote(where)}}}",
-                           "tokenizer and chat template from the GGUF's metadata (its header only)"))
+                           "tokenizer and chat template from the GGUF's metadata (its header only)", where))
     for value in dirs:
         where = _path(value, directory, "--dir", want_dir=True)
         found.append(Model(_name(Path(os.path.realpath(value)).name, taken), f"{{dir: {_quote(where)}}}",
-                           "tokenizer.json + tokenizer_config.json (chat_template.jinja wins if present)"))
+                           "tokenizer.json + tokenizer_config.json (chat_template.jinja wins if present)", where))
     return found
 
 
@@ -133,14 +161,16 @@ def models_yaml(models: list[Model], engines: tuple[str, ...], date: _dt.date) -
     return "\n".join(lines)
 
 
-def workflow(config: str, version: str) -> str:
-    """The caller workflow: this project's reusable workflow at the installed release."""
-    ref = f"v{version}"
+def workflow(config: str, version: str, where: Source | None = None) -> str:
+    """The caller workflow: the reusable workflow of `where` (default: this project at the
+    installed release), installing goldens from the same repository and ref."""
+    where = where or source(None, version)
+    ref = where.ref
     return f"""\
 # The goldens gate: replays every golden through the engines of {config} on each pull request,
 # sharded over runners, and writes the JUnit report, the step summary, annotations on the
 # goldens and one pull-request comment. The work is done by goldens' reusable workflow:
-# https://github.com/{REPOSITORY}/blob/{ref}/{REUSABLE_WORKFLOW}
+# https://github.com/{where.repository}/blob/{ref}/{REUSABLE_WORKFLOW}
 name: goldens
 
 on:
@@ -160,9 +190,9 @@ concurrency:
 
 jobs:
   goldens:
-    uses: {REPOSITORY}/{REUSABLE_WORKFLOW}@{ref}
+    uses: {where.repository}/{REUSABLE_WORKFLOW}@{ref}
     with:
-      package: "goldens @ git+https://github.com/{REPOSITORY}@{ref}"
+      package: "{where.package}"
       config: {config}
       shards: 1              # runners to spread the replays over
       # engines: "transformers minijinja llama-server@11434"   # default: each model's engines
@@ -171,11 +201,28 @@ jobs:
 """
 
 
+def next_steps(config_name: str, chosen: list[Model]) -> str:
+    """What to run next, and every path the first pull request must carry: a fresh clone (the
+    CI's checkout) has only what was committed, so a tokenizer folder or GGUF models.yaml points
+    at and nobody added fails there with `no such file or directory`."""
+    local = [m.local for m in chosen if m.local is not None and not Path(m.local).is_absolute()]
+    outside = [m.local for m in chosen if m.local is not None and Path(m.local).is_absolute()]
+    paths = [config_name, "goldens", ".gitignore", ".github", *dict.fromkeys(local)]
+    line = (f"next: goldens regenerate, then commit {', '.join(paths)} "
+            f"(git add {' '.join(paths)})")
+    if outside:
+        verb, them = ("lies", "it") if len(outside) == 1 else ("lie", "them")
+        line += (f"; {', '.join(outside)} {verb} outside the repository, where CI cannot read {them}: "
+                 f"move {them} in, or name the model with --hf")
+    return line
+
+
 def init(directory: Path, hf: tuple[str, ...] = (), gguf: tuple[str, ...] = (), dirs: tuple[str, ...] = (),
          engines: tuple[str, ...] = (), config_name: str = "models.yaml", date: _dt.date | None = None,
-         version: str | None = None) -> list[str]:
-    """Write the files; returns one line per file written. Refuses (exit 2, nothing written)
-    when models.yaml or the workflow already exists."""
+         version: str | None = None, repository: str | None = None) -> list[str]:
+    """Write the files; returns one line per file written, then the `next:` line naming every
+    path to commit. Refuses (exit 2, nothing written) when models.yaml or the workflow already
+    exists."""
     from importlib.metadata import version as installed
 
     from generator.config import engine_registry, models
@@ -183,6 +230,7 @@ def init(directory: Path, hf: tuple[str, ...] = (), gguf: tuple[str, ...] = (), 
     directory = Path(directory)
     if not directory.is_dir():
         raise GoldensError(f"{directory}: not a directory")
+    where = source(repository, version or installed("goldens"))
     for engine in engines:
         engine_registry.lookup(engine, "--engine")
     config_path, workflow_path, ignore_path = directory / config_name, directory / WORKFLOW, directory / ".gitignore"
@@ -202,10 +250,11 @@ def init(directory: Path, hf: tuple[str, ...] = (), gguf: tuple[str, ...] = (), 
     files.atomic_write(config_path, text)
     written.append(f"wrote {config_path} ({len(chosen)} model{'s' if len(chosen) != 1 else ''}: "
                    f"{', '.join(m.name for m in chosen)})")
-    files.atomic_write(workflow_path, workflow(config_name, version or installed("goldens")))
+    files.atomic_write(workflow_path, workflow(config_name, version or installed("goldens"), where))
     written.append(f"wrote {workflow_path}")
     if missing:
         glue = "" if not ignore or ignore.endswith("\n") else "\n"
         files.atomic_write(ignore_path, ignore + glue + "\n".join(missing) + "\n")
         written.append(f"{'added to' if ignore else 'wrote'} {ignore_path}: {', '.join(m for m in missing if not m.startswith('#'))}")
+    written.append(next_steps(config_name, chosen))
     return written

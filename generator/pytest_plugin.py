@@ -3,9 +3,15 @@
 `pytest --goldens` adds, from the team's models.yaml, one test per case per engine
 (`models.yaml::qwen3/plain[llama-server]`; `--goldens-engine E[@VERSION]` picks the engines,
 default each model's own) judged by the same judge as `goldens check`, and one `[reference]`
-test per case: the reference renders the committed golden byte for byte. Under syrupy's
-`--snapshot-update` the reference tests write the goldens in exactly the bytes `goldens
-regenerate` writes (an engine's answer never becomes a golden: `goldens ledger` records one).
+test per case: the reference renders the committed golden byte for byte. The items are collected
+as pytest collects a file (the models.yaml, added to the arguments when none names it), so the
+collected count, printed node ids passed back, `--lf`/`--ff` and -k all behave as for any test.
+Goldens rendered from another template or tokenizer than the sources hold now are a collection
+error naming them and the fix (exit 2), not a failure per case. Under syrupy's `--snapshot-update`
+(or pytest-regressions' `--force-regen`) the reference tests do what `goldens regenerate` does:
+the goldens written in its bytes, orphans removed, the index recorded, and its summary line
+printed (an engine's answer never becomes a golden: `goldens ledger` records one). Each item's
+shared preparation (the model's sources, an engine's server) is its setup phase, not its call.
 
 Without `--goldens` the plugin only provides fixtures: `goldens_config` (the matrix) and
 `goldens_pool` (a session-scoped EnginePool owning every managed server), and the marker
@@ -33,6 +39,7 @@ class _State:
         self.engines: dict = {}
         self.sources: dict = {}
         self._matrix = None
+        self.update = None  # snapshot.Update under --snapshot-update / --force-regen with --goldens
 
     def path(self, option: str) -> Path:
         value = Path(self.pytest_config.getoption(option))
@@ -78,13 +85,74 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="The model matrix (default: models.yaml in pytest's rootdir).")
     group.addoption("--goldens-dir", default="goldens", dest="goldens_dir", metavar="DIR",
                     help="The directory of golden files (default: goldens in pytest's rootdir).")
+    group.addoption("--goldens-durations", default=None, dest="goldens_durations", metavar="FILE",
+                    help="Write each goldens test's seconds into FILE, pytest-split's format (others kept), "
+                         "the setup its model and engine share spread over the tests that share it.")
+    import importlib.util
+
+    if importlib.util.find_spec("pytest_regressions") is None:  # else it is pytest-regressions' own
+        group.addoption("--force-regen", action="store_true", default=False, dest="force_regen",
+                        help="With --goldens: rewrite the goldens as `goldens regenerate` does "
+                             "(pytest-regressions' spelling of --snapshot-update).")
+
+
+def updating(config: pytest.Config) -> bool:
+    """--snapshot-update (syrupy) or --force-regen (pytest-regressions): regenerate the goldens."""
+    return bool(config.getoption("update_snapshots", default=False) or
+                config.getoption("force_regen", default=False))
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.stash[_STATE] = _State(config)
+    state = config.stash[_STATE] = _State(config)
     config.addinivalue_line(
         "markers", "server(kind, model): the test uses the session's managed server of that kind "
                    "for that model; it is stopped after the last such test")
+    if not config.getoption("goldens_run"):
+        return
+    from generator.config import engine_spec
+    from generator.errors import GoldensError, one_line
+    from generator.servers import transformers_reference
+
+    differ = transformers_reference.moved()
+    if differ:  # the reference renders in this process: at other releases, other bytes
+        shown = ", ".join(f"{name} {here or 'absent'} (pinned {transformers_reference.PINS[name]})"
+                          for name, here in differ.items())
+        raise pytest.UsageError(
+            f"goldens: error: pytest --goldens renders the reference in this process, and here {shown}; "
+            f"run `goldens check` (it renders at the pins in a venv of its own), or install "
+            f"goldens[reference] in an environment that pins nothing else")
+    try:  # a bad models.yaml or --goldens-engine: one line, no traceback (exit 4, a usage error)
+        state.matrix.select(tuple(config.getoption("goldens_models")))
+        for text in config.getoption("goldens_engines"):
+            engine_spec.parse(text)
+    except GoldensError as error:
+        raise pytest.UsageError(f"goldens: error: {one_line(str(error))}") from None
+    if config.getoption("goldens_durations"):
+        path = Path(config.getoption("goldens_durations"))
+        config.pluginmanager.register(_Durations(path if path.is_absolute() else config.invocation_params.dir / path),
+                                      "goldens-durations")
+    if updating(config):
+        from generator.replay.snapshot import Update
+
+        state.update = Update(state.matrix, state.path("goldens_dir"))
+    target = state.path("goldens_config").resolve()
+    if not any(_covers(config, arg, target) for arg in config.args):
+        config.args.append(str(target))  # collected as any test file is: counted, selectable
+
+
+def _covers(config: pytest.Config, arg: str, target: Path) -> bool:
+    """True when the argument (a path, a node id) is or holds the models.yaml."""
+    path = Path(arg.partition("[")[0].split("::")[0])
+    path = (path if path.is_absolute() else config.invocation_params.dir / path).resolve()
+    return path == target or (path.is_dir() and target.is_relative_to(path))
+
+
+def pytest_collect_file(file_path: Path, parent):
+    """With --goldens, the models.yaml is a file of tests."""
+    state = parent.config.stash[_STATE]
+    if parent.config.getoption("goldens_run") and file_path.resolve() == state.path("goldens_config").resolve():
+        return GoldensFile.from_parent(parent, path=file_path)
+    return None
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -113,8 +181,21 @@ class GoldensFailure(Exception):
     """A case that did not hold: its report is the judge's detail, not a traceback."""
 
 
+class StaleGoldens(Exception):
+    """Goldens rendered from other sources: one line per model, the fix named."""
+
+
 class GoldensFile(pytest.File):
     """models.yaml as a collector of its cases."""
+
+    def repr_failure(self, excinfo, style=None):
+        from generator.errors import GoldensError, one_line
+
+        if isinstance(excinfo.value, StaleGoldens):
+            return str(excinfo.value)
+        if isinstance(excinfo.value, GoldensError):
+            return f"goldens: error: {one_line(str(excinfo.value))}"
+        return super().repr_failure(excinfo, style=style)
 
     def collect(self):
         from generator.config import engine_registry, engine_spec
@@ -124,17 +205,30 @@ class GoldensFile(pytest.File):
         matrix = state.matrix
         chosen = tuple(self.config.getoption("goldens_engines"))
         specs = [engine_spec.parse(text) for text in chosen]
-        for model in matrix.select(self.config.getoption("goldens_models")):
+        selected = matrix.select(tuple(self.config.getoption("goldens_models")))
+        if state.update is None:  # updating is the fix for stale goldens, not their error
+            from generator.goldens import staleness
+
+            for model in selected:
+                state.source(model.name)
+            stale = staleness.find(matrix, state.path("goldens_dir"), [m.name for m in selected], state.sources)
+            if stale:
+                raise StaleGoldens("\n".join(f"goldens: error: {item.line()}" for item in stale))
+        for model in selected:
             cases = model_cases(model)
             for case in cases:
-                yield ReferenceItem.from_parent(self, name=f"{case.id}[reference]", case=case)
+                yield ReferenceItem.from_parent(self, name=f"{case.id}[reference]", case=case,
+                                                nodeid=f"{self.nodeid}::{case.id}[reference]")
             for spec in specs or [engine_spec.parse(name) for name in model.engines]:
                 if spec.name not in model.engines and not chosen:
                     continue
                 for case in cases:
                     if not replays(case, spec.name):
                         continue
-                    item = ReplayItem.from_parent(self, name=f"{case.id}[{spec.label}]", case=case, spec=spec)
+                    # the node id spelled out, so pytest reads its [...] as parameters, as it
+                    # reads a printed id passed back (--lf's record, a node id argument)
+                    item = ReplayItem.from_parent(self, name=f"{case.id}[{spec.label}]", case=case, spec=spec,
+                                                  nodeid=f"{self.nodeid}::{case.id}[{spec.label}]")
                     server = engine_registry.declared(spec.name).server
                     if server is not None and server.one_model_at_a_time:
                         item.add_marker(pytest.mark.server(server.kind, case.model))
@@ -157,6 +251,11 @@ class _GoldensItem(pytest.Item):
     def reportinfo(self):
         return self.path, None, self.name
 
+    def shares(self) -> tuple:
+        """What this item's setup prepares for the others: the model's sources (reference), the
+        engine for the model (replay). Its cost is paid by whichever of them runs first."""
+        return ("reference", self.case.model)
+
     def repr_failure(self, excinfo, style=None):
         from generator.errors import GoldensError
 
@@ -176,8 +275,14 @@ class _GoldensItem(pytest.Item):
 class ReferenceItem(_GoldensItem):
     """The reference renders the committed golden, byte for byte; --snapshot-update writes it."""
 
+    def setup(self):
+        """The model's sources and tokenizer, loaded once for all its cases: the first case's
+        setup, so its call measures its own render (pytest --durations shows which is which)."""
+        from generator import reference
+
+        reference.load_tokenizer(self.state.source(self.case.model).tokenizer_dir)
+
     def runtest(self):
-        from generator import files
         from generator.engines import Ids, Refused
         from generator.goldens import golden_file, regenerate
         from generator.replay import judge
@@ -185,11 +290,11 @@ class ReferenceItem(_GoldensItem):
         matrix = self.state.matrix
         source = self.state.source(self.case.model)
         item = regenerate.reference_golden(self.case, source, matrix, regenerate.provenance(source, matrix))
+        if self.state.update is not None:
+            self.state.update.rendered_case(item, source)
+            return
         data = golden_file.dumps(item)
         path = golden_file.golden_path(self.root, self.case.id)
-        if self.config.getoption("update_snapshots", default=False):
-            files.atomic_write(path, data)
-            return
         old = self.golden()
         if path.read_text(encoding="utf-8") == data:
             return
@@ -208,17 +313,23 @@ class ReplayItem(_GoldensItem):
         super().__init__(**kwargs)
         self.spec = spec
 
+    def shares(self) -> tuple:
+        return (self.spec.label, self.case.model)
+
+    def setup(self):
+        """The engine (a server started, a venv made) once per engine and model: the first
+        case's setup, not its call."""
+        key = (self.spec.label, self.case.model)
+        state = self.state
+        if key not in state.engines:
+            model = state.matrix.models[self.case.model]
+            state.engines[key] = state.open_pool().engine(self.spec, model, state.source(self.case.model))
+
     def runtest(self):
         from generator.replay import judge
 
         golden = self.golden()
-        key = (self.spec.label, self.case.model)
-        state = self.state
-        engine = state.engines.get(key)
-        if engine is None:
-            model = state.matrix.models[self.case.model]
-            engine = state.open_pool().engine(self.spec, model, state.source(self.case.model))
-            state.engines[key] = engine
+        engine = self.state.engines[(self.spec.label, self.case.model)]
         outcome = judge.judge(engine, golden, self.root, label=self.spec.label)
         if not outcome.ok:
             raise GoldensFailure(outcome.detail)
@@ -230,18 +341,9 @@ def _marked(item) -> list[tuple[str, str]]:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(session, config, items):
-    """With --goldens, the models.yaml's items join the suite (before -k/-m select). Then the
-    tests of each model's vLLM server run together (in file order otherwise) and are counted,
-    so that server starts once and stops after the last one."""
+    """The tests of each model's vLLM server run together (in file order otherwise) and are
+    counted, so that server starts once and stops after the last one."""
     state = config.stash[_STATE]
-    if config.getoption("goldens_run"):
-        from generator.errors import GoldensError, one_line
-
-        try:
-            collector = GoldensFile.from_parent(session, path=state.path("goldens_config"))
-            items.extend(collector.collect())
-        except GoldensError as error:  # a bad models.yaml or --goldens-engine: one line, no traceback
-            raise pytest.UsageError(f"goldens: error: {one_line(str(error))}") from None
     from generator.config import engine_registry
 
     one_at_a_time = engine_registry.one_model_at_a_time()
@@ -269,3 +371,66 @@ def pytest_runtest_teardown(item, nextitem):
             kind, model = key
             state.pool.release(model, kind)
             state.engines = {k: v for k, v in state.engines.items() if not (k[1] == model and kind in k[0])}
+
+
+def pytest_collection_finish(session):
+    """Under an update, the reference tests selected (after -k, -m, --lf): each model's goldens
+    are written when its last one has run."""
+    state = session.config.stash[_STATE]
+    if state.update is not None:
+        state.update.expect(item.case.id for item in session.items if isinstance(item, ReferenceItem))
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    """What the update wrote, as `goldens regenerate` says it."""
+    state = config.stash.get(_STATE, None)
+    if state is not None and state.update is not None:
+        for line in state.update.lines():
+            terminalreporter.write_line(line)
+
+
+
+class _Durations:
+    """--goldens-durations FILE: each goldens test's own call and teardown seconds plus an equal
+    share of the setup it shares with others (the model's sources and tokenizer, an engine's
+    server), written in pytest-split's format. pytest-split balances groups by these seconds;
+    with the setup all on the first test it would put that test alone in a group, while every
+    group in fact pays the setup of each model and engine it runs."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.shares: dict[str, tuple] = {}  # node id -> what its setup prepares
+        self.seconds: collections.Counter = collections.Counter()  # node id -> call + teardown
+        self.shared: dict[tuple, list] = {}  # what a setup prepares -> [setup seconds, node ids]
+
+    def pytest_collection_finish(self, session):
+        self.shares = {item.nodeid: item.shares() for item in session.items if isinstance(item, _GoldensItem)}
+
+    def pytest_runtest_logreport(self, report):
+        key = self.shares.get(report.nodeid)
+        if key is None:
+            return
+        if report.when == "setup":
+            entry = self.shared.setdefault(key, [0.0, []])
+            entry[0] += report.duration
+            entry[1].append(report.nodeid)
+        else:
+            self.seconds[report.nodeid] += report.duration
+
+    def pytest_sessionfinish(self, session):
+        import json
+
+        from generator import files
+
+        if not self.shared:
+            return
+        durations: dict[str, float] = {}
+        if self.path.is_file():
+            try:
+                durations = {str(k): float(v) for k, v in json.loads(self.path.read_text(encoding="utf-8")).items()}
+            except (ValueError, AttributeError, TypeError):
+                durations = {}  # not pytest-split's format: written anew
+        for setup, node_ids in self.shared.values():
+            for node_id in node_ids:
+                durations[node_id] = round(self.seconds[node_id] + setup / len(node_ids), 6)
+        files.atomic_write(self.path, json.dumps(dict(sorted(durations.items())), indent=2) + "\n")

@@ -2,7 +2,8 @@
 installed non-editable (one made by `python -m venv` and pip, one by `uv venv` with no pip in
 it), `goldens init` with a tokenizer directory and a GGUF, `goldens regenerate`, `goldens check`
 (transformers and minijinja: no server), `pytest --goldens`, and the written workflow against
-GitHub's schema.
+GitHub's schema; README's block of lines run as written, pushed to a bare repository, and the gate
+green in a fresh clone of it (what CI checks out).
 
 uv does not read pip's configuration, so the index, extra indexes, find-links and constraints
 pip is configured with here are passed to it explicitly, as a team's CI would.
@@ -22,6 +23,8 @@ from conftest import ROOT, source_of
 from test_workflow import validate
 
 from generator.sources.gguf import llama_cpp_vocab
+
+pytestmark = pytest.mark.integration  # venv installs from the package index
 
 
 def sh(*args, cwd: Path, env: dict[str, str], timeout: float = 1200) -> subprocess.CompletedProcess:
@@ -64,47 +67,71 @@ def package(tmp_path_factory) -> Path:
 @pytest.mark.parametrize("maker", ["pip", "uv"])
 def test_a_team_adopts_goldens_from_pip_install_to_a_green_gate(maker, package, tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "VIRTUAL_ENV"))}
-    venv = tmp_path / "venv"
+    team, bare = tmp_path / "team", tmp_path / "origin.git"
+    env.update({"GIT_CONFIG_COUNT": "4", "GIT_CONFIG_KEY_0": "push.autoSetupRemote", "GIT_CONFIG_VALUE_0": "true",
+                "GIT_CONFIG_KEY_1": "user.name", "GIT_CONFIG_VALUE_1": "team", "GIT_CONFIG_KEY_2": "user.email",
+                "GIT_CONFIG_VALUE_2": "team@example.invalid", "GIT_CONFIG_KEY_3": "init.defaultBranch",
+                "GIT_CONFIG_VALUE_3": "main"})
+    sh("git", "init", "-q", "--bare", bare, cwd=tmp_path, env=env)  # the team's new, empty repository
+    sh("git", "clone", "-q", bare, team, cwd=tmp_path, env=env)
+    shutil.copytree(source_of("qwen3").tokenizer_dir, team / "tokenizers" / "my-model")
+    (team / "models").mkdir()
+    shutil.copy(llama_cpp_vocab("command-r"), team / "models" / "other.gguf")
+
+    lines = readme_block()
+    assert lines[0] == "python -m venv .venv && . .venv/bin/activate"  # made here, by pip or uv
+    extras = re.fullmatch(r'pip install "goldens\[([a-z,]+)\] @ git\+https://github.com/\S+"', lines[1])[1]
+    assert extras == "pytest,reference"  # installed here from the package, with README's extras
+    venv = team / ".venv"  # where README's first line makes it
     if maker == "pip":
-        sh(sys.executable, "-m", "venv", venv, cwd=tmp_path, env=env)
+        sh(sys.executable, "-m", "venv", venv, cwd=team, env=env)
         # --no-compile: pip's bytecode of all of Transformers is not what this checks, and is most
         # of the install's minute here
-        sh(venv / "bin" / "pip", "install", "--quiet", "--no-compile", f"{package}[pytest]", cwd=tmp_path, env=env)
+        sh(venv / "bin" / "pip", "install", "--quiet", "--no-compile", f"{package}[{extras}]", cwd=team, env=env)
     else:
         uv = Path(sys.executable).parent / "uv"
-        sh(uv, "venv", "--quiet", "--python", sys.executable, venv, cwd=tmp_path, env=env)
+        sh(uv, "venv", "--quiet", "--python", sys.executable, venv, cwd=team, env=env)
         sh(uv, "pip", "install", "--quiet", "--python", venv / "bin" / "python", *pip_configuration(),
-           f"{package}[pytest]", cwd=tmp_path, env=env)
+           f"{package}[{extras}]", cwd=team, env=env)
         no_pip = subprocess.run([venv / "bin" / "python", "-c", "import pip"], capture_output=True, text=True)
         assert "No module named 'pip'" in no_pip.stderr
-    env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env['PATH']}"
+    env.update({"PATH": f"{venv / 'bin'}{os.pathsep}{env['PATH']}", "VIRTUAL_ENV": str(venv)})  # activated
     location = sh(venv / "bin" / "python", "-c", "import generator; print(generator.__file__)", cwd=tmp_path, env=env)
     assert location.stdout.startswith(str(venv)), location.stdout  # installed, not this checkout
 
-    team = tmp_path / "team"
-    shutil.copytree(source_of("qwen3").tokenizer_dir, team / "tokenizers" / "qwen3")
-    (team / "models").mkdir()
-    shutil.copy(llama_cpp_vocab("command-r"), team / "models" / "command-r.gguf")
-    sh("git", "init", "-q", cwd=team, env=env)
+    done = {}
+    for line in lines[2:]:
+        done[line.split()[1]] = sh("bash", "-e", "-c", line, cwd=team, env=env)
 
-    init = sh("goldens", "init", "--dir", "tokenizers/qwen3", "--gguf", "models/command-r.gguf", cwd=team, env=env)
-    assert "wrote models.yaml (2 models: command-r, qwen3)" in init.stdout
-    first = sh("goldens", "regenerate", cwd=team, env=env)
-    written = int(re.search(r"^(\d+) written, 0 unchanged, 0 removed$", first.stdout, re.M)[1])
-    assert written > 20 and {p.name for p in (team / "goldens").iterdir()} == {"command-r", "qwen3", "regenerate.index"}
-    again = sh("goldens", "regenerate", "--force", cwd=team, env=env)
-    assert again.stdout.splitlines()[-1] == f"0 written, {written} unchanged, 0 removed"
-
-    check = sh("goldens", "check", "--junit", "out/goldens.xml", cwd=team, env=env)
+    assert "wrote models.yaml (2 models: other, my-model)" in done["init"].stdout
+    assert done["init"].stdout.splitlines()[-1].endswith(
+        "(git add models.yaml goldens .gitignore .github models/other.gguf tokenizers/my-model)")
+    written = int(re.search(r"^(\d+) written, 0 unchanged, 0 removed$", done["regenerate"].stdout, re.M)[1])
+    assert written > 20 and {p.name for p in (team / "goldens").iterdir()} == {"other", "my-model", "regenerate.index"}
     replays = 2 * written  # transformers and minijinja, every case
-    assert check.stdout.splitlines()[-1] == f"{replays} checked: {replays} match, 0 known divergence, 0 drift, 0 error"
-    assert (team / "out" / "goldens.xml").is_file()
-
-    suite = sh(venv / "bin" / "python", "-m", "pytest", "--goldens", "-q", "-p", "no:cacheprovider", cwd=team, env=env)
-    assert re.search(rf"^{written + replays} passed in ", suite.stdout, re.M), suite.stdout[-2000:]
-
+    assert done["check"].stdout.splitlines()[-1] == (
+        f"{replays} checked: {replays} match, 0 known divergence, 0 drift, 0 error")
+    suite = done["--goldens"].stdout
+    assert f"collected {written + replays} items" in suite and f" {written + replays} passed in " in suite, suite[-2000:]
     result = validate(team / ".github" / "workflows" / "goldens.yml")
     assert result.returncode == 0, result.stdout + result.stderr
-    status = sh("git", "status", "--porcelain", "--untracked-files=all", cwd=team, env=env).stdout
-    assert "out/" not in status and ".goldens-cache" not in status  # the reports are ignored
-    assert "?? models.yaml" in status and "?? goldens/qwen3/plain.json" in status
+    status = sh("git", "status", "--porcelain", "--untracked-files=all", "--ignored=no", cwd=team, env=env).stdout
+    assert status == "", status  # all committed; the venv, reports and caches ignored
+
+    # what CI checks out: a fresh clone of what was pushed, its gate green
+    clone = tmp_path / "ci"
+    sh("git", "clone", "-q", bare, clone, cwd=tmp_path, env=env)
+    again = sh("goldens", "regenerate", cwd=clone, env=env)
+    assert again.stdout.splitlines()[-1] == f"0 written, {written} unchanged, 0 removed"
+    check = sh("goldens", "check", "--junit", "out/goldens.xml", cwd=clone, env=env)
+    assert check.stdout.splitlines()[-1] == f"{replays} checked: {replays} match, 0 known divergence, 0 drift, 0 error"
+    assert (clone / "out" / "goldens.xml").is_file()
+
+
+def readme_block() -> list[str]:
+    """The command lines of README's "Using goldens in your repository" block, comments cut."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = text[text.index("## Using goldens in your repository"):]
+    block = section[section.index("```sh\n") + len("```sh\n"):]
+    block = block[:block.index("```")]
+    return [re.sub(r"\s+#.*$", "", line).strip() for line in block.splitlines() if line.strip()]

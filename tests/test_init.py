@@ -45,7 +45,12 @@ def test_init_then_regenerate_with_nothing_edited(team):
     assert config.engine_versions == CONFIG.engine_versions  # the pins this release was tested with
     text = (team / "models.yaml").read_text(encoding="utf-8")
     assert "# template: {file: templates/override.jinja}" in text  # commented, for the next edit
-    assert (team / ".gitignore").read_text(encoding="utf-8").splitlines()[1:] == ["/out/", "/.goldens-cache/", ".*.tmp", ".*.lock"]
+    assert (team / ".gitignore").read_text(encoding="utf-8").splitlines()[1:] == [
+        "/out/", "/.goldens-cache/", ".*.tmp", ".*.lock", "/.venv/"]
+    # every path the first pull request must carry, the tokenizer folder models.yaml names included
+    assert result.stdout.splitlines()[-1] == (
+        "next: goldens regenerate, then commit models.yaml, goldens, .gitignore, .github, tokenizers/qwen3 "
+        "(git add models.yaml goldens .gitignore .github tokenizers/qwen3)")
 
     result = run("regenerate", "--config", team / "models.yaml", "--goldens", team / "goldens")
     assert result.exit_code == 0, result.output
@@ -97,10 +102,10 @@ def test_an_existing_gitignore_gains_only_the_lines_it_lacks(team):
     (team / ".gitignore").write_text("node_modules/\n/out/", encoding="utf-8")
     result = run("init", team, "--dir", team / "tokenizers" / "qwen3")
     assert result.exit_code == 0, result.output
-    assert f"added to {team / '.gitignore'}: /.goldens-cache/, .*.tmp, .*.lock" in result.stdout
+    assert f"added to {team / '.gitignore'}: /.goldens-cache/, .*.tmp, .*.lock, /.venv/" in result.stdout
     lines = (team / ".gitignore").read_text(encoding="utf-8").splitlines()
     assert lines[:2] == ["node_modules/", "/out/"] and lines.count("/out/") == 1
-    assert lines[3:] == ["/.goldens-cache/", ".*.tmp", ".*.lock"]
+    assert lines[3:] == ["/.goldens-cache/", ".*.tmp", ".*.lock", "/.venv/"]
 
 
 @pytest.mark.parametrize(("args", "message"), [
@@ -110,6 +115,9 @@ def test_an_existing_gitignore_gains_only_the_lines_it_lacks(team):
     (("--dir", "nowhere"), "--dir nowhere: not a directory"),
     (("--dir", "."), "--dir .: holds neither tokenizer.json nor tokenizer_config.json"),
     (("--dir", "tokenizers/qwen3", "--engine", "nope"), "--engine: unknown engine 'nope'"),
+    (("--dir", "tokenizers/qwen3", "--repository", "goldens"), "--repository goldens: expected OWNER/NAME or "
+                                                                "OWNER/NAME@REF"),
+    (("--dir", "tokenizers/qwen3", "--repository", "a/b@x y"), "--repository a/b@x y: expected"),
 ])
 def test_bad_input_is_one_line_and_writes_nothing(team, monkeypatch, args, message):
     monkeypatch.chdir(team)
@@ -163,3 +171,35 @@ def test_a_gitignore_that_is_not_a_file_stops_init_before_anything_is_written(te
     line = one_line_error(run("init", team, "--dir", team / "tokenizers" / "qwen3"))
     assert line == f"goldens: error: {team / '.gitignore'}: not a regular file (nothing written)"
     assert files_in(team) == before and not (team / "models.yaml").exists()
+
+
+@pytest.mark.parametrize(("given", "repository", "ref"), [
+    ("acme/goldens-fork@v0.1.0-acme.2", "acme/goldens-fork", "v0.1.0-acme.2"),
+    ("acme/goldens", "acme/goldens", None),  # the release's tag
+])
+def test_repository_names_where_the_workflow_comes_from(team, given, repository, ref):
+    result = run("init", team, "--dir", team / "tokenizers" / "qwen3", "--repository", given)
+    assert result.exit_code == 0, result.output
+    ref = ref or f"v{__import__('importlib.metadata').metadata.version('goldens')}"
+    path = team / ".github" / "workflows" / "goldens.yml"
+    (job,) = load(path)["jobs"].values()
+    assert job["uses"] == f"{repository}/{init.REUSABLE_WORKFLOW}@{ref}"
+    assert job["with"]["package"] == f"goldens @ git+https://github.com/{repository}@{ref}"
+    assert init.REPOSITORY not in path.read_text(encoding="utf-8")
+    assert validate(path).returncode == 0
+
+
+def test_the_next_line_names_each_local_source_and_warns_of_one_outside(team, tmp_path):
+    from generator.sources.gguf import llama_cpp_vocab
+
+    (team / "models").mkdir()
+    shutil.copy(llama_cpp_vocab("command-r"), team / "models" / "command-r.gguf")
+    outside = tmp_path / "elsewhere"
+    shutil.copytree(team / "tokenizers" / "qwen3", outside)
+    result = run("init", team, "--gguf", team / "models" / "command-r.gguf", "--dir", team / "tokenizers" / "qwen3",
+                 "--dir", outside, "--hf", "Qwen/Qwen3-8B@abc123")
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines()[-1] == (
+        "next: goldens regenerate, then commit models.yaml, goldens, .gitignore, .github, models/command-r.gguf, "
+        "tokenizers/qwen3 (git add models.yaml goldens .gitignore .github models/command-r.gguf tokenizers/qwen3); "
+        f"{outside} lies outside the repository, where CI cannot read it: move it in, or name the model with --hf")

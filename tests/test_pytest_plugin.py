@@ -6,6 +6,7 @@ process in a folder outside this checkout, finding the plugin through its entry 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -21,9 +22,10 @@ from generator.cli import main
 SHAPES = ["plain", "tools", "multi-turn"]
 
 
-def pytest_in(directory: Path, *args: str) -> subprocess.CompletedProcess:
+def pytest_in(directory: Path, *args: str, cache: bool = False) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
-    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rA", *args],
+    options = [] if cache else ["-p", "no:cacheprovider"]
+    return subprocess.run([sys.executable, "-m", "pytest", "-q", *options, "-rA", *args],
                           cwd=directory, capture_output=True, text=True, timeout=600, env=env)
 
 
@@ -53,8 +55,9 @@ def passed(result) -> list[str]:
 
 
 def test_one_test_per_case_per_engine_and_the_reference(team):
-    result = pytest_in(team, "--goldens")
+    result = pytest_in(team, "--goldens", "-v")  # -v undoes -q: the header says what was collected
     assert result.returncode == 0, result.stdout + result.stderr
+    assert f"collected {3 * len(SHAPES)} items" in result.stdout  # counted as collected, not added after
     assert passed(result) == sorted(f"models.yaml::q/{shape}[{engine}]" for shape in SHAPES
                                     for engine in ("reference", "transformers", "minijinja"))
 
@@ -128,3 +131,104 @@ def test_one_models_vllm_tests_run_together(tmp_path):
     assert result.returncode == 0, result.stdout + result.stderr
     assert [name.split("::")[1] for name in passed(result)] == sorted(
         ["test_a1", "test_a2", "test_b1", "test_b2", "test_plain", "test_l", "test_last"])
+
+
+def failed(result) -> list[str]:
+    return sorted(line.split(" ")[1] for line in result.stdout.splitlines() if line.startswith("FAILED "))
+
+
+def move_a_token(team: Path) -> None:
+    path = team / "goldens" / "q" / "plain.json"
+    path.write_text(path.read_text(encoding="utf-8").replace('[8948, "system"]', '[8949, "system"]', 1),
+                    encoding="utf-8")
+
+
+def test_a_printed_node_id_passed_back_selects_its_test(team):
+    result = pytest_in(team, "--goldens", "models.yaml::q/tools[minijinja]", "models.yaml::q/plain[reference]", "-v")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert passed(result) == ["models.yaml::q/plain[reference]", "models.yaml::q/tools[minijinja]"]
+    assert "collected 2 items" in result.stdout
+
+
+def test_last_failed_reruns_only_the_failures_and_failed_first_orders_them(team):
+    move_a_token(team)
+    first = pytest_in(team, "--goldens", cache=True)
+    assert first.returncode == 1 and failed(first) == ["models.yaml::q/plain[minijinja]",
+                                                       "models.yaml::q/plain[reference]",
+                                                       "models.yaml::q/plain[transformers]"], first.stdout
+    again = pytest_in(team, "--goldens", "--lf", "-v", cache=True)
+    assert again.returncode == 1, again.stdout
+    assert failed(again) == failed(first) and passed(again) == []
+    assert "run-last-failure: rerun previous 3 failures" in again.stdout
+    ordered = pytest_in(team, "--goldens", "--ff", "-vv", cache=True)
+    run = [line.split(" ")[0] for line in ordered.stdout.splitlines() if line.startswith("models.yaml::")]
+    assert sorted(run[:3]) == failed(first) and len(run) == 3 * len(SHAPES), ordered.stdout
+
+
+@pytest.mark.parametrize("flag", ["--snapshot-update", "--force-regen"])
+def test_an_update_does_what_regenerate_does_and_says_it(team, made, flag):
+    """Written, unchanged, removed (an orphan of a shape no longer listed), the index recorded:
+    the next `goldens regenerate` renders nothing and writes nothing."""
+    matrix = yaml.safe_load((team / "models.yaml").read_text(encoding="utf-8"))
+    matrix["models"]["q"]["shapes"] = ["plain", "multi-turn"]
+    (team / "models.yaml").write_text(yaml.safe_dump(matrix, sort_keys=False), encoding="utf-8")
+    move_a_token(team)
+    result = pytest_in(team, "--goldens", flag)
+    assert result.returncode == 0, result.stdout + result.stderr
+    index = team / "goldens" / "regenerate.index"
+    assert f"removed {team / 'goldens' / 'q' / 'tools.json'} (golden)" in result.stdout.splitlines()
+    assert f"goldens: 1 written, 1 unchanged, 1 removed; {index} updated" in result.stdout.splitlines()
+    assert not (team / "goldens" / "q" / "tools.json").exists()
+    assert (team / "goldens" / "q" / "plain.json").read_bytes() == (made / "goldens" / "q" / "plain.json").read_bytes()
+    recorded = index.read_bytes()
+    from generator.goldens import index as index_module
+
+    assert index_module.load(team / "goldens").fresh(  # the next regenerate skips the model
+        "q", index_module.loads(recorded.decode()).models["q"].inputs, ["q/plain", "q/multi-turn"], team / "goldens")
+    result = CliRunner().invoke(main, ["regenerate", "--config", str(team / "models.yaml"),
+                                       "--goldens", str(team / "goldens")])
+    assert result.stdout.splitlines()[-1] == "0 written, 2 unchanged, 0 removed"
+    assert index.read_bytes() == recorded
+    forced = CliRunner().invoke(main, ["regenerate", "--config", str(team / "models.yaml"),
+                                       "--goldens", str(team / "goldens"), "--force"])
+    assert forced.stdout.splitlines()[-1] == "0 written, 2 unchanged, 0 removed"
+    assert index.read_bytes() == recorded  # the same line regenerate records
+
+
+def test_stale_goldens_are_one_error_naming_the_fix_not_failures(team):
+    import json
+
+    path = team / "tok" / "tokenizer_config.json"
+    data = json.loads(path.read_text(encoding="utf-8"))
+    data["chat_template"] = data["chat_template"].replace("<|im_start|>system\\n", "<|im_start|>system\\nEdited. ")
+    path.write_text(json.dumps(data), encoding="utf-8")
+    result = pytest_in(team, "--goldens")
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert failed(result) == [] and passed(result) == []
+    (line,) = [line for line in result.stdout.splitlines() if line.startswith("goldens: error: q: ")]
+    assert line.startswith(f"goldens: error: q: {len(SHAPES)} goldens are stale: rendered from template sha256 ")
+    assert line.endswith("; run `goldens regenerate` (then review `goldens diff`)")
+    fixed = pytest_in(team, "--goldens", "--snapshot-update")  # the update is the fix
+    assert fixed.returncode == 0 and f"goldens: {len(SHAPES)} written, 0 unchanged" in fixed.stdout
+    assert pytest_in(team, "--goldens").returncode == 0
+
+
+def test_a_durations_file_spreads_the_shared_setup_for_pytest_split(team):
+    """The first test of a model carries its tokenizer load, of an engine its start, in its setup
+    phase; the durations file gives each test sharing that setup an equal part of it, so a
+    splitter sees each test's cost where it runs, not one heavy first test."""
+    import json
+
+    (team / "durations.json").write_text('{"tests/test_mine.py::test_kept": 1.5}\n', encoding="utf-8")
+    result = pytest_in(team, "--goldens", "--goldens-durations", "durations.json", "--durations=0", "-vv")
+    assert result.returncode == 0, result.stdout + result.stderr
+    durations = json.loads((team / "durations.json").read_text(encoding="utf-8"))
+    ids = [f"models.yaml::q/{shape}[{engine}]" for shape in SHAPES for engine in ("reference", "transformers", "minijinja")]
+    assert sorted(durations) == sorted([*ids, "tests/test_mine.py::test_kept"]) and durations["tests/test_mine.py::test_kept"] == 1.5
+    setups = {line.split()[-1]: float(line.split()[0][:-1]) for line in result.stdout.splitlines()
+              if re.match(r"^\d+\.\d+s setup ", line)}
+    first = "models.yaml::q/plain[reference]"  # loads the tokenizer: the biggest setup
+    assert setups.get(first, 0) > 0.2, result.stdout
+    for engine in ("reference", "transformers", "minijinja"):
+        group = [durations[f"models.yaml::q/{shape}[{engine}]"] for shape in SHAPES]
+        assert max(group) < 4 * min(group), (engine, group)

@@ -38,3 +38,71 @@ class GoldenSnapshot(SingleFileSnapshotExtension):
     @classmethod
     def write_snapshot_collection(cls, *, snapshot_collection, name_order=None) -> None:
         files.atomic_write(Path(snapshot_collection.location), next(iter(snapshot_collection)).data)
+
+
+# ------------------------------------------------- `pytest --goldens --snapshot-update` is regenerate
+
+class Update:
+    """`pytest --goldens --snapshot-update` (or pytest-regressions' `--force-regen`) doing what
+    `goldens regenerate` does, model by model as each model's last selected reference test ends:
+    the changed goldens written in its bytes; for a model whose every case was selected, also the
+    stale goldens and ledger entries of cases no longer in the matrix removed (each named) and its
+    line of `regenerate.index` recorded, so the next `goldens regenerate` renders nothing. A model
+    only partly selected (-k) has only its selected goldens written: the index then no longer
+    matches their bytes, which costs a re-render, never a wrong skip."""
+
+    def __init__(self, config, root: Path):
+        from generator.goldens.regenerate import Summary
+
+        self.config = config
+        self.root = Path(root)
+        self.summary = Summary()
+        self.index_written = False
+        self.pending: dict[str, set[str]] = {}  # model -> case ids of its reference tests still to run
+        self.rendered: dict[str, dict[str, golden_file.Golden]] = {}
+
+    def expect(self, case_ids) -> None:
+        """The reference tests that will run (after -k/-m and --lf selection)."""
+        for case_id in case_ids:
+            self.pending.setdefault(case_id.split("/", 1)[0], set()).add(case_id)
+
+    def rendered_case(self, item: golden_file.Golden, source) -> None:
+        """A reference test's render; the model's goldens are written once its last one ran."""
+        model = item.model
+        self.rendered.setdefault(model, {})[item.case] = item
+        waiting = self.pending.get(model, set())
+        waiting.discard(item.case)
+        if not waiting:
+            self.flush(model, source)
+
+    def flush(self, model_name: str, source) -> None:
+        from generator.config.cases import model_cases
+        from generator.goldens import index, regenerate
+
+        model = self.config.models[model_name]
+        goldens = self.rendered.pop(model_name, {})
+        cases = model_cases(model)
+        whole = all(case.id in goldens for case in cases)
+        if whole:
+            regenerate.refuse_all_refused({model_name: list(goldens.values())})
+        done = regenerate.write(self.root, dict(goldens), [model] if whole else [], all_models=False,
+                                known_models=set(self.config.models))
+        self.summary.written += done.written
+        self.summary.unchanged += done.unchanged
+        self.summary.removed += done.removed
+        self.summary.removed_paths += done.removed_paths
+        if whole:
+            saved = index.load(self.root)
+            inputs = index.model_inputs(model, source, self.config, cases,
+                                        regenerate.provenance(source, self.config),
+                                        index.code_fingerprint(), index.library_versions())
+            saved.record(model_name, inputs, {case.id: golden_file.dumps(goldens[case.id]) for case in cases})
+            self.index_written |= index.save(self.root, saved)
+
+    def lines(self) -> list[str]:
+        """What a regenerate would print, and whether the index moved."""
+        from generator.goldens import index
+
+        where = self.root / index.NAME
+        tail = f"; {where} updated" if self.index_written else ""
+        return [*self.summary.lines()[:-1], f"goldens: {self.summary}{tail}"]
