@@ -58,7 +58,7 @@ def test_a_looping_case_ends_within_the_runs_timeout(looping, engine):
     elapsed = time.monotonic() - started
     assert "Traceback" not in done.stderr, done.stderr
     # the start-up (imports, the tokenizer) comes on top; without the budget it never ends
-    assert elapsed < 12 + 20, f"check --engine {engine} took {elapsed:.1f} s for --timeout 12"
+    assert elapsed < 12 + 45, f"check --engine {engine} took {elapsed:.1f} s for --timeout 12"
     if engine == "transformers":  # Jinja's Python code: cut at the run's deadline, not judged
         assert done.returncode == 2, (done.stdout, done.stderr)
         assert "not judged: the run's --timeout was reached while the template rendered" in done.stderr
