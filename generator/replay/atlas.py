@@ -44,8 +44,9 @@ def update(config: Config, folder: Path, engine: str | None, first: str | None, 
     folder.mkdir(parents=True, exist_ok=True)
     existing = {path.stem: load(path) for path in sorted(folder.glob("*.json"))}
     if engine is not None:
-        if engine not in existing and (first is None or last is None):
-            raise GoldensError(f"the atlas has no {engine} range yet: give --from and --to")
+        if engine not in existing and first is None:
+            raise GoldensError(f"the atlas has no {engine} range yet: give --from (and --to, else it "
+                               f"follows the newest release)")
         targets = [engine]
     else:
         if first is not None or last is not None:
