@@ -29,7 +29,7 @@ test-fast: setup         ## the tier that starts no server, build, venv install 
 check: setup             ## the CI gate: replay the matrix, write JUnit and Markdown reports
 	$(BIN)/goldens check --junit out/goldens.xml --report out/goldens.md
 
-bench: setup             ## speed against the floor of the same run: regenerate, replay, venvs, builds, a first check, coverage, bisect, shards (tests/test_bench.py smoke-runs them)
+bench: setup             ## speed against the floor of the same run: regenerate, replay, venvs, builds, a first check, coverage, bisect, history, shards (tests/test_bench.py smoke-runs them)
 	$(BIN)/python bench/regenerate.py
 	$(BIN)/python bench/replay.py
 	$(BIN)/python bench/venv.py --cold
@@ -37,6 +37,7 @@ bench: setup             ## speed against the floor of the same run: regenerate,
 	$(BIN)/python bench/first_check.py
 	$(BIN)/python bench/coverage.py
 	$(BIN)/python bench/bisection.py
+	$(BIN)/python bench/history.py
 	$(BIN)/python bench/shards.py
 
 clean:

@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # runnable from a checkout without the editable install
 
 from generator.config import models  # noqa: E402
-from generator.replay import bisect  # noqa: E402
+from generator.replay import bisect, releases  # noqa: E402
 
 ENGINE = "llama-server"
 
@@ -41,7 +41,7 @@ def main() -> None:
     config = models.load(args.config)
     span = bisect.releases(ENGINE, args.good, args.bad)
     cases = bisect.cases_for(config, ENGINE, (), cases_ids)
-    line = bisect._line(ENGINE)
+    line = releases.line(ENGINE)
     for version in span:
         seconds, cache = line.ready(version)
         if cache != "cached":

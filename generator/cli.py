@@ -669,6 +669,65 @@ def bisect_command(config_path: Path, engine_name: str, good: str, bad: str, mod
                            note=lambda message: click.echo(message, err=True), jobs=jobs, report=report))
 
 
+@main.command(name="history")
+@CONFIG_OPTION
+@click.option("--engine", "engine_name", help="llama-server (or client-completion): llama.cpp builds; "
+              "transformers: PyPI releases; any engine whose releases can be searched.")
+@click.option("--from", "first", help="The oldest release of the range, e.g. 9101 or 4.57.6.")
+@click.option("--to", "last", help="The newest release of the range.")
+@click.option("--model", "model_names", multiple=True, help="Only this model (repeatable).")
+@click.option("--case", "case_ids", multiple=True, help="Only this case, e.g. qwen3/tools (repeatable).")
+@click.option("--jobs", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Releases made ready at once (builds share the cores); a segment is split jobs+1 ways.")
+@click.option("--exhaustive", is_flag=True, help="Also search segments whose ends agree on every case.")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print one JSON document (goldens.history/1) on stdout; the progress lines go to stderr.")
+@click.option("--update-atlas", is_flag=True,
+              help="Rerun each atlas range (with --engine, --from, --to: that engine's), extended to the "
+                   "newest release where the atlas follows it; rewrite its JSON and the atlas page.")
+@click.option("--atlas", "atlas_dir", default="docs/atlas", show_default=True,
+              type=click.Path(file_okay=False, path_type=Path), help="The atlas folder (--update-atlas).")
+@friendly
+def history_command(config_path: Path, engine_name: str | None, first: str | None, last: str | None,
+                    model_names: tuple[str, ...], case_ids: tuple[str, ...], jobs: int, exhaustive: bool,
+                    as_json: bool, update_atlas: bool, atlas_dir: Path) -> None:
+    """Every release from --from to --to after which some case's ids differ from the release
+    before, by recursive k-ary search; exit 0 none changed, 1 some did, 2 bad input."""
+    from generator.config import engine_registry as registry
+    from generator.config import engine_spec, models
+    from generator.replay import history
+
+    config = models.load(config_path)
+    name = None
+    if engine_name is not None:
+        name = engine_spec.parse(engine_name).name
+        if "@" in engine_name:
+            raise GoldensError(f"--engine {engine_name}: history takes the versions from --from and --to")
+        first = engine_spec.normalize(name, first, "--from") if first is not None else None
+        last = engine_spec.normalize(name, last, "--to") if last is not None else None
+    note = (lambda message: click.echo(message, err=True))
+    echo = note if as_json else click.echo
+    if update_atlas:
+        from generator.replay import atlas
+
+        if as_json or model_names or case_ids:
+            raise GoldensError("--update-atlas runs the whole matrix; it takes no --json, --model or --case")
+        atlas.update(config, atlas_dir, name, first, last, jobs=jobs, exhaustive=exhaustive, echo=echo, note=note)
+        sys.exit(0)
+    if name is None or first is None or last is None:
+        raise GoldensError("history needs --engine, --from and --to (or --update-atlas)")
+    result = history.history(config, name, first, last, model_names, case_ids, jobs=jobs,
+                             exhaustive=exhaustive, echo=echo, note=note)
+    versions = registry.version_line(registry.lookup(name))
+    for text in history.summary_lines(result, versions):
+        echo(text)
+    if as_json:
+        from generator import documents
+
+        click.echo(documents.dumps("history", documents.history(result, versions)), nl=False)
+    sys.exit(1 if result.changes else 0)
+
+
 if __name__ == "__main__":
     main()
 

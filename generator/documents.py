@@ -1,4 +1,4 @@
-"""The `--json` documents of `goldens models`, `engines`, `diff` and `bisect`: what a script reads.
+"""The `--json` documents of `goldens models`, `engines`, `diff`, `bisect` and `history`: what a script reads.
 
 One JSON document on stdout per run (human lines, if any, go to stderr), keys sorted, each
 document naming its kind and version in `schema` (`goldens.models/1`): a key is never renamed or
@@ -82,3 +82,42 @@ def diff(changes, rev: str) -> dict[str, Any]:
         })
     return {"against": rev, "changed": len(changes), "tokens_moved": sum(1 for c in changes if goldens_diff.moved(c)),
             "goldens": items}
+
+
+def history(result, versions) -> dict[str, Any]:
+    """A `goldens history` run: the range, every release asked (how it was made ready, how many
+    answers came from the cache), every change point with its cases grouped by first edit and
+    its release's tag, and what the search cost beside the floor any search pays."""
+    from generator.replay import history as search
+
+    label = versions.label
+    order = {version: position for position, version in enumerate(result.span)}
+    visits = list(result.visits.values())
+    return {
+        "engine": result.engine, "from": result.first, "to": result.last,
+        "releases": [label(v) for v in result.span], "jobs": result.jobs, "exhaustive": result.exhaustive,
+        "rounds": result.rounds, "cases": [case.id for case in result.cases],
+        "asked": [{"release": v.version, "label": label(v.version), "round": v.round,
+                   "ready_seconds": round(v.seconds, 1), "cache": v.cache, "answers_from_cache": v.remembered}
+                  for v in sorted(visits, key=lambda v: order[v.version])],
+        "change_points": [change_point(c, versions) for c in result.changes],
+        "cost": {"releases_in_range": len(result.span), "asked": len(visits),
+                 "built": sum(1 for v in visits if v.made == "built"),
+                 "installed": sum(1 for v in visits if v.made == "installed"),
+                 "ready_seconds": round(sum(v.seconds for v in visits), 1),
+                 "answers_replayed": sum(len(result.cases) - v.remembered for v in visits),
+                 "answers_from_cache": sum(v.remembered for v in visits),
+                 "floor": search.lower_bound(len(result.span), result.changes, order),
+                 "wall_seconds": round(result.seconds, 1)},
+        "exit_code": 1 if result.changes else 0,
+    }
+
+
+def change_point(change, versions) -> dict[str, Any]:
+    """One change point as data (`goldens.history/1` and the atlas)."""
+    url = getattr(versions, "release_url", lambda version: None)
+    return {"release": change.release, "label": versions.label(change.release), "url": url(change.release),
+            "before": change.before, "before_label": versions.label(change.before), "cases": change.cases,
+            "groups": [{"cases": g.cases, "first_divergent_token": g.index,
+                        "removed": [list(t) for t in g.removed], "added": [list(t) for t in g.added],
+                        "summary": g.summary, "detail": g.detail} for g in change.groups]}

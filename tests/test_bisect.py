@@ -162,17 +162,17 @@ class _Line:
 
 @pytest.mark.parametrize("cores", [1, 2, 3, 8])
 def test_builds_of_one_round_split_the_cores_and_a_cached_release_takes_none(monkeypatch, cores):
-    from generator.replay import bisect as search
+    from generator.replay import releases as search
 
     monkeypatch.setenv("GOLDENS_BUILD_JOBS", str(cores))
     both = _Line(cached=set())
-    monkeypatch.setattr(search, "_line", lambda engine: both)
-    ready = search._ready_all("llama-server", ["9113", "9246"], 2)
+    monkeypatch.setattr(search, "line", lambda engine: both)
+    ready = search.ready_all("llama-server", ["9113", "9246"], 2)
     assert both.built == {"9113": max(1, cores // 2), "9246": max(1, cores // 2)}
     assert ready == {"9113": (1.0, "built"), "9246": (1.0, "built")}
     one = _Line(cached={"9113"})
-    monkeypatch.setattr(search, "_line", lambda engine: one)
-    ready = search._ready_all("llama-server", ["9113", "9246"], 2)
+    monkeypatch.setattr(search, "line", lambda engine: one)
+    ready = search.ready_all("llama-server", ["9113", "9246"], 2)
     assert one.built == {"9246": None}  # the one build of the round: every core (build_jobs())
     assert ready == {"9113": (0.0, "cached"), "9246": (1.0, "built")}
 
@@ -184,14 +184,14 @@ def test_two_real_builds_of_one_round_each_compile_on_their_share_of_the_cores(m
     import os
 
     from generator.files import cache_dir
-    from generator.replay import bisect as search
+    from generator.replay import releases as search
     from generator.servers.llama_cpp import llama_server_version
 
     monkeypatch.setenv("CCACHE_DIR", os.environ.get("CCACHE_DIR") or str(cache_dir() / "ccache"))
     monkeypatch.setenv("GOLDENS_CACHE", str(tmp_path))
     monkeypatch.delenv("GOLDENS_BUILD_JOBS", raising=False)
     monkeypatch.delenv("CMAKE_BUILD_PARALLEL_LEVEL", raising=False)
-    ready = search._ready_all("llama-server", ["9101", "9113"], 2)
+    ready = search.ready_all("llama-server", ["9101", "9113"], 2)
     share = max(1, len(os.sched_getaffinity(0)) // 2)
     for build in (9101, 9113):
         root = tmp_path / "llama.cpp" / f"b{build}"

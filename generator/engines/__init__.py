@@ -135,6 +135,10 @@ class VersionLine(Protocol):
     def label(self, version: str) -> str:
         """How bisect prints it: "b11434", "5.21.0"."""
 
+    def release_url(self, version: str) -> str | None:
+        """The release's published page (its tag), for `goldens history`; optional: a line
+        without it gets None."""
+
 
 @dataclass(frozen=True)
 class EngineContext:

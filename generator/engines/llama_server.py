@@ -351,5 +351,8 @@ class _Builds:
     def label(self, version: str) -> str:
         return f"b{version}"
 
+    def release_url(self, version: str) -> str:
+        return f"https://github.com/ggml-org/llama.cpp/releases/tag/b{int(version)}"
+
 
 BUILDS = _Builds()

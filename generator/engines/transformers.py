@@ -133,5 +133,8 @@ class _Releases:
     def label(self, version: str) -> str:
         return version
 
+    def release_url(self, version: str) -> str:
+        return f"https://github.com/huggingface/transformers/releases/tag/v{version}"
+
 
 RELEASES = _Releases()

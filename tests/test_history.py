@@ -1,0 +1,193 @@
+"""`goldens history`: every release in a range that changed a case, by recursive k-ary search.
+
+The search itself is checked first on a made-up release line (which releases it asks, that an
+agreeing segment is left alone unless --exhaustive, that --jobs splits k ways): no engine can
+be told to change at a chosen release. Then real releases, whose answers are known:
+Transformers 5.21.0 began copying reasoning_content into `thinking` (gpt-oss/agentic-turn
+keeps its analysis channel from then on), llama.cpp b9246 breaks phi3.5's prefill
+('<|assistant|>' -> '<|endoftext|>assistant|>'); a second run over an overlapping range builds
+and installs nothing, its answers all from the cache.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from click.testing import CliRunner
+from conftest import CONFIG as MATRIX
+from conftest import ROOT, one_line_error
+
+from generator.cli import main
+from generator.config.cases import Case
+from generator.replay import history as search
+from generator.replay.releases import Answer, AnswerStore, Replayed
+
+CONFIG = str(ROOT / "models.yaml")
+
+
+def run(*args: str):
+    return CliRunner().invoke(main, ["history", "--config", CONFIG, *args])
+
+
+class _Line:
+    """Releases 0..n-1 of a made-up engine, all cached."""
+
+    def __init__(self, count: int):
+        self.versions = [str(v) for v in range(count)]
+
+    def label(self, version: str) -> str:
+        return f"r{version}"
+
+    def order(self, version: str) -> int:
+        return int(version)
+
+
+def _search(monkeypatch, count: int, ids_at, *, jobs: int = 1, exhaustive: bool = False):
+    """history() over a line whose release v answers case c with ids_at(v, c); returns the
+    History and the releases asked, in the order asked."""
+    cases = [Case("m", "a", "", {}), Case("m", "b", "", {})]
+    versions = _Line(count)
+    asked: list[int] = []
+
+    def replay(config, engine, version, chosen, note=None, store=None):
+        asked.append(int(version))
+        return Replayed({c.id: Answer(ids=list(ids_at(int(version), c.shape))) for c in chosen})
+
+    monkeypatch.setattr(search, "line", lambda engine, command="bisect": versions)
+    monkeypatch.setattr(search, "span", lambda engine, a, b, names, command: versions.versions)
+    monkeypatch.setattr(search, "cases_for", lambda config, engine, models, ids: cases)
+    monkeypatch.setattr(search, "replay", replay)
+    monkeypatch.setattr(search, "ready_all", lambda engine, versions, jobs: {})
+    monkeypatch.setattr(search, "_change", lambda config, before, release, visits, cases, label:
+                        search.ChangePoint(release, before, [c.id for c in cases
+                                                             if not visits[before].answers[c.id].same(
+                                                                 visits[release].answers[c.id])]))
+
+    class _Store:
+        def get(self, version, case):
+            return None
+
+    result = search.history(MATRIX, "x", "0", str(count - 1), jobs=jobs, exhaustive=exhaustive,
+                            echo=lambda line: None, store=_Store())
+    return result, asked
+
+
+def test_every_change_point_is_found_and_agreeing_segments_are_left_alone(monkeypatch):
+    """17 releases; case a changes at 5 and at 12, case b at 12: binary search asks the ends,
+    then splits only segments whose ends disagree."""
+    result, asked = _search(monkeypatch, 17, lambda v, shape: [v >= 5, v >= 12] if shape == "a" else [v >= 12])
+    assert [(c.before, c.release, c.cases) for c in result.changes] == [("4", "5", ["m/a"]), ("11", "12", ["m/a", "m/b"])]
+    assert asked[:3] == [0, 16, 8]  # both ends, then the midpoint
+    assert len(asked) == len(set(asked)) < 17
+    assert search.lower_bound(17, result.changes, {str(v): v for v in range(17)}) == 6  # 0, 4, 5, 11, 12, 16
+
+
+def test_a_change_undone_inside_an_agreeing_segment_needs_exhaustive(monkeypatch):
+    """Case a changes at 3 and back at 6: both ends agree, so only --exhaustive finds them."""
+    there_and_back = (lambda v, shape: [3 <= v < 6])
+    quick, asked = _search(monkeypatch, 9, there_and_back)
+    assert quick.changes == [] and asked == [0, 8]
+    full, asked = _search(monkeypatch, 9, there_and_back, exhaustive=True)
+    assert [c.release for c in full.changes] == ["3", "6"]
+    assert sorted(asked) == list(range(9))
+
+
+def test_jobs_split_each_segment_k_plus_one_ways_in_fewer_rounds(monkeypatch):
+    changes_at_7 = (lambda v, shape: [v >= 7])
+    one, _ = _search(monkeypatch, 17, changes_at_7, jobs=1)
+    three, asked = _search(monkeypatch, 17, changes_at_7, jobs=3)
+    assert [c.release for c in one.changes] == [c.release for c in three.changes] == ["7"]
+    assert asked[2:5] == [4, 8, 12]  # the second round: the range split 4 ways at once
+    assert three.rounds < one.rounds
+
+
+def test_answers_are_remembered_per_release_and_case_under_the_request_and_sources(tmp_path):
+    store = AnswerStore(MATRIX, "transformers", root=tmp_path)
+    case = next(c for c in search.cases_for(MATRIX, "transformers", ["qwen3"], []) if c.shape == "tools")
+    assert store.get("5.21.0", case) is None
+    store.put("5.21.0", case, Answer(ids=[1, 2], pieces=["a", "b"], prompt="ab"))
+    assert store.get("5.21.0", case) == Answer(ids=[1, 2], pieces=["a", "b"], prompt="ab")
+    assert store.get("5.21.1", case) is None  # another release
+    other = Case(case.model, case.shape, case.variant, {**case.request, "add_generation_prompt": False})
+    assert store.key(other) != store.key(case) and store.get("5.21.0", other) is None  # another request
+    reordered = Case(case.model, case.shape, case.variant, dict(reversed(list(case.request.items()))))
+    assert store.key(reordered) != store.key(case)  # key order is part of a request (tojson keeps it)
+    (path,) = (tmp_path / "transformers" / "5.21.0").glob("*.json")
+    path.write_text("{not json")
+    assert store.get("5.21.0", case) is None  # a damaged entry is asked again
+
+
+BAD_INPUT = {
+    "vllm": (["--engine", "vllm", "--from", "0.31.0", "--to", "0.32.0"], ["history --engine: one of"]),
+    "same": (["--engine", "llama-server", "--from", "9246", "--to", "b9246"], ["--from and --to are the same release"]),
+    "unpublished": (["--engine", "transformers", "--from", "5.20.9", "--to", "5.24.0"],
+                    ["transformers 5.20.9 was never published"]),
+    "missing-to": (["--engine", "transformers", "--from", "5.20.1"], ["history needs --engine, --from and --to"]),
+    "versioned-engine": (["--engine", "transformers@5.21.0", "--from", "5.20.1", "--to", "5.24.0"],
+                         ["history takes the versions from --from and --to"]),
+    "unknown-case": (["--engine", "transformers", "--from", "5.20.1", "--to", "5.24.0", "--case", "qwen3/nope"],
+                     ["unknown case 'qwen3/nope'"]),
+    "atlas-with-json": (["--update-atlas", "--json"], ["--update-atlas runs the whole matrix"]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_INPUT))
+def test_bad_history_input_is_one_line_exit_2(case):
+    args, needles = BAD_INPUT[case]
+    line = one_line_error(run(*args))
+    for needle in needles:
+        assert needle in line, (needle, line)
+
+
+def asked(output: str) -> list[str]:
+    return re.findall(r"^\s+(b?\d[\w.]*)\s+round \d+\s", output, re.M)
+
+
+@pytest.mark.integration
+def test_transformers_history_lists_every_release_that_changed_the_matrix_and_repeats_from_cache():
+    first = run("--engine", "transformers", "--from", "5.20.1", "--to", "5.24.0", "--json")
+    assert first.exit_code == 1, first.output
+    document = json.loads(first.stdout)
+    assert document["schema"] == "goldens.history/1"
+    changed = {c["label"]: c for c in document["change_points"]}
+    assert "5.21.0" in changed, sorted(changed)
+    point = changed["5.21.0"]
+    assert point["before_label"] == "5.20.2"
+    assert point["url"] == "https://github.com/huggingface/transformers/releases/tag/v5.21.0"
+    (group,) = [g for g in point["groups"] if "gpt-oss/agentic-turn" in g["cases"]]
+    assert group["first_divergent_token"] == 166 and group["removed"] == []
+    assert [piece for _, piece in group["added"][:3]] == ["<|channel|>", "analysis", "<|message|>"]
+    assert document["cost"]["floor"] <= document["cost"]["asked"] <= len(document["releases"]) == 9
+    again = run("--engine", "transformers", "--from", "5.20.1", "--to", "5.24.0")
+    assert again.exit_code == 1, again.output
+    assert re.search(r"^\d+ rounds, \d+ of 9 releases asked \(0 built, 0 installed, (\d+) answered from the "
+                     r"cache\)", again.stdout, re.M), again.stdout
+    lines = [line for line in again.stdout.splitlines() if re.match(r"^\s+\d[\w.]*\s+round \d+", line)]
+    assert lines and all(line.rstrip().endswith("answers from the cache") for line in lines), again.stdout
+    assert sorted(asked(again.stdout)) == sorted(a["label"] for a in document["asked"])
+    assert f"{len(changed)} change point(s): " + ", ".join(changed) in again.stdout
+
+
+@pytest.mark.integration
+def test_llama_server_history_finds_the_change_point_a_bisection_finds():
+    """b9101 b9113 b9246 b9247: the history of every llama-server case names b9246 with
+    phi3.5/prefill, as `goldens bisect` over the same builds does; again, nothing is built."""
+    first = run("--engine", "llama-server", "--from", "9101", "--to", "9247", "--json")
+    assert first.exit_code == 1, first.output
+    document = json.loads(first.stdout)
+    changed = {c["label"]: c for c in document["change_points"]}
+    assert "b9246" in changed and "phi3.5/prefill" in changed["b9246"]["cases"], sorted(changed)
+    assert changed["b9246"]["url"] == "https://github.com/ggml-org/llama.cpp/releases/tag/b9246"
+    hand = CliRunner().invoke(main, ["bisect", "--config", CONFIG, "--engine", "llama-server", "--good", "9101",
+                                     "--bad", "9247", "--case", "phi3.5/prefill"])
+    assert hand.exit_code == 0 and "first changed release: b9246" in hand.stdout, hand.output
+    for label, point in changed.items():  # every other change point is one a bisection confirms
+        case = point["cases"][0]
+        one = CliRunner().invoke(main, ["bisect", "--config", CONFIG, "--engine", "llama-server", "--good", "9101",
+                                        "--bad", "9247", "--case", case])
+        assert f"first changed release: {label}" in one.stdout or label != "b9246", one.stdout
+    again = run("--engine", "llama-server", "--from", "9113", "--to", "9247")
+    assert again.exit_code == 1, again.output
+    assert re.search(r"^\d+ rounds, \d+ of 3 releases asked \(0 built, 0 installed, ", again.stdout, re.M), again.stdout
