@@ -94,3 +94,33 @@ def test_an_engine_without_a_request_layer_trace_is_one_error_line():
     assert result.exit_code == 2
     assert result.output.strip().splitlines() == [
         "goldens: error: --engine ollama: engine coverage measures vllm, mistral-common, minijinja, llama-server"]
+
+
+MODULE = '''def setup():
+    return "made"
+
+
+def call(request):
+    if request["x"]:
+        return 1
+    raise ValueError("refused")
+'''
+
+
+def test_each_request_gets_its_own_lines_and_a_failing_one_keeps_what_it_reached(tmp_path):
+    import importlib.util
+
+    path = tmp_path / "layer.py"
+    path.write_text(MODULE)
+    spec = importlib.util.spec_from_file_location("goldens_test_layer", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+
+    traced = engine.InProcess({"layer.py": path}, module.setup, lambda made, request: module.call(request))
+    assert traced.engine == "made"
+    session = traced.session()
+    assert session.setup == {("layer.py", 2)}  # what making the engine ran: no request's
+    assert set(session.files["layer.py"].lines) == {2, 6, 7, 8}
+    first, second = session.run([{"x": 1}, {"x": 0}])
+    assert first == {("layer.py", 6), ("layer.py", 7)}
+    assert second == {("layer.py", 6), ("layer.py", 8)}  # it raised: still its lines

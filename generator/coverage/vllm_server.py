@@ -119,6 +119,7 @@ def session(model, source, config):
         rc.write_text(f"[run]\ndata_file = {folder / 'data' / '.coverage'}\nparallel = true\nsigterm = true\n"
                       f"include =\n    {include}\n")
         server = make_server(model, source, release, lambda message: None)
+        server.startup_timeout = max(server.startup_timeout, 900.0)  # every process starts traced
         python_path = os.pathsep.join([str(folder), str(tools), *filter(None, [os.environ.get("PYTHONPATH")])])
         server.env.update({"PYTHONPATH": python_path, "COVERAGE_PROCESS_START": str(rc),
                            "GOLDENS_COVERAGE_SWITCH": SWITCH})
