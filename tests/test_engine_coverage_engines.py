@@ -1,7 +1,7 @@
 """Engine-side coverage on the real engines: a request that exercises a request-layer branch
-the others do not (content as text parts, tool-call arguments as a JSON string) reaches lines
-of the engine's own request layer that the rest do not, and so raises the covered lines over a
-matrix without it. Each engine is the real one: mistral-common and minijinja in this process,
+the others do not (content as text parts, tool-call arguments as a JSON string, a developer
+message, a continued final message) reaches lines of the engine's own request layer that the
+rest do not, and so raises the covered lines over a matrix without it. Each engine is the real one: mistral-common and minijinja in this process,
 vLLM 0.32.0 in its venv, llama-server b11434's gcov build."""
 
 from __future__ import annotations
@@ -66,12 +66,25 @@ def test_minijinja_continue_final_message_reaches_the_adaptor_s_continuation():
     assert any("rfind" in source[line - 1] for line in lines)  # continue_final's own cut
 
 
-def test_vllm_string_arguments_and_text_parts_reach_its_parser():
-    reached = engine.reached("vllm", "qwen3", [PLAIN, tool_call({"city": "Paris"}), PARTS,
-                                               tool_call(json.dumps({"city": "Paris"}))], CONFIG)
+def test_vllm_string_arguments_and_a_developer_message_reach_its_parser():
+    from generator.coverage import vllm_server
+
+    developer = {"messages": [{"role": "developer", "content": "Answer in French."},
+                              {"role": "user", "content": "Hello!"}]}
+    bodies = [PLAIN, tool_call({"city": "Paris"}), developer, tool_call(json.dumps({"city": "Paris"}))]
+    reached = engine.reached("vllm", "qwen3", bodies, CONFIG)
     assert all(reached), "a request reached nothing of vLLM's request layer"
-    assert new_lines(reached[:3], "vllm/renderers/chat_utils.py"), "text parts reached no new parsing line"
-    assert new_lines(reached, "vllm/"), "string arguments reached no line object arguments did not"
+    path = vllm_server.vllm_site(vllm_server.version(CONFIG)) / "vllm/renderers/chat_utils.py"
+    source = path.read_text().splitlines()
+
+    def text(keys):
+        return {source[line - 1].strip() for file, line in keys if file == "vllm/renderers/chat_utils.py"}
+
+    # string arguments are parsed back into an object; object arguments never reach the parse
+    assert "parsed = json.loads(content)" in text(new_lines(reached, "vllm/renderers/chat_utils.py"))
+    # a developer message keeps its own tools field; no other role takes that line
+    assert 'result_msg["tools"] = message.get("tools", None)' in text(
+        new_lines(reached[:3], "vllm/renderers/chat_utils.py"))
 
 
 def test_llama_server_text_parts_reach_its_oaicompat_parsing():
