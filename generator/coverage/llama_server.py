@@ -9,7 +9,6 @@ takes one start per model; per-request sets (engine.reached) one start per reque
 from __future__ import annotations
 
 import contextlib
-import gzip
 import json
 import shutil
 import subprocess
