@@ -738,10 +738,16 @@ if __name__ == "__main__":
 @click.option("--report", "report_path", type=click.Path(dir_okay=False, path_type=Path),
               help="Also write the Markdown view here (one table, the spans folded).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
+@click.option("--engine", "engine_names", multiple=True,
+              help="Measure this engine's request layer instead (repeatable): vllm, mistral-common, "
+                   "minijinja, llama-server.")
 @friendly
-def coverage(config_path: Path, model_names: tuple[str, ...], report_path: Path | None, as_json: bool) -> None:
+def coverage(config_path: Path, model_names: tuple[str, ...], report_path: Path | None, as_json: bool,
+             engine_names: tuple[str, ...]) -> None:
     """Per model, the share of its template's code the matrix's reference renders execute, and
-    every never-executed span with its template lines and text."""
+    every never-executed span with its template lines and text. With --engine, the share of
+    each engine's request layer (parsing, normalization, validation) the matrix's cases execute
+    on the real engine, per file, with the never-executed spans (docs/engine-coverage.md)."""
     from generator.config import models
     from generator.coverage import report as coverage_report
     from generator.coverage.trace import model_coverage
@@ -750,6 +756,19 @@ def coverage(config_path: Path, model_names: tuple[str, ...], report_path: Path 
 
     destination.check_destination(report_path)
     config = models.load(config_path)
+    if engine_names:
+        from generator.coverage import engine as engine_coverage
+
+        for name in engine_names:
+            engine_coverage.layer(name)  # an unknown engine is one line before anything starts
+        note = (lambda name: click.echo(f"  tracing {name}", err=True))
+        measured_engines = {name: engine_coverage.measure(name, config, model_names, on_model=note)
+                            for name in dict.fromkeys(engine_names)}
+        if report_path is not None:
+            destination.write(report_path, coverage_report.engine_markdown(measured_engines))
+        click.echo(coverage_report.engine_json(measured_engines) if as_json
+                   else coverage_report.engine_text(measured_engines), nl=False)
+        return
     measured = {model.name: model_coverage(model, resolve(model, config), config)
                 for model in config.select(model_names)}
     if report_path is not None:
@@ -767,21 +786,31 @@ def requests_group() -> None:
 @click.option("--model", "model_names", multiple=True, help="Only this model (repeatable).")
 @click.option("--out", required=True, type=click.Path(file_okay=False, path_type=Path),
               help="Write the keepers here, as <out>/<model>/<name>.json.")
+@click.option("--engine", "engine_names", multiple=True,
+              help="Also keep variations that reach this engine's request-layer code nothing else "
+                   "reaches (repeatable; models that replay through it).")
 @friendly
-def requests_search(config_path: Path, model_names: tuple[str, ...], out: Path) -> None:
-    """Search request variations for ones that execute template code the matrix does not, and
-    write the minimal set that does (greedy cover) as request files; coverage before and after."""
+def requests_search(config_path: Path, model_names: tuple[str, ...], out: Path,
+                    engine_names: tuple[str, ...]) -> None:
+    """Search request variations for ones that execute template code the matrix does not (and,
+    with --engine, engine request-layer code), and write the minimal set that does (greedy
+    cover) as request files; coverage before and after."""
     from generator.config import models
-    from generator.coverage import search
+    from generator.coverage import engine, search
     from generator.sources.source import resolve
 
     config = models.load(config_path)
+    for name in engine_names:
+        engine.layer(name)
     for model in config.select(model_names):
-        result = search.search(model, resolve(model, config), config)
+        result = search.search(model, resolve(model, config), config, engines=tuple(dict.fromkeys(engine_names)))
         written = search.write_keepers(result, out)
         click.echo(f"{model.name}: {result.before.percent:.1f}% -> {result.after.percent:.1f}% "
                    f"({result.before.executed} -> {result.after.executed} of {result.after.executable} "
                    f"compiled lines); {len(result.kept)} of {result.tried} variations kept")
+        for name, (before, after) in result.engines.items():
+            click.echo(f"  {name} {before.version}: {before.percent:.1f}% -> {after.percent:.1f}% "
+                       f"({before.executed} -> {after.executed} of {after.executable} request-time lines)")
         for (candidate, gain), path in zip(result.kept, written):
             outcome = "; ".join(sorted(set(candidate.outcomes)))
             click.echo(f"  +{gain:<3d} {path}  ({outcome})")

@@ -12,6 +12,7 @@ from generator.coverage.trace import Coverage
 def _span_label(span: dict[str, Any]) -> str:
     first, last = span["lines"]
     where = f"line {first}" if first == last else f"lines {first}-{last}"
+    where += f" (in {span['function']})" if span.get("function") else ""  # engine coverage's spans
     return where + (" (partly)" if span["partly"] else "")
 
 
@@ -58,4 +59,60 @@ def markdown(coverages: dict[str, Coverage]) -> str:
 
 def as_json(coverages: dict[str, Coverage]) -> str:
     return json.dumps({"models": {name: c.record() for name, c in coverages.items()}},
+                      indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+# ------------------------------------------------------------------ engine-side coverage (engine.py)
+
+def engine_summary_line(coverage) -> str:
+    return (f"{coverage.engine} {coverage.version}: {coverage.percent:.1f}% of its request layer executed "
+            f"({coverage.executed}/{coverage.executable} request-time lines, {len(coverage.files)} files; "
+            f"{coverage.requests} requests of {', '.join(coverage.models)}; "
+            f"{coverage.setup_only} line(s) only start-up ran left out)")
+
+
+def engine_text(coverages: dict) -> str:
+    out = []
+    for coverage in coverages.values():
+        out.append(engine_summary_line(coverage))
+        for path in coverage.files:
+            spans = coverage.spans(path)
+            out.append(f"  {path}: {coverage.file_percent(path):.1f}% "
+                       f"({len(coverage.lines_hit(path))}/{len(coverage.lines(path))} lines), "
+                       f"{len(spans)} span(s) never executed")
+            for span in spans:
+                out.append(f"    {_span_label(span)}:")
+                out.extend(f"      | {row}" for row in span["text"].splitlines())
+    return "\n".join(out) + "\n"
+
+
+def engine_table(coverage) -> list[str]:
+    """One engine's per-file table in Markdown (docs/engine-coverage.md holds these)."""
+    out = [f"**{coverage.engine} {coverage.version}** ({coverage.requests} requests of "
+           f"{', '.join(coverage.models)})", "", "| file | executed | lines | spans never executed |",
+           "| --- | --- | --- | --- |"]
+    for path in coverage.files:
+        out.append(f"| `{path}` | {coverage.file_percent(path):.1f}% | "
+                   f"{len(coverage.lines_hit(path))}/{len(coverage.lines(path))} | {len(coverage.spans(path))} |")
+    out.append(f"| all | {coverage.percent:.1f}% | {coverage.executed}/{coverage.executable} | "
+               f"{sum(len(coverage.spans(p)) for p in coverage.files)} |")
+    return out
+
+
+def engine_markdown(coverages: dict) -> str:
+    out = []
+    for coverage in coverages.values():
+        language = "cpp" if coverage.engine == "llama-server" else "python"
+        out += engine_table(coverage)
+        out += ["", f"<details><summary>{coverage.engine}: never-executed request-layer code</summary>", ""]
+        for path in coverage.files:
+            for span in coverage.spans(path):
+                out.append(f"{path}, {_span_label(span)}:")
+                out.extend(md.code_block(span["text"], language))
+        out += ["", "</details>", ""]
+    return "\n".join(out)
+
+
+def engine_json(coverages: dict) -> str:
+    return json.dumps({"engines": {name: c.record() for name, c in coverages.items()}},
                       indent=2, sort_keys=True, ensure_ascii=False) + "\n"

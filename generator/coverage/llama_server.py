@@ -1,0 +1,166 @@
+"""llama-server's request layer under gcov: a coverage build of the pinned llama.cpp (a variant
+of servers/llama_cpp.py's one cached-build recipe, b<build>-coverage/), run on the model's tiny
+GGUF with its .gcda files sent to a folder of the session's own (GCOV_PREFIX), then read with
+gcov's JSON output over the listed sources only.
+
+gcov counts what a whole process ran, so one session is one server process: the matrix's union
+takes one start per model; per-request sets (engine.reached) one start per request."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from generator.coverage.engine import FileCode, Key, Session
+from generator.errors import GoldensError
+from generator.servers import llama_cpp
+from generator.sources import pack
+
+# The request layer: the server's OpenAI body parsing (oaicompat_chat_params_parse, media and
+# content parts) and common/chat.cpp (messages and tools to the template's inputs).
+SOURCES = ("common/chat.cpp", "tools/server/server-common.cpp")
+SUMMARY = "the server's OpenAI body parsing and common/chat.cpp, from a gcov build of the pinned release"
+
+
+def variant() -> llama_cpp.Variant:
+    """The coverage build: SOURCES compiled with --coverage -O0 (gcov_launcher.py), every other
+    file as the normal build compiles it (so ccache serves it), linked with libgcov; the .gcno
+    notes kept beside the binary."""
+    launcher = Path(__file__).with_name("gcov_launcher.py")
+    return llama_cpp.Variant(
+        "-coverage", launcher=(sys.executable, str(launcher), ",".join(SOURCES)),
+        flags=("-DCMAKE_EXE_LINKER_FLAGS=--coverage",), keep="*.gcno",
+    )
+
+
+def version(config) -> str:
+    return f"b{config.engine_versions.get('llama-server', pack.LLAMA_CPP_BUILD)}"
+
+
+def _build(config) -> llama_cpp.Build:
+    build = int(version(config)[1:])
+    if build != pack.LLAMA_CPP_BUILD:
+        raise GoldensError(f"llama-server engine coverage: only the pinned b{pack.LLAMA_CPP_BUILD} has a "
+                           f"coverage build (models.yaml pins b{build})")
+    return llama_cpp.build_llama_server(build, variant=variant())
+
+
+def _notes(build: llama_cpp.Build) -> dict[str, Path]:
+    """Each listed source's .gcno, by the source's relative path."""
+    kept = build.binary.parent / "keep"
+    out = {}
+    for source in SOURCES:
+        found = sorted(kept.rglob(f"{Path(source).name}.gcno"))
+        if not found:
+            raise GoldensError(f"{build.binary.parent}: the coverage build kept no {Path(source).name}.gcno")
+        out[source] = found[0]
+    return out
+
+
+def _gcov(notes: dict[str, Path], prefix: Path) -> dict[str, dict[int, int]]:
+    """Per listed source, every line gcov counts and its count, from the .gcda files a process
+    wrote under `prefix` (GCOV_PREFIX keeps the build tree's absolute path below it)."""
+    out: dict[str, dict[int, int]] = {}
+    for source, note in notes.items():
+        counts: dict[int, int] = {}
+        for data in prefix.rglob(f"{Path(source).name}.gcda"):
+            shutil.copy2(note, data.with_suffix(".gcno"))
+            result = subprocess.run(["gcov", "--json-format", "--stdout", data.name], cwd=data.parent,
+                                    capture_output=True, timeout=300)
+            if result.returncode != 0:
+                raise GoldensError(f"gcov failed on {data}: {result.stderr.decode(errors='replace')[:300]}")
+            for line in result.stdout.splitlines():
+                if not line.strip():
+                    continue
+                report = json.loads(line)
+                for entry in report.get("files", []):
+                    if entry["file"].replace("\\", "/").endswith("/" + source):
+                        for row in entry["lines"]:
+                            counts[row["line_number"]] = counts.get(row["line_number"], 0) + row["count"]
+        out[source] = counts
+    return out
+
+
+def _executable(notes: dict[str, Path]) -> dict[str, FileCode]:
+    """Every line gcov counts in each listed source (read from the notes alone: gcov with no
+    counts reports each line at 0), with the pinned source's text."""
+    tree = pack.llama_cpp_source()
+    with tempfile.TemporaryDirectory() as tmp:
+        out = {}
+        for source, note in notes.items():
+            copy = Path(tmp) / note.name
+            shutil.copy2(note, copy)
+            result = subprocess.run(["gcov", "--json-format", "--stdout", "--demangled-names", copy.name], cwd=tmp,
+                                    capture_output=True, timeout=300)
+            lines: set[int] = set()
+            owner: dict[int, tuple[int, str]] = {}  # line -> (function's size, name): innermost wins
+            for row in result.stdout.splitlines():
+                if row.strip():
+                    for entry in json.loads(row).get("files", []):
+                        if entry["file"].replace("\\", "/").endswith("/" + source):
+                            lines.update(r["line_number"] for r in entry["lines"])
+                            for function in entry.get("functions", []):
+                                first, last = function["start_line"], function["end_line"]
+                                name = function.get("demangled_name", function["name"]).split("(")[0]
+                                for line in range(first, last + 1):
+                                    if line not in owner or owner[line][0] > last - first:
+                                        owner[line] = (last - first, name)
+            text = (tree / source).read_text(encoding="utf-8", errors="replace")
+            functions = {line: owner[line][1] for line in lines if line in owner}
+            out[source] = FileCode(source, frozenset(lines), tuple(text.splitlines()), functions)
+    return out
+
+
+@contextlib.contextmanager
+def session(model, source, config):
+    """A Session whose run() starts one coverage llama-server per call (per request when
+    `each`), sends the requests through the llama-server engine (its ids and the serving path
+    `goldens check` asks), stops it (SIGTERM: it leaves through exit(), which writes the counts)
+    and reads them. gcov counts a whole process, so a process started and stopped with no
+    request is the start-up: a request reached a line when its process ran it more often."""
+    from generator.engines.llama_server import LlamaServerEngine, _framing, make_server
+
+    build = _build(config)
+    notes = _notes(build)
+    files = _executable(notes)
+
+    def one_process(requests) -> dict[Key, int]:
+        server = make_server(model, source, version(config)[1:], lambda message: None)
+        server.argv[0] = str(build.binary)
+        with tempfile.TemporaryDirectory(prefix="goldens-gcov-") as prefix:
+            server.env.update({"GCOV_PREFIX": prefix, "GCOV_PREFIX_STRIP": "0"})
+            try:
+                server.start()
+                engine = LlamaServerEngine(server.url, media=_framing(model.processor))
+                for request in requests:
+                    _replay(engine, request)
+            finally:
+                server.stop(timeout=60)
+            counts = _gcov(notes, Path(prefix))
+        return {(path, line): count for path, rows in counts.items() for line, count in rows.items()}
+
+    start_up = one_process([])
+    session = Session(files, lambda requests, each=True: [
+        {key for key, count in counts.items() if count > start_up.get(key, 0)}
+        for counts in ([one_process([r]) for r in requests] if each else [one_process(requests)])])
+    session.setup |= {key for key, count in start_up.items() if count > 0}
+    yield session
+
+
+def _replay(engine, request) -> None:
+    """The engine's ids and its serving path, as `goldens check` asks them; a refusal is an outcome."""
+    from generator.engines import EngineError
+
+    try:
+        ids = engine.ids(request)
+    except EngineError:
+        ids = None
+    try:
+        engine.serve(request, None if ids is None else list(ids))
+    except EngineError:
+        pass

@@ -1,0 +1,173 @@
+"""vLLM's request layer traced with coverage.py inside the managed vLLM server's own process.
+
+The vLLM venv is left as it is: coverage.py is installed, through the same venv machinery
+(servers/venv.py), into a small venv of its own (`coverage-<version>`, the version this project
+runs, on the same base interpreter), whose site-packages goes on the server's PYTHONPATH with a
+session folder holding a `sitecustomize.py`. That file starts coverage.py in every Python
+process of the server (COVERAGE_PROCESS_START names the session's rc file: the listed files
+only, one data file per process) and, in the API server, answers one extra route before
+FastAPI sees it: GET /__goldens_coverage__?context=NAME switches coverage.py's dynamic context,
+so requests sent one at a time each get their own lines. The server is stopped with SIGTERM
+(uvicorn's graceful shutdown; coverage.py saves at exit), the data files are combined here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from pathlib import Path
+
+from generator.coverage.engine import Key, Session, keys_by_context, python_file, python_files
+from generator.errors import GoldensError
+
+FILES = (
+    "vllm/entrypoints/openai/chat_completion/protocol.py",  # ChatCompletionRequest and its validators
+    "vllm/entrypoints/serve/tokenize/protocol.py",  # /tokenize's chat request
+    "vllm/renderers/online_renderer.py",  # render_chat / preprocess_chat: request -> renderer
+    "vllm/renderers/chat_utils.py",  # message and content-part parsing, tool-call normalization
+    "vllm/renderers/base.py",  # the renderer's chat path
+    "vllm/renderers/hf.py",  # apply_chat_template's inputs (tools, kwargs, documents)
+)
+SUMMARY = "the OpenAI chat and /tokenize request models, message parsing and the HF renderer"
+SWITCH = "/__goldens_coverage__"
+
+SITECUSTOMIZE = '''\
+"""goldens engine coverage: coverage.py in every process of this vLLM server."""
+import os
+
+if os.environ.get("COVERAGE_PROCESS_START"):
+    import coverage
+
+    _cov = coverage.process_startup()
+    if _cov is not None and os.environ.get("GOLDENS_COVERAGE_SWITCH"):
+        import starlette.applications as _apps
+        from urllib.parse import parse_qs as _parse_qs
+
+        _call = _apps.Starlette.__call__
+        _path = os.environ["GOLDENS_COVERAGE_SWITCH"]
+
+        async def _switching(self, scope, receive, send):
+            if scope.get("type") == "http" and scope.get("path") == _path:
+                query = _parse_qs(scope.get("query_string", b"").decode())
+                _cov.switch_context(query.get("context", [""])[0])
+                await send({"type": "http.response.start", "status": 200,
+                            "headers": [(b"content-type", b"application/json")]})
+                await send({"type": "http.response.body", "body": b"{}"})
+                return
+            await _call(self, scope, receive, send)
+
+        _apps.Starlette.__call__ = _switching
+'''
+
+
+def version(config) -> str:
+    from generator.servers.vllm import VLLM_VERSION
+
+    return config.engine_versions.get("vllm", VLLM_VERSION)
+
+
+def coverage_site() -> Path:
+    """site-packages of the `coverage-<version>` venv: this project's coverage.py release,
+    installed once on the base interpreter the vLLM venvs are made from."""
+    import coverage
+
+    from generator.servers import venv
+
+    release = coverage.__version__
+
+    def plan() -> venv.Steps:
+        return [(f"install coverage=={release}", venv.INSTALL, [f"coverage=={release}"])]
+
+    python = venv.ensure(f"coverage-{release}", plan, "import coverage; print(coverage.__version__)", release)
+    found = sorted(python.parent.parent.glob("lib/python*/site-packages"))
+    if not found:
+        raise GoldensError(f"{python.parent.parent}: no site-packages")
+    return found[0]
+
+
+def vllm_site(release: str) -> Path:
+    from generator.servers.vllm import vllm_python
+
+    python = vllm_python(release)
+    found = sorted(python.parent.parent.glob("lib/python*/site-packages"))
+    if not found:
+        raise GoldensError(f"{python.parent.parent}: no site-packages")
+    return found[0]
+
+
+@contextlib.contextmanager
+def session(model, source, config):
+    """A Session on one managed vLLM server for the model, started under coverage.py; run()
+    sends each request (its /tokenize and its /v1/chat/completions, as `goldens check` does)
+    in its own dynamic context; start-up (and vLLM's warm-up render) is context "". The data
+    is read when the session ends, so run() returns sets it fills then: read them after the
+    `with` block."""
+    from generator.engines.vllm import VllmEngine, make_server
+
+    release = version(config)
+    site = vllm_site(release)
+    files = python_files(site, FILES)
+    code = {shown: python_file(path, shown) for shown, path in files.items()}
+    tools = coverage_site()
+    with tempfile.TemporaryDirectory(prefix="goldens-vllm-coverage-") as tmp:
+        folder = Path(tmp)
+        (folder / "sitecustomize.py").write_text(SITECUSTOMIZE)
+        (folder / "data").mkdir()
+        rc = folder / "coveragerc"
+        include = "\n    ".join(str(path) for path in files.values())
+        rc.write_text(f"[run]\ndata_file = {folder / 'data' / '.coverage'}\nparallel = true\nsigterm = true\n"
+                      f"include =\n    {include}\n")
+        server = make_server(model, source, release, lambda message: None)
+        server.startup_timeout = max(server.startup_timeout, 900.0)  # every process starts traced
+        python_path = os.pathsep.join([str(folder), str(tools), *filter(None, [os.environ.get("PYTHONPATH")])])
+        server.env.update({"PYTHONPATH": python_path, "COVERAGE_PROCESS_START": str(rc),
+                           "GOLDENS_COVERAGE_SWITCH": SWITCH})
+        pending: list[tuple[list[str], list[set[Key]]]] = []
+        try:
+            server.start()
+            engine = VllmEngine(server.url, server.model_name)
+
+            def run(requests, each: bool = True) -> list[set[Key]]:
+                from generator import http
+
+                names = [f"request-{len(pending)}-{i}" for i in range(len(requests))]
+                out: list[set[Key]] = [set() for _ in requests]
+                for name, request in zip(names, requests):
+                    http.DEFAULT.get_json(f"{server.url}{SWITCH}?context={name}", where="vllm coverage switch")
+                    _replay(engine, request)
+                http.DEFAULT.get_json(f"{server.url}{SWITCH}?context=", where="vllm coverage switch")
+                pending.append((names, out))
+                return out
+
+            session = Session(code, run)
+            yield session
+        finally:
+            server.stop(timeout=60)
+        data = _combined(folder)
+        session.setup |= keys_by_context(data, files, [""])[0]
+        for names, out in pending:
+            for keys, found in zip(out, keys_by_context(data, files, names)):
+                keys |= found
+
+
+def _combined(folder: Path):
+    import coverage
+
+    parts = sorted((folder / "data").glob(".coverage.*"))
+    if not parts:
+        raise GoldensError(f"vllm engine coverage: the server wrote no coverage data ({folder / 'data'})")
+    cov = coverage.Coverage(data_file=str(folder / ".coverage"), config_file=False)
+    cov.combine([str(folder / "data")], keep=False)
+    return cov.get_data()
+
+
+def _replay(engine, request) -> None:
+    """/tokenize (what `check` judges) and /v1/chat/completions (its serving path); a refusal is
+    that request's outcome, the lines it reached count."""
+    from generator.engines import EngineError
+
+    with contextlib.suppress(EngineError):
+        engine.ids(request)
+    with contextlib.suppress(EngineError):
+        engine.serve(request)
