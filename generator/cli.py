@@ -677,7 +677,7 @@ def bisect_command(config_path: Path, engine_name: str, good: str, bad: str, mod
 @click.option("--to", "last", help="The newest release of the range.")
 @click.option("--model", "model_names", multiple=True, help="Only this model (repeatable).")
 @click.option("--case", "case_ids", multiple=True, help="Only this case, e.g. qwen3/tools (repeatable).")
-@click.option("--jobs", type=click.IntRange(min=1), default=1, show_default=True,
+@click.option("--jobs", type=click.IntRange(1, 64), default=1, show_default=True,
               help="Releases made ready at once (builds share the cores); a segment is split jobs+1 ways.")
 @click.option("--exhaustive", is_flag=True, help="Also search segments whose ends agree on every case.")
 @click.option("--json", "as_json", is_flag=True,
