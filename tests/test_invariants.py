@@ -120,3 +120,39 @@ def test_models_yaml_reviews_parse_and_refuse_junk(tmp_path):
         models.load(text)
     text.write_text(base + "[{finding: 'tool call * dropped', reason: ok, cases: [tool-*]}]\n")
     assert models.load(text).models["m"].invariants[0].cases == ("tool-*",)
+
+
+def test_check_fails_on_an_unreviewed_finding_and_passes_a_reviewed_one(goldens_root):
+    """`check` turns each unreviewed finding (and each stale entry) into a failing outcome in the
+    `invariants` column, so the run exits 1; reviewed findings only add a note."""
+    import dataclasses
+
+    from generator.config.cases import model_cases
+    from generator.replay import check
+    from generator.replay.report import Summary
+
+    model = CONFIG.models["deepseek-v3"]
+    cases = [case.id for case in model_cases(model)]
+    outcomes, notes = check.invariant_outcomes(goldens_root, model, cases)
+    assert outcomes == [] and "0 not reviewed, 0 stale entries" in notes[0]
+    bare = dataclasses.replace(model, invariants=())
+    outcomes, notes = check.invariant_outcomes(goldens_root, bare, cases)
+    assert {o.case for o in outcomes} >= {"deepseek-v3/tool-result", "deepseek-v3/agentic-turn"}
+    assert all(o.engine == "invariants" and o.status == "drift" for o in outcomes)
+    assert "tool call get_weather dropped" in outcomes[0].detail
+    assert Summary(outcomes).exit_code() == 1
+    stale = dataclasses.replace(model, invariants=(*model.invariants, invariants.Reviewed("gone", "fixed")))
+    outcomes, _ = check.invariant_outcomes(goldens_root, stale, cases)
+    assert [o.detail for o in outcomes] == [
+        "stale models.yaml entry: models.deepseek-v3.invariants finding 'gone' matches no finding any more"]
+
+
+def test_regenerate_lists_the_findings_of_goldens_it_did_not_render(goldens_root):
+    from generator.config.cases import model_cases
+    from generator.goldens import regenerate
+
+    models = [CONFIG.models["deepseek-v3"], CONFIG.models["qwen3"]]
+    goldens = {case.id: None for model in models for case in model_cases(model)}  # read back from disk
+    lines = regenerate.invariant_review(goldens_root, goldens, models).lines()
+    assert lines[0].startswith("5 goldens carry 6 invariant findings (6 reviewed, 0 not")
+    assert "  deepseek-v3/parallel-tool-calls (tool call get_weather dropped; tool call get_time dropped): reviewed" in lines
