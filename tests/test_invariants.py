@@ -156,3 +156,26 @@ def test_regenerate_lists_the_findings_of_goldens_it_did_not_render(goldens_root
     lines = regenerate.invariant_review(goldens_root, goldens, models).lines()
     assert lines[0].startswith("5 goldens carry 6 invariant findings (6 reviewed, 0 not")
     assert "  deepseek-v3/parallel-tool-calls (tool call get_weather dropped; tool call get_time dropped): reviewed" in lines
+
+
+def test_render_prints_the_finding_and_what_was_normalized(tmp_path):
+    """`goldens render` of DeepSeek-V3 with a client's tool-call turn (no content key): the body
+    renders (normalized), the JSON says what was normalized and found, stderr says the finding."""
+    import json
+
+    from click.testing import CliRunner
+
+    from generator.cli import main
+
+    body = shapes.build("tool-result-json-args", {})
+    del body["messages"][2]["content"]
+    path = tmp_path / "body.json"
+    path.write_text(json.dumps(body), encoding="utf-8")
+    result = CliRunner().invoke(main, ["render", "--config", str(CONFIG.path), "--model", "deepseek-v3",
+                                       "--request", str(path)])
+    assert result.exit_code == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert data["normalization"]["applied"][0] == 'messages[2].content: missing, passed as ""'
+    assert data["invariants"]["findings"][0]["detail"] == "tool call get_weather dropped"
+    assert result.stderr.splitlines() == [
+        "goldens: invariant finding: messages[2].tool_calls[0]: tool call get_weather dropped"]
