@@ -206,7 +206,8 @@ def invariant_outcomes(root: Path, model: ModelSpec, case_ids: list[str]) -> tup
                  for _, entry in judged.stale]
     notes = []
     if judged.known or judged.unreviewed or judged.stale:
-        notes.append(f"invariant findings of the reference ({model.name}): {len(judged.cases)} goldens, "
+        n = len(judged.cases)
+        notes.append(f"invariant findings of the reference ({model.name}): {n} golden{'s' if n != 1 else ''}, "
                      f"{len(judged.known)} reviewed as known, {len(judged.unreviewed)} not reviewed, "
                      f"{len(judged.stale)} stale entries (docs/invariants.md)")
     return outcomes, notes
