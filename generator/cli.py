@@ -216,10 +216,12 @@ def regenerate(config_path: Path, out: Path, old_out: Path | None, model_names: 
               help="An OpenAI-style chat body (messages, tools, chat_template_kwargs); - for stdin.")
 @friendly
 def render(config_path: Path, model_name: str, request_file) -> None:
-    """Print the reference's ids, pieces and prompt for one request, as JSON."""
+    """Print the reference's ids, pieces and prompt for one request, as JSON, with what was
+    normalized and the prompt's invariant findings (each also one line on stderr)."""
     from generator import reference
+    from generator.analysis import invariants
     from generator.config import models
-    from generator.config.request import parse_request, read_body
+    from generator.config.request import carries_media, parse_request, read_body
     from generator.sources.source import resolve
 
     config = models.load(config_path)
@@ -230,8 +232,16 @@ def render(config_path: Path, model_name: str, request_file) -> None:
     result = reference.render_request(source, request, config.date)  # expanded when it carries images
     if result.error is not None:
         raise GoldensError(f"{model_name}: the template refused this request: {result.error}")
-    click.echo(json.dumps({"ids": result.ids, "pieces": result.pieces, "prompt": result.prompt},
-                          ensure_ascii=False, indent=2))
+    out = {"ids": result.ids, "pieces": result.pieces, "prompt": result.prompt}
+    if result.normalization is not None:
+        out["normalization"] = result.normalization
+    if not carries_media(request):
+        found = invariants.of(source.template, request, result.prompt or "")
+        if found.record() is not None:
+            out["invariants"] = found.record()
+        for finding in found.findings:
+            click.echo(f"goldens: invariant finding: {invariants.text(finding)}", err=True)
+    click.echo(json.dumps(out, ensure_ascii=False, indent=2))
 
 
 @main.command(name="models")

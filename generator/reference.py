@@ -137,7 +137,7 @@ def render(tokenizer, template: str, request: dict[str, Any], date: _dt.date) ->
     """The reference's ids for a request as the serving request layer hands it to the template
     (see normalize); a body that needed normalizing also records the template's outcome on it
     as sent."""
-    normalized, applied = normalize(request, content_format(template))
+    normalized, applied = normalize(request, content_format(template), names_developer(template))
     result = _render_as_is(tokenizer, template, normalized, date)
     if applied:
         as_sent = _render_as_is(tokenizer, template, request, date)
@@ -161,19 +161,37 @@ def _render_as_is(tokenizer, template: str, request: dict[str, Any], date: _dt.d
     return Rendered(ids=list(ids), pieces=pieces(tokenizer, ids), prompt=prompt)
 
 
-# --- The serving request layer's content normalization -------------------------------------
+# --- The serving request layer's normalization -------------------------------------------------
 #
-# OpenAI clients send an assistant tool-call turn with `"content": null` and often send content
-# as a list of {"type": "text"} parts. Templates were written for what Transformers users pass,
-# so several refuse both; OpenAI-compatible servers normalize them before the template runs.
-# The rule here is vLLM's (entrypoints/chat_utils.py, `_detect_content_format` and
-# `_parse_chat_message_content`), which decides per template: a template that loops over a
-# message's content (`{% for part in message['content'] %}`) gets the "openai" format, text
-# parts as a list of {"type": "text", "text": ...} and null content as []; any other template
-# gets the "string" format, text parts joined with "\n" and null content as "". llama.cpp's
-# server does the same for string templates (common/chat.cpp: text parts joined with "\n",
-# null content becomes ""). Only these two forms are rewritten: a string content, a media part,
-# and everything else reach the template exactly as sent, so no other golden moves.
+# Templates were written for what Transformers users pass; OpenAI clients send other spellings
+# of the same conversation, and both OpenAI-compatible servers rewrite them before the template
+# runs. Read from vLLM 0.32.0 (renderers/chat_utils.py `_parse_chat_message_content`,
+# `_postprocess_messages`; renderers/hf.py `safe_apply_chat_template`) and llama.cpp b11434
+# (common/chat.cpp `common_chat_msgs_parse_oaicompat`, `common_chat_msg::to_json_oaicompat`,
+# `common_chat_templates_apply_jinja` and its workarounds). The reference applies what they
+# agree on, and where they part it follows one of them, named below and in
+# docs/reference-normalization.md:
+#
+# - content null, missing or []: "" for a "string" template, [] for an "openai" one (vLLM;
+#   llama.cpp writes "" for all three, and refuses a message with neither content nor tool calls).
+# - content as text parts, on any role: joined with "\n" for a "string" template (both); kept as
+#   {"type": "text", "text"} parts for an "openai" one (both), on a tool message too (llama.cpp;
+#   vLLM joins a tool message's text parts into a string for every template).
+# - role developer: system, when the template never names the role (both); a template that
+#   names it gets it as sent (vLLM; llama.cpp renames it there too, unless the template is a
+#   Harmony one). vLLM then also merges every system message into one at the front; llama.cpp
+#   does not, and neither does the reference: a rename moves no text.
+# - tool-call arguments as a JSON string holding an object: the object (vLLM always; llama.cpp
+#   for every template that reads the arguments as a mapping, the ones where it matters);
+#   "" or null: {} (vLLM; llama.cpp answers 500 for an object-reading template). A string that
+#   is not a JSON object reaches the template as sent (llama.cpp; vLLM substitutes {}).
+# - tool_calls: [] is removed (both).
+# - every other key, and a media part, reaches the template as sent. Both servers drop message
+#   keys outside their message models (e.g. gpt-oss's `thinking`); the reference keeps them so a
+#   request can reach the template code a Transformers caller reaches, and an engine that drops
+#   one shows as that engine's divergence.
+#
+# A body that needs none of this is passed as the same object, so its golden does not move.
 
 
 @functools.lru_cache(maxsize=64)
@@ -222,6 +240,17 @@ def content_format(template: str) -> str:
     return "string"
 
 
+def template_view(template: str, request: dict[str, Any]) -> dict[str, Any]:
+    """The request as `render` hands it to this template (normalized, see normalize)."""
+    return normalize(request, content_format(template), names_developer(template))[0]
+
+
+def names_developer(template: str) -> bool:
+    """Whether the template names the `developer` role itself (vLLM's test: the quoted word in
+    its source); only then does a developer message reach it unrenamed."""
+    return '"developer"' in template or "'developer'" in template
+
+
 def _text_parts(content: Any) -> list[str] | None:
     """The texts of a content list made only of text parts, else None."""
     if not isinstance(content, list) or not content:
@@ -234,28 +263,85 @@ def _text_parts(content: Any) -> list[str] | None:
     return texts
 
 
-def normalize(request: dict[str, Any], fmt: str) -> tuple[dict[str, Any], list[str]]:
-    """The request as the serving layer passes it to a template of content format `fmt`, and
-    one line per change made (empty: the request is passed as sent, the same object)."""
+def _content(message: dict[str, Any], i: int, fmt: str, applied: list[str]) -> dict[str, Any]:
+    """The message with its content as the template of format `fmt` gets it."""
+    empty: Any = [] if fmt == "openai" else ""
+    if "content" not in message:
+        applied.append(f"messages[{i}].content: missing, passed as {json.dumps(empty)}")
+        return {**message, "content": empty}
+    content = message["content"]
+    if content is None:
+        applied.append(f"messages[{i}].content: null passed as {json.dumps(empty)}")
+        return {**message, "content": empty}
+    if isinstance(content, list) and not content:
+        if fmt != "openai":
+            applied.append(f"messages[{i}].content: [] passed as \"\"")
+            return {**message, "content": ""}
+        return message
+    texts = _text_parts(content)
+    if texts is None:
+        return message
+    if fmt == "openai":
+        parts = [{"type": "text", "text": t} for t in texts]
+        if parts != content:
+            applied.append(f"messages[{i}].content: text parts reduced to type and text")
+            return {**message, "content": parts}
+        return message
+    applied.append(f"messages[{i}].content: {len(texts)} text part(s) joined with '\\n'")
+    return {**message, "content": "\n".join(texts)}
+
+
+def _arguments(value: Any) -> tuple[bool, Any]:
+    """(changed, what the template gets) for a tool call's `arguments`."""
+    if value is None or value == "":
+        return True, {}
+    if isinstance(value, str):
+        try:
+            parsed = json.loads(value)
+        except ValueError:
+            return False, value
+        if isinstance(parsed, dict):
+            return True, parsed
+    return False, value
+
+
+def _tool_calls(message: dict[str, Any], i: int, applied: list[str]) -> dict[str, Any]:
+    """The message with empty tool_calls removed and JSON-string arguments decoded."""
+    calls = message.get("tool_calls")
+    if calls == []:
+        applied.append(f"messages[{i}].tool_calls: [] removed")
+        return {k: v for k, v in message.items() if k != "tool_calls"}
+    if not isinstance(calls, list):
+        return message
+    out, changed = [], False
+    for j, call in enumerate(calls):
+        function = call.get("function") if isinstance(call, dict) else None
+        if isinstance(function, dict):
+            decoded, arguments = _arguments(function.get("arguments"))
+            if decoded:
+                before = function.get("arguments")
+                shown = "a JSON string" if isinstance(before, str) and before else json.dumps(before)
+                applied.append(f"messages[{i}].tool_calls[{j}].function.arguments: {shown} passed as an object")
+                call = {**call, "function": {**function, "arguments": arguments}}
+                changed = True
+        out.append(call)
+    return {**message, "tool_calls": out} if changed else message
+
+
+def normalize(request: dict[str, Any], fmt: str, developer: bool = False) -> tuple[dict[str, Any], list[str]]:
+    """The request as the serving layer passes it to a template of content format `fmt`
+    (`developer`: the template names the developer role), and one line per change made (empty:
+    the request is passed as sent, the same object)."""
     applied: list[str] = []
     messages = []
     for i, message in enumerate(request.get("messages") or []):
-        if isinstance(message, dict) and "content" in message:
-            content = message["content"]
-            texts = _text_parts(content)
-            if content is None:
-                empty: Any = [] if fmt == "openai" else ""
-                message = {**message, "content": empty}
-                applied.append(f"messages[{i}].content: null passed as {json.dumps(empty)}")
-            elif texts is not None:
-                if fmt == "openai":
-                    parts = [{"type": "text", "text": t} for t in texts]
-                    if parts != content:
-                        message = {**message, "content": parts}
-                        applied.append(f"messages[{i}].content: text parts reduced to type and text")
-                else:
-                    message = {**message, "content": "\n".join(texts)}
-                    applied.append(f"messages[{i}].content: {len(texts)} text part(s) joined with '\\n'")
+        if isinstance(message, dict):
+            if message.get("role") == "developer" and not developer:
+                message = {**message, "role": "system"}
+                applied.append(f"messages[{i}].role: developer passed as system (the template does not name it)")
+            message = _content(message, i, fmt, applied)
+            if message.get("role") == "assistant" and "tool_calls" in message:
+                message = _tool_calls(message, i, applied)
         messages.append(message)
     if not applied:
         return request, []

@@ -24,7 +24,8 @@ def test_client_bodies_give_ok_goldens_and_record_the_refusal_as_sent(case_id):
     assert record["as_sent"]["outcome"] == "error"  # the template itself refuses the raw body
     if case_id.endswith("null-content"):
         assert item.request["messages"][2]["content"] is None  # the golden keeps the body as sent
-        assert record["applied"] == ['messages[2].content: null passed as ""']
+        assert record["applied"] == ['messages[2].content: null passed as ""',
+                                     "messages[2].tool_calls[0].function.arguments: a JSON string passed as an object"]
     else:
         assert isinstance(item.request["messages"][1]["content"], list)
         assert "What is 2 + 2?\nAnswer with a digit." in item.prompt  # text parts joined by \n
@@ -51,7 +52,7 @@ def test_openai_format_keeps_text_parts_and_passes_null_as_an_empty_list():
     assert normalized["messages"][0]["content"] == [{"type": "text", "text": "a"}]
     assert normalized["messages"][1]["content"] == []
     assert normalized["messages"][2] is request["messages"][2]  # a string reaches the template as sent
-    assert len(applied) == 2
+    assert len(applied) == 3 and applied[2] == "messages[1].tool_calls: [] removed"  # as both servers do
     same, none = reference.normalize({"messages": [{"role": "user", "content": "x"}]}, "string")
     assert none == [] and same["messages"][0]["content"] == "x"
 

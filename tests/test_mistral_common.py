@@ -118,9 +118,9 @@ def test_tool_results_diverge_where_the_template_drops_the_system_prompt(shape, 
     assert f'[TOOL_RESULTS]{{"content": {result}, "call_id"' in expected.prompt
     assert f'[TOOL_RESULTS]{{"content": "{result}", "call_id"' in actual.prompt
     if shape == "tool-result-json-args":
-        # ... and arguments sent as a JSON string: the template's tojson quotes the string, the
-        # encoder writes the object.
-        assert '"arguments": "{\\"city\\": \\"Paris\\"}"' in expected.prompt
+        # ... and arguments sent as a JSON string: both write the object (the reference decodes
+        # a JSON-string object before the template runs, as vLLM and llama-server do).
+        assert '"arguments": {"city": "Paris"}' in expected.prompt
         assert '"arguments": {"city": "Paris"}' in actual.prompt
 
 
@@ -171,26 +171,28 @@ def test_the_engine_encodes_with_its_sources_tekken_file(tmp_path):
         MistralCommonEngine(source_of("qwen3"))
 
 
-DEVELOPER_FIRST = {"messages": [{"role": "developer", "content": "You are terse."},
-                                {"role": "user", "content": "Hello!"}]}
+# The reference passes a developer message as system (reference.normalize); NeMo's template still
+# refuses a system message anywhere but first, which mistral-common renders.
+DEVELOPER_MID = {"messages": [{"role": "user", "content": "Hello!"}, {"role": "developer", "content": "Answer in French."},
+                              {"role": "user", "content": "How are you?"}]}
 
 
 def test_a_rendering_where_the_reference_refuses_is_drift_until_reviewed(tmp_path):
-    """NeMo's template refuses a developer message; mistral-common renders it as the system prompt.
+    """NeMo's template refuses a mid-conversation developer message; mistral-common renders it.
     Unreviewed that is drift; `record` makes it a ledger entry holding mistral-common's ids, then
     it is known; an entry whose ids the engine no longer gives is drift again (ledger-moved)."""
     from generator.replay.judge import record
 
-    expected = render(DEVELOPER_FIRST)
-    assert expected.error is not None and "roles must alternate" in expected.error
-    item = golden_file.Golden(case="mistral-nemo/developer-first", request=DEVELOPER_FIRST, outcome="error",
+    expected = render(DEVELOPER_MID)
+    assert expected.error is not None and "Only user and assistant roles" in expected.error
+    item = golden_file.Golden(case="mistral-nemo/developer-first", request=DEVELOPER_MID, outcome="error",
                               ids=[], pieces=[], prompt=None, error=expected.error, provenance={})
     (tmp_path / "mistral-nemo").mkdir()
     before = judge(engine(), item, tmp_path)
-    assert before.status == "drift" and "the reference refused" in before.detail and "rendered 9 tokens" in before.detail
+    assert before.status == "drift" and "the reference refused" in before.detail and "rendered" in before.detail
     path = record(engine(), item, tmp_path, "mistral-common maps developer to the system prompt")
     entry = json.loads(path.read_text(encoding="utf-8"))
-    assert entry["outcome"] == "ok" and entry["prompt"] == "<s>[INST]You are terse.\n\nHello![/INST]"
+    assert entry["outcome"] == "ok" and entry["prompt"] == "<s>[INST]Hello![/INST][INST]Answer in French.\n\nHow are you?[/INST]"
     after = judge(engine(), item, tmp_path)
     assert (after.status, after.reason) == ("known", "mistral-common maps developer to the system prompt")
     edited = golden_file.read(path)

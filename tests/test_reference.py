@@ -127,10 +127,10 @@ def _all_cases():
 def test_render_equals_apply_chat_template_tokenize_true(case, resolved, config):
     """Our render encodes the prompt with add_special_tokens=False; that is exactly what
     apply_chat_template(tokenize=True) does, for every shape of the matrix, given the body as the
-    serving layer hands it to the template (reference.normalize: null content, text parts)."""
+    serving layer hands it to the template (reference.normalize: content, developer, arguments)."""
     source, tokenizer = resolved[case.model]
     result = reference.render(tokenizer, source.template, case.request, config.date)
-    request, _ = reference.normalize(case.request, reference.content_format(source.template))
+    request = reference.template_view(source.template, case.request)
     if result.outcome == "error":
         with pytest.raises(Exception) as raised:
             _transformers_ids(tokenizer, source.template, request, config.date)

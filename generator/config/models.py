@@ -99,6 +99,8 @@ class ModelSpec:
     processor: ProcessorSpec | None = None  # expanded-view (media) shapes need one
     # a team's own request bodies (shapes.requests files): shape name (the file stem) -> body
     requests: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # reviewed invariant findings (generator/analysis/invariants.py, docs/invariants.md)
+    invariants: tuple[Any, ...] = ()
 
     def request(self, shape: str, chat_template_kwargs: dict[str, Any]) -> dict[str, Any]:
         """The full request for one of this model's shapes, built-in or a request file; the
@@ -212,7 +214,7 @@ def _parse_engines(raw: Any, where: _Where) -> dict[str, str]:
 
 
 MODEL_KEYS = {"tokenizer", "template", "shapes", "variants", "engines", "kwargs", "pins", "prefix_tails",
-              "processor"}
+              "processor", "invariants"}
 
 
 def _parse_model(name: str, raw: Any, where: _Where, key: str) -> ModelSpec:
@@ -244,7 +246,27 @@ def _parse_model(name: str, raw: Any, where: _Where, key: str) -> ModelSpec:
         name=name, tokenizer=tokenizer, template=template, shapes=shapes, variants=variants,
         engines=tuple(engines), kwargs=kwargs, pins=dict(pins),
         prefix_tails=tails, processor=processor, requests=requests,
+        invariants=_parse_invariants(raw.get("invariants") or [], where, f"{key}.invariants"),
     )
+
+
+def _parse_invariants(raw: Any, where: _Where, key: str) -> tuple[Any, ...]:
+    """`invariants: [{finding: "tool call * dropped", cases: [globs], reason: "..."}]`: reviewed
+    invariant findings (generator/analysis/invariants.py)."""
+    from generator.analysis.invariants import Reviewed
+
+    if not isinstance(raw, list):
+        raise GoldensError(f"{where.file}: {key}: expected a list of {{finding, reason[, cases]}}")
+    out = []
+    for i, item in enumerate(raw):
+        item = where.mapping(item, f"{key}[{i}]", {"finding", "reason", "cases"}, required={"finding", "reason"})
+        for name in ("finding", "reason"):
+            if not isinstance(item[name], str) or not item[name].strip():
+                raise GoldensError(f"{where.file}: {key}[{i}].{name}: expected a non-empty string")
+        cases = where.string_list(item.get("cases", []), f"{key}[{i}].cases")
+        out.append(Reviewed(finding=item["finding"].strip(), reason=" ".join(item["reason"].split()),
+                            cases=tuple(cases)))
+    return tuple(out)
 
 
 def _parse_tails(raw: Any, variants: dict[str, dict], where: _Where, key: str) -> dict[str, PrefixTail]:

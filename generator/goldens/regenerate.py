@@ -38,6 +38,7 @@ class Summary:
     removed: int = 0  # goldens and ledger entries, each listed in removed_paths
     removed_paths: list[tuple[Path, str]] = field(default_factory=list)  # (path, "golden" | "ledger entry")
     left_alone: list[Path] = field(default_factory=list)  # directories of models not in the config
+    invariants: list[str] = field(default_factory=list)  # the goldens' invariant findings, for a person
 
     def __str__(self) -> str:
         return f"{self.written} written, {self.unchanged} unchanged, {self.removed} removed"
@@ -47,7 +48,7 @@ class Summary:
         out = [f"removed {path} ({kind})" for path, kind in self.removed_paths]
         out += [f"left {path}/ alone: {path.name} is not in the config (--prune removes its goldens)"
                 for path in self.left_alone]
-        return [*out, str(self)]
+        return [*out, *self.invariants, str(self)]
 
 
 def versions() -> dict[str, str]:
@@ -81,7 +82,9 @@ def annotate(case: Case, source: Source, config: Config, item: golden_file.Golde
     """The analyses a golden records beside its ids, all by the reference: `roundtrip` on every
     golden; `control_tokens` where a user message spells control-token text; `requests` and
     `prefix_breaks` (+ `prefix_tail` when declared) where the request stands for a multi-turn
-    conversation; `cache_busters` on the multi-turn shape (generator/analysis/).
+    conversation; `cache_busters` on the multi-turn shape; `invariants` where a message, a tool
+    call or a turn delimiter of the request is not in the prompt as it should be, or reasoning
+    was dropped by design (generator/analysis/).
     An expanded-view golden names its view and its processor instead: the analyses are about
     the template's text, which its template-view sibling already covers."""
     if case.view == EXPANDED_VIEW:
@@ -92,7 +95,11 @@ def annotate(case: Case, source: Source, config: Config, item: golden_file.Golde
         return
     if item.outcome != "ok":
         return
-    from generator.analysis import busters, control_tokens, prefix, roundtrip
+    from generator.analysis import busters, control_tokens, invariants, prefix, roundtrip
+
+    found = invariants.of(source.template, case.request, item.prompt or "").record()
+    if found is not None:
+        item.extra["invariants"] = found
     from generator.engines.transformers import TransformersEngine
 
     tokenizer = reference.load_tokenizer(source.tokenizer_dir)
@@ -405,7 +412,21 @@ def regenerate(config: Config, out: Path, model_names: tuple[str, ...] = (), upd
     if not model_names and prune:  # as their directories: left alone unless pruned
         saved.models = {name: entry for name, entry in saved.models.items() if name in config.models}
     index.save(out, saved)
+    summary.invariants = invariant_review(out, goldens, models).lines()
     return summary
+
+
+def invariant_review(out: Path, goldens: dict[str, golden_file.Golden | None], models: list[ModelSpec]):
+    """The invariant findings every selected golden carries, judged against models.yaml's
+    reviewed entries; a golden not rendered this run is read back from `out`."""
+    from generator.analysis import invariants
+
+    found = {}
+    for case_id, item in goldens.items():
+        if item is None:
+            item = golden_file.read(golden_file.golden_path(out, case_id))
+        found[case_id] = invariants.findings_of(item.extra)
+    return invariants.review(found, {model.name: model.invariants for model in models})
 
 
 def refuse_all_refused(rendered: dict[str, list[golden_file.Golden]]) -> None:

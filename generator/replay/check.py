@@ -148,6 +148,12 @@ def run(config: Config, root: Path, engines: tuple[str, ...] = (), models: tuple
                     group.outcomes = all_refused(model_name, spec.label, replayed)
                 group.seconds = time.monotonic() - group_started
                 results.groups.append(group)
+            first = next(i for i, part in enumerate(parts) if part[0] == model_name)
+            if first in indices and results.groups:  # one shard speaks for a model's goldens
+                model_cases_ids = list(dict.fromkeys(c for part in parts if part[0] == model_name for c in part[2]))
+                found, note = invariant_outcomes(root, model, model_cases_ids)
+                results.groups[-len(indices)].outcomes += found
+                results.notes += note
             if lent:  # a shared pool keeps the light servers for the next model's cases
                 for kind in engine_registry.one_model_at_a_time():
                     pool.release(model_name, kind, keep=owners)
@@ -181,3 +187,28 @@ def all_refused(model: str, engine: str, outcomes: list[Outcome]) -> list[Outcom
     # its stand-in findings go too: a stand-in and a serving path that both refuse judged nothing
     return [Outcome(o.case, o.engine, "error", reason, version=o.version) if o.stand_in is None else o
             for o in outcomes if o.stand_in is None or o.engine != engine]
+
+
+INVARIANTS = "invariants"  # the column an unreviewed invariant finding of the reference shows in
+
+
+def invariant_outcomes(root: Path, model: ModelSpec, case_ids: list[str]) -> tuple[list[Outcome], list[str]]:
+    """The invariant findings the model's goldens carry (generator/analysis/invariants.py): a
+    note for every report, and a failing outcome for each finding models.yaml has not reviewed
+    and each reviewed entry no finding matches any more; reviewed findings pass as known."""
+    from generator.analysis import invariants
+    found = {case: invariants.findings_of(item.extra)
+             for case, item in zip(case_ids, load_goldens(root, case_ids)) if item.outcome == "ok"}
+    judged = invariants.review(found, {model.name: model.invariants})
+    outcomes = [Outcome(case, INVARIANTS, "drift", f"invariant finding not reviewed in models.yaml: "
+                        f"{invariants.text(finding)}", kind="invariant") for case, finding in judged.unreviewed]
+    outcomes += [Outcome(case_ids[0], INVARIANTS, "drift", f"stale models.yaml entry: models.{model.name}.invariants "
+                         f"finding {entry.finding!r} matches no finding any more", kind="invariant")
+                 for _, entry in judged.stale]
+    notes = []
+    if judged.known or judged.unreviewed or judged.stale:
+        n = len(judged.cases)
+        notes.append(f"invariant findings of the reference ({model.name}): {n} golden{'s' if n != 1 else ''}, "
+                     f"{len(judged.known)} reviewed as known, {len(judged.unreviewed)} not reviewed, "
+                     f"{len(judged.stale)} stale entries (docs/invariants.md)")
+    return outcomes, notes
