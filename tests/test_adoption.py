@@ -97,7 +97,7 @@ def test_a_team_adopts_goldens_from_pip_install_to_a_green_gate(maker, package, 
 
     check = sh("goldens", "check", "--junit", "out/goldens.xml", cwd=team, env=env)
     replays = 2 * written  # transformers and minijinja, every case
-    assert check.stdout.splitlines()[-1] == f"{replays} checked: {replays} match, 0 known divergence, 0 drift, 0 error"
+    assert check.stdout.splitlines()[-1] == f"{replays} checked: {replays} rendered and match, 0 both refuse, 0 known divergence, 0 drift, 0 error"
     assert (team / "out" / "goldens.xml").is_file()
 
     suite = sh(venv / "bin" / "python", "-m", "pytest", "--goldens", "-q", "-p", "no:cacheprovider", cwd=team, env=env)
