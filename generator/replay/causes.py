@@ -285,7 +285,15 @@ def covering(root: Path, engine: str, model: str) -> list[Cause]:
 def dumps(cause: Cause) -> str:
     data = {"format": FORMAT, "cause": cause.name, "engines": cause.engines, "models": cause.models,
             "edit": cause.edit.data(), "reason": cause.reason, "engine_version": cause.engine_version}
-    return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+    text = json.dumps(data, indent=2, ensure_ascii=False)
+    # one token a line, `[1, "<s>"]`, and the name lists on one line, as a reviewer reads them
+    text = _PAIR.sub(lambda m: f"[{m[1]}, {m[2]}]", text)
+    text = _NAMES.sub(lambda m: f'"{m[1]}": ' + json.dumps(data[m[1]], ensure_ascii=False), text)
+    return text + "\n"
+
+
+_PAIR = re.compile(r'\[\n\s+(\d+),\n\s+("(?:[^"\\]|\\.)*")\n\s+\]')
+_NAMES = re.compile(r'"(engines|models)": \[[^\]]*\]')
 
 
 def write(root: Path, cause: Cause) -> Path:

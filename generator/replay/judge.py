@@ -428,3 +428,42 @@ def record(engine: Engine, item: golden_file.Golden, root: Path, reason: str, st
         raise GoldensError(f"{item.case}: {engine.name} matches the reference; nothing to record")
     return ledger.write(root, item, engine.name, reason.strip(), list(got), pieces_of(got),
                         Ids.of(got).prompt, engine_version=reported_version(engine), stand_in=endpoint)
+
+
+def record_cause(root: Path, name: str, edit: causes_.Edit, engine: str,
+                 per_model: Sequence[tuple[str, Engine, Sequence[golden_file.Golden]]], reason: str,
+                 replace_entries: bool = False) -> tuple[Path, list[str], list[Path]]:
+    """Record a reviewed cause: `edit` accepted on `engine` for these models, with `reason`,
+    after replaying every golden the reference renders through the engine as `check` judges it.
+    Returns the cause's path, the cases it explains (applying the edit to the golden's ids gives
+    the engine's ids exactly) and the per-case ledger entries it makes redundant (removed with
+    `replace_entries`). A cause no case shows is refused: nothing is written."""
+    causes_.check_name(name)
+    if not reason.strip():
+        raise GoldensError("a reviewed cause needs a --reason that says why it is accepted")
+    explained: list[str] = []
+    redundant: list[Path] = []
+    version = ""
+    for model, engine_, goldens in per_model:
+        version = version or reported_version(engine_)
+        for item in goldens:
+            if item.outcome != "ok":
+                continue
+            got = judged(engine_, item.request)
+            if isinstance(got, (Refused, PromptCount)) or edit.apply(item.ids) != list(got):
+                continue
+            explained.append(item.case)
+            entry = ledger.read(root, item.case, engine_.name)
+            if entry is not None and entry.refused is None and entry.ids == list(got):
+                redundant.append(entry.path)
+    models = [model for model, _, _ in per_model]
+    if not explained:
+        raise GoldensError(f"no case of {', '.join(models)} on {engine} shows the edit {edit.describe()}; "
+                           "nothing recorded")
+    cause = causes_.Cause(name=name, edit=edit, engines=[engine], models=models, reason=reason.strip(),
+                          engine_version=version or None)
+    path = causes_.write(root, cause)
+    if replace_entries:
+        for entry_path in redundant:
+            entry_path.unlink()
+    return path, explained, redundant
