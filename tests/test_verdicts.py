@@ -275,3 +275,32 @@ def test_one_cause_covers_phi3_5_s_bos_on_llama_server_and_without_it_they_drift
                   "--edit", "insert 2 at start", "--model", "phi3.5", "--reason", "no case shows it")
     assert nothing.exit_code == 2 and "shows the edit insert [2 '</s>'] at start; nothing recorded" in nothing.stderr
     assert not (goldens / causes.FOLDER / "phi3-none.json").exists()
+
+
+# --------------------------------------------------------------- coverage counts what rendered
+
+REFUSING = """{%- if messages[0].role == 'system' %}
+{{- raise_exception('System role not supported') }}
+{%- endif %}
+{%- for message in messages %}
+{{- '<|im_start|>' + message.role + '\\n' + message.content + '<|im_end|>\\n' }}
+{%- endfor %}
+{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}
+"""
+
+
+def test_coverage_counts_only_what_the_reference_rendered(tmp_path):
+    """A refusal ran the template up to its raise and checked no output: its lines are not
+    covered. `plain` (a system message) refuses here, `no-system` renders."""
+    (tmp_path / "small.jinja").write_text(REFUSING, encoding="utf-8")
+    config = tmp_path / "models.yaml"
+    config.write_text("models:\n  small:\n    tokenizer: {pack: \"npm:qwen3\"}\n    template: {file: small.jinja}\n"
+                      "    shapes: {only: [plain, no-system]}\n    engines: [transformers]\n", encoding="utf-8")
+    result = run("coverage", "--config", config, "--json")
+    assert result.exit_code == 0, result.output
+    record = json.loads(result.stdout)["models"]["small"]
+    assert (record["cases"], record["rendered"]) == (2, 1)
+    assert [s["lines"] for s in record["never_executed"]] == [[2, 2]]  # the raise: only a refusal reached it
+    assert "raise_exception" in record["never_executed"][0]["text"]
+    text = run("coverage", "--config", config).stdout
+    assert "executed by the 1 of 2 cases the reference rendered (1 refused, not counted)" in text
