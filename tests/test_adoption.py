@@ -10,6 +10,7 @@ pip is configured with here are passed to it explicitly, as a team's CI would.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -97,7 +98,10 @@ def test_a_team_adopts_goldens_from_pip_install_to_a_green_gate(maker, package, 
 
     check = sh("goldens", "check", "--junit", "out/goldens.xml", cwd=team, env=env)
     replays = 2 * written  # transformers and minijinja, every case
-    assert check.stdout.splitlines()[-1] == f"{replays} checked: {replays} rendered and match, 0 both refuse, 0 known divergence, 0 drift, 0 error"
+    refused = 2 * sum(json.loads(p.read_text())["outcome"] == "error"  # command-r's template refuses some shapes
+                      for p in (team / "goldens").glob("*/*.json"))
+    assert check.stdout.splitlines()[-1] == (f"{replays} checked: {replays - refused} rendered and match, "
+                                             f"{refused} both refuse, 0 known divergence, 0 drift, 0 error")
     assert (team / "out" / "goldens.xml").is_file()
 
     suite = sh(venv / "bin" / "python", "-m", "pytest", "--goldens", "-q", "-p", "no:cacheprovider", cwd=team, env=env)
