@@ -251,7 +251,7 @@ def test_check_json_is_one_document_on_stdout_with_the_results_data(tmp_path):
     assert data == saved
     assert data["exit_code"] == 0 and data["verdict"] == "passed"
     outcomes = data["groups"][0]["outcomes"]
-    assert {o["engine"] for o in outcomes} == {"minijinja"} and {o["kind"] for o in outcomes} <= {"match", "known"}
+    assert {o["engine"] for o in outcomes} == {"minijinja"} and {o["kind"] for o in outcomes} <= {"match", "both-refuse", "known"}
     assert data["summary"] in run.stderr  # the terminal report went to stderr
 
 
