@@ -272,10 +272,12 @@ def load(root: Path) -> list[Cause]:
         return []
     paths = sorted(p for p in folder.glob("*.json") if p.is_file())
     key = (str(folder.resolve()), tuple((p.name, p.stat().st_mtime_ns, p.stat().st_size) for p in paths))
-    if key not in _memo:
+    found = _memo.get(key)
+    if found is None:  # replay's threads may race here: each keeps the list it read
+        found = [read(p) for p in paths]
         _memo.clear()
-        _memo[key] = [read(p) for p in paths]
-    return _memo[key]
+        _memo[key] = found
+    return found
 
 
 def covering(root: Path, engine: str, model: str) -> list[Cause]:
