@@ -533,27 +533,47 @@ def list_engines(as_json: bool) -> None:
 @main.command()
 @CONFIG_OPTION
 @click.option("--engine", "engine_name", required=True, help="The engine whose answer is reviewed.")
-@click.option("--case", "case_ids", multiple=True, required=True, help="A case id, e.g. qwen3/tools (repeatable).")
+@click.option("--case", "case_ids", multiple=True, help="A case id, e.g. qwen3/tools (repeatable).")
 @click.option("--reason", required=True, help="Why this divergence is accepted (kept in the entry).")
 @click.option("--url", metavar="URL", help="Use this running server instead of starting one.")
 @click.option("--goldens", "root", default="goldens", show_default=True,
               type=click.Path(file_okay=False, path_type=Path), help="Directory of golden files.")
 @click.option("--stand-in", "stand_in", is_flag=True,
               help="Record the engine's stand-in endpoint where it disagrees with the serving path.")
+@click.option("--cause", "cause_name", metavar="NAME",
+              help="Record a reviewed cause (goldens/causes/NAME.json) instead of per-case entries.")
+@click.option("--edit", "edit_text", metavar="EDIT",
+              help="The cause's edit of the golden's ids: 'insert IDS at start|end', 'delete IDS at "
+                   "start|end|every', 'replace IDS with IDS at start|end|every'.")
+@click.option("--model", "model_names", multiple=True, help="A model the cause covers (repeatable).")
+@click.option("--replace-entries", is_flag=True,
+              help="Remove the per-case ledger entries the recorded cause explains exactly.")
 @friendly
 def ledger(config_path: Path, engine_name: str, case_ids: tuple[str, ...], reason: str, url: str | None,
-           root: Path, stand_in: bool) -> None:
-    """Record a reviewed divergence: the engine's own ids for a case, beside its golden, with a reason."""
-    from generator import redaction
+           root: Path, stand_in: bool, cause_name: str | None, edit_text: str | None,
+           model_names: tuple[str, ...], replace_entries: bool) -> None:
+    """Record a reviewed divergence: the engine's own ids for a case, beside its golden, with a
+    reason; or with --cause, one edit the engine makes on every case of the models named."""
+    from generator import redaction, reference
     from generator.config import models
+    from generator.config.cases import case_of, model_cases, replays
     from generator.engines.pool import EnginePool
-    from generator.replay.judge import load_goldens, record
+    from generator.replay import causes
+    from generator.replay.judge import load_goldens, record, record_cause
     from generator.sources.source import resolve
 
     redaction.register(*redaction.url_secrets(url or ""))
-    from generator.config.cases import case_of
-
     config = models.load(config_path)
+    if cause_name is not None:
+        if case_ids or stand_in or not edit_text or not model_names:
+            raise GoldensError("--cause records one edit for whole models: give --edit and --model, not --case "
+                               "or --stand-in")
+        causes.check_name(cause_name)
+        config.select(list(model_names))
+    elif edit_text or model_names or replace_entries:
+        raise GoldensError("--edit, --model and --replace-entries go with --cause NAME")
+    elif not case_ids:
+        raise GoldensError("name the cases with --case M/SHAPE, or record a cause with --cause NAME")
     by_model: dict[str, list[str]] = {}
     for case_id in case_ids:
         case = case_of(config, case_id)
@@ -561,11 +581,26 @@ def ledger(config_path: Path, engine_name: str, case_ids: tuple[str, ...], reaso
     config.select(list(by_model))
     with EnginePool(config.date, {engine_name.partition("@")[0]: url} if url else None, versions=config.engine_versions,
                     on_start=lambda message: click.echo(message, err=True)) as pool:
-        for model_name, ids in by_model.items():
-            model = config.models[model_name]
-            engine = pool.engine(engine_name, model, resolve(model, config))
-            for item in load_goldens(root, ids):
-                click.echo(f"recorded {record(engine, item, root, reason, stand_in=stand_in)}")
+        if cause_name is None:
+            for model_name, ids in by_model.items():
+                model = config.models[model_name]
+                engine = pool.engine(engine_name, model, resolve(model, config))
+                for item in load_goldens(root, ids):
+                    click.echo(f"recorded {record(engine, item, root, reason, stand_in=stand_in)}")
+            return
+        per_model = []
+        for model_name in model_names:
+            model, source = config.models[model_name], resolve(config.models[model_name], config)
+            ids = [c.id for c in model_cases(model) if replays(c, engine_name.partition("@")[0])]
+            per_model.append((model_name, pool.engine(engine_name, model, source), load_goldens(root, ids)))
+        tokenizer = reference.load_tokenizer(resolve(config.models[model_names[0]], config).tokenizer_dir)
+        edit = causes.parse(edit_text, lambda ids: reference.pieces(tokenizer, ids))
+        path, explained, redundant = record_cause(root, cause_name, edit, engine_name.partition("@")[0],
+                                                  per_model, reason, replace_entries)
+        click.echo(f"recorded {path}: {edit.describe()} explains {len(explained)} case"
+                   f"{'s' if len(explained) != 1 else ''}: {', '.join(explained)}")
+        for entry in redundant:
+            click.echo(f"{'removed' if replace_entries else 'not needed any more'}: {entry} (the cause explains it)")
 
 
 @main.command(name="diff")

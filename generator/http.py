@@ -9,9 +9,9 @@ engine is given one (the pool's, from its EngineContext), and `goldens check --t
 --request-timeout` hands the pool a Transport bounded by the run, so no process global holds
 a deadline. Replies are bounded in size and parsed by the
 hardened JSON reader (nesting depth, lone surrogates, huge integers), so a misbehaving server
-is always an EngineError naming the engine, the URL and the fault; HTTP 400 and 422 are
-`Refused`, the engine's answer that it will not render this request (`failure`, the one status
-mapping every engine uses).
+is always an EngineError naming the engine, the URL and the fault; an HTTP 4xx or 5xx about the
+request (400, 422, 500, ...; not 401, 404, 429, 503, ...) is `Refused`, the engine's answer that
+it will not render this request (`failure`, the one status mapping every engine uses).
 
 Connections are kept alive and shared by the threads replay runs requests from, at most
 MAX_IDLE idle per server, so a run does not pay a connection per request. HTTP_PROXY,
@@ -79,9 +79,9 @@ class Transport:
         return _exchange(method, url, body, where=where, budget=self.budget(), headers=headers)
 
     def post_json(self, url: str, body: dict[str, Any], *, where: str) -> dict[str, Any]:
-        """POST a JSON body and return the JSON object that comes back. HTTP 400 or 422 raises
-        Refused (the engine declines the request: an outcome to compare); any other failure
-        an EngineError."""
+        """POST a JSON body and return the JSON object that comes back. A status `failure` calls
+        a refusal raises Refused (the engine declines the request: an outcome to compare); any
+        other failure an EngineError."""
         status, raw = self.request("POST", url, body, where=where)
         return _reply(status, raw, where)
 
@@ -382,16 +382,27 @@ def get_json(url: str, *, where: str, timeout: float = TIMEOUT) -> dict[str, Any
     return DEFAULT.with_timeout(timeout).get_json(url, where=where)
 
 
-REFUSED = (400, 422)  # a request the server will not take (its template, its schema): an answer
+# Statuses that speak of the server or the route, never of one request: a wrong URL or method,
+# credentials, a rate limit, a gateway or a server not (yet) serving. Any other 4xx or 5xx is the
+# engine's answer to this request (vLLM's 400 naming a template error, llama-server's 500 to a
+# tool call it cannot parse): a refusal, judged against the reference like a template's raise.
+SERVER_STATUSES = frozenset({401, 403, 404, 405, 407, 408, 429, 502, 503, 504})
+
+
+def refuses(status: int) -> bool:
+    """Whether an HTTP status is the engine's answer to one request (Refused) rather than a
+    fault of the server or the route (EngineError): every 4xx and 5xx but SERVER_STATUSES."""
+    return 400 <= status < 600 and status not in SERVER_STATUSES
 
 
 def failure(status: int, where: str, said: str) -> EngineError | None:
-    """What a reply's status means, the same for every engine: None for 2xx; Refused for
-    REFUSED; any other status an EngineError. `said` is the server's words, already shortened
-    (and redacted, where the caller holds secrets)."""
+    """What a reply's status means, the same for every engine (the one rule): None for 2xx;
+    Refused when `refuses(status)`; any other status an EngineError. `said` is the server's
+    words, already shortened (and redacted, where the caller holds secrets). An engine that
+    refuses every case of a model judged nothing: replay/check.py makes that an error."""
     if 200 <= status < 300:
         return None
-    return (Refused if status in REFUSED else EngineError)(f"{where}: HTTP {status}: {said}")
+    return (Refused if refuses(status) else EngineError)(f"{where}: HTTP {status}: {said}")
 
 
 def _reply(status: int, raw: bytes, where: str) -> dict[str, Any]:

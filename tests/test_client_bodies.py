@@ -9,7 +9,7 @@ import pytest
 from conftest import CONFIG, GOLDENS, engine_of, golden_of, source_of
 
 from generator import reference
-from generator.replay import ledger
+from generator.replay import causes, ledger
 
 CLIENT_CASES = [f"{model}/{shape}" for model in ("qwen3", "phi3.5")
                 for shape in ("client-null-content", "client-text-parts")]
@@ -67,12 +67,15 @@ REPLAYS = [pytest.param(case_id, engine, id=f"{case_id}@{engine}",
 @pytest.mark.parametrize(("case_id", "engine_name"), REPLAYS)
 def test_servers_render_client_bodies_as_the_golden(case_id, engine_name, pool):
     """llama-server and vLLM, sent the body exactly as a client sends it, give the golden's ids,
-    or, where a reviewed entry says so, the golden's ids behind the phi-3 GGUF's own <s> and
+    or, where a reviewed cause says so, the golden's ids behind the phi-3 GGUF's own <s> and
     nothing else (the GGUF says add_bos_token; the body's normalization is the reference's)."""
     item = golden_of(case_id)
     engine = engine_of(pool, engine_name, item.model)
-    entry = ledger.read(GOLDENS, case_id, engine_name)
-    if entry is not None:
-        assert (case_id.split("/")[0], engine_name) == ("phi3.5", "llama-server")
-        assert entry.ids == [1] + item.ids
-    assert list(engine.ids(item.request)) == (item.ids if entry is None else entry.ids)
+    assert ledger.read(GOLDENS, case_id, engine_name) is None
+    expected = item.ids
+    covering = causes.covering(GOLDENS, engine_name, item.model)
+    if covering:
+        assert [c.name for c in covering] == ["phi3-gguf-bos"] and engine_name == "llama-server"
+        expected = covering[0].edit.apply(item.ids)
+        assert expected == [1] + item.ids
+    assert list(engine.ids(item.request)) == expected

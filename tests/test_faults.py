@@ -148,9 +148,14 @@ def test_a_proxy_in_the_environment_carries_the_request(monkeypatch):
     assert proxy.targets == ["http://engine.invalid:8000/v1/x?y=1"]
 
 
-def test_422_is_a_refusal_like_400():
-    """One status mapping for every engine: the remote engines' and generator/http.py's."""
-    assert isinstance(http.failure(422, "engine", "schema"), Refused)
-    assert isinstance(http.failure(400, "engine", "template"), Refused)
-    assert type(http.failure(500, "engine", "boom")) is EngineError
+def test_a_4xx_or_5xx_about_the_request_is_a_refusal_and_one_about_the_server_is_an_error():
+    """One status mapping for every engine: the remote engines' and generator/http.py's. The
+    engine's answer to this request (400, 422, llama-server's 500 to a tool call it cannot
+    parse) is a refusal; the route, credentials, rate and a server not serving are errors."""
+    for status in (400, 409, 413, 422, 500, 501):
+        assert isinstance(http.failure(status, "engine", "said"), Refused), status
+    for status in (401, 403, 404, 405, 407, 408, 429, 502, 503, 504, 302):
+        error = http.failure(status, "engine", "said")
+        assert type(error) is EngineError, status
+        assert str(error) == f"engine: HTTP {status}: said"
     assert http.failure(200, "engine", "") is None

@@ -63,7 +63,7 @@ def test_init_then_regenerate_with_nothing_edited(team):
 
     result = run("check", "--config", team / "models.yaml", "--goldens", team / "goldens", "--engine", "minijinja")
     assert result.exit_code == 0, result.output
-    assert result.stdout.splitlines()[-1] == f"{written} checked: {written} match, 0 known divergence, 0 drift, 0 error"
+    assert result.stdout.splitlines()[-1] == f"{written} checked: {written} rendered and match, 0 both refuse, 0 known divergence, 0 drift, 0 error"
 
 
 def test_the_written_workflow_calls_the_reusable_one_with_its_inputs(team):

@@ -218,7 +218,7 @@ def test_what_ollama_cannot_express_is_refused_not_dropped(ollama, change, messa
     (200, b'{"done": true, "prompt_eval_count": 2.5}', "prompt_eval_count is 2.5 (float)"),
     (200, b'{"error": "an error was encountered while running the model"}', "an error was encountered"),
     (404, b'{"error": "model \'qwen3:0.6b\' not found"}', "HTTP 404: {\"error\": \"model 'qwen3:0.6b' not found\"}"),
-    (500, b'{"error": "llama runner process has terminated"}', "HTTP 500"),
+    (503, b'{"error": "server busy, please try again"}', "HTTP 503"),
     (200, b"[" * 100_000 + b"]" * 100_000, "reply: nested deeper than 100 levels"),
 ])
 def test_malformed_replies_are_one_line_engine_errors(ollama, status, body, message):
@@ -265,7 +265,7 @@ def test_check_marks_every_count_verdict_in_every_report(ollama, tmp_path):
     assert "DRIFT qwen3/tools [ollama]: count only: prompt_eval_count 168, 9 tokens shorter than the golden's 177" in out
     assert "DRIFT qwen3/plain " not in out
     summary = out.splitlines()[-1]
-    assert summary == ("36 checked: 0 match, 0 known divergence, 4 drift, 0 error, "
+    assert summary == ("36 checked: 0 rendered and match, 0 both refuse, 0 known divergence, 4 drift, 0 error, "
                        "32 length only (count only, ids not seen)")
     assert "DRIFT qwen3/documents [ollama]: engine refused: " in out and "no field for documents" in out
 
@@ -296,7 +296,7 @@ def test_malformed_replies_through_check_exit_2_one_line_each(ollama, tmp_path):
     errors = [line for line in result.stderr.splitlines() if line.startswith("goldens: error: ")]
     assert len(errors) == 1, result.stderr
     assert "reply has no prompt_eval_count: {'done': True} (34 cases, from qwen3/" in errors[0]
-    assert result.stdout.splitlines()[-1] == "36 checked: 0 match, 0 known divergence, 2 drift, 34 error"
+    assert result.stdout.splitlines()[-1] == "36 checked: 0 rendered and match, 0 both refuse, 0 known divergence, 2 drift, 34 error"
     report = (tmp_path / "out.md").read_text()
     assert "| error " in report and "| 34 cases " in report  # one row for the one fault
 

@@ -87,7 +87,7 @@ def test_llama_server_through_check_is_count_level_everywhere(llama, tmp_path):
         "9 tokens shorter than the golden's 181"),
     ]
     assert result.stdout.splitlines()[-1] == (
-        "36 checked: 0 match, 0 known divergence, 4 drift, 0 error, 32 length only (count only, ids not seen)")
+        "36 checked: 0 rendered and match, 0 both refuse, 0 known divergence, 4 drift, 0 error, 32 length only (count only, ids not seen)")
     markdown = (tmp_path / "out.md").read_text()
     assert "**goldens check: failed (4 drift)** · 36 checked: 0 match" in markdown
     rows = [line for line in markdown.splitlines() if line.startswith("| qwen3 ")]
@@ -147,7 +147,7 @@ def test_vllm_through_check_is_token_level(vllm, tmp_path):
     result = check(vllm.url + "/v1", tmp_path, "--served-model", f"qwen3={vllm.model_name}")
     assert result.exit_code == 1, (result.stdout, result.stderr)
     out = result.stdout
-    assert out.splitlines()[-1] == "36 checked: 30 match, 0 known divergence, 6 drift, 0 error", out
+    assert out.splitlines()[-1] == "36 checked: 30 rendered and match, 0 both refuse, 0 known divergence, 6 drift, 0 error", out
     assert "DRIFT qwen3/tools [openai]: drift at token 106 (177 vs 168 tokens)" in out
     assert "count only" not in out
     refused = [line for line in out.splitlines() if "engine refused" in line]

@@ -140,7 +140,7 @@ def test_the_plugin_is_replayed_like_any_engine(venv, tmp_path):
     # a client that renders for itself hands the template the bodies as sent: the template
     # refuses the client-shaped bodies the reference normalizes (null content, text parts)
     assert result.returncode == 1, (result.stdout, result.stderr)
-    assert result.stdout.splitlines()[-1] == "36 checked: 32 match, 0 known divergence, 4 drift, 0 error"
+    assert result.stdout.splitlines()[-1] == "36 checked: 32 rendered and match, 0 both refuse, 0 known divergence, 4 drift, 0 error"
     drifts = [line for line in result.stdout.splitlines() if line.startswith("DRIFT ")]
     assert len(drifts) == 4 and all(line.startswith("DRIFT qwen3/client-") for line in drifts), drifts
     assert 'name="goldens.in-house"' in (tmp_path / "out.xml").read_text()
@@ -152,7 +152,7 @@ def test_models_yaml_may_list_a_plugin_engine(venv, tmp_path):
         "    shapes: [plain, tools, prefill]\n    engines: [in-house]\n")
     result = goldens(venv, "check", "--config", tmp_path / "models.yaml", "--goldens", GOLDENS)
     assert result.returncode == 0, (result.stdout, result.stderr)
-    assert result.stdout.splitlines()[-1] == "3 checked: 3 match, 0 known divergence, 0 drift, 0 error"
+    assert result.stdout.splitlines()[-1] == "3 checked: 3 rendered and match, 0 both refuse, 0 known divergence, 0 drift, 0 error"
     # the same file where the plugin is not installed: one line naming the engine
     here = subprocess.run([sys.executable, "-m", "generator.cli", "check", "--config", str(tmp_path / "models.yaml")],
                           capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, check=False)
@@ -220,4 +220,4 @@ def test_a_built_in_engine_is_one_module_and_one_registry_entry(tmp_path):
     assert re.match(r"toy +built-in +the reference's render", listed.stdout.splitlines()[0])
     result = run("check", "--config", tmp_path / "models.yaml", "--goldens", GOLDENS, "--report", tmp_path / "out.md")
     assert result.returncode == 0, (result.stdout, result.stderr)
-    assert result.stdout.splitlines()[-1] == "3 checked: 3 match, 0 known divergence, 0 drift, 0 error"
+    assert result.stdout.splitlines()[-1] == "3 checked: 3 rendered and match, 0 both refuse, 0 known divergence, 0 drift, 0 error"

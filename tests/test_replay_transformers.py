@@ -41,11 +41,13 @@ def test_reference_golden(case, snapshot):
 @pytest.mark.parametrize("case_id", ["qwen3/multi-turn--thinking-off", "gemma3/tool-result"])
 def test_transformers_engine_replay_smoke(case_id):
     """The replay path end to end (Engine protocol, Ids, the judge) on one golden that renders
-    and one the template refuses: the verdict is a match."""
+    and one the template refuses: a match, and both refuse (passing, never counted as a match)."""
     case = next(c for c in CASES if c.id == case_id)
     engine = TransformersEngine(source_of(case.model), CONFIG.date)
-    outcome = judge(engine, golden_file.read(golden_file.golden_path(GOLDENS, case.id)), GOLDENS)
-    assert outcome.status == "match", outcome.detail
+    golden = golden_file.read(golden_file.golden_path(GOLDENS, case.id))
+    outcome = judge(engine, golden, GOLDENS)
+    assert outcome.status == ("both-refuse" if golden.outcome == "error" else "match"), outcome.detail
+    assert outcome.ok
 
 
 def test_an_edited_golden_token_is_reported_with_its_position(tmp_path):

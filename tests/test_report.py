@@ -118,10 +118,17 @@ def test_check_on_the_committed_goldens_writes_both_reports(workspace, tmp_path)
 
     summary, header, rows = table(out_md.read_text(encoding="utf-8"))
     assert summary.startswith("**goldens check: passed**")
-    assert f"{len(listed)} checked: {len(listed)} match" in summary
+    refused = {case for case in listed if golden_file.read(
+        golden_file.golden_path(workspace / "goldens", case)).outcome == "error"}
+    assert len(refused) == 18  # the reference's refusals: both refuse, never counted as a match
+    assert (f"{len(listed)} checked: {len(listed) - len(refused)} rendered and match, {len(refused)} both "
+            "refuse, 0 known divergence") in summary
     assert header == ["model", "shape", f"transformers ({transformers_version})"]  # the version it reported
     assert sorted(f"{m}/{s}" for m, s, _ in rows) == sorted(listed)
-    assert {cell for *_, cell in rows} == {"ok"}
+    assert {f"{m}/{s}" for m, s, cell in rows if cell == "both refuse"} == refused
+    assert {cell for m, s, cell in rows if f"{m}/{s}" not in refused} == {"ok"}
+    system_out = suite.find("system-out").text.splitlines()
+    assert sorted(line.partition(" ")[0] for line in system_out if ": both refuse: " in line) == sorted(refused)
     assert not list(tmp_path.glob("out/.*"))  # no temp file left beside the reports
 
 

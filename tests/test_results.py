@@ -101,7 +101,7 @@ def sample() -> list[Outcome]:
 def test_terminal_markdown_and_junit_count_from_one_summary():
     summary = Summary(sample(), notes=["a note"])
     line = summary.line()
-    assert line == ("4 checked: 2 match, 0 known divergence, 1 drift, 1 error; 2 stand-in findings "
+    assert line == ("4 checked: 2 rendered and match, 0 both refuse, 0 known divergence, 1 drift, 1 error; 2 stand-in findings "
                     "(stand-in endpoint disagreeing with serving: 1 known, 1 drift)")
     assert terminal.terminal(summary)[-1] == line
     page = markdown_report.markdown(summary)
@@ -125,14 +125,14 @@ def test_the_results_document_has_stable_keys_and_the_summary_s_counts():
     text = results.dumps(run)
     data = json.loads(text)
     assert list(data) == ["format", "tool", "plan", "shard", "exit_code", "verdict", "summary", "counts",
-                          "notes", "versions", "elapsed", "coverage", "groups"]
+                          "notes", "versions", "elapsed", "coverage", "refusals", "groups"]
     assert data["coverage"] is None  # check --coverage fills it
     assert data["exit_code"] == 2 and data["versions"] == {"vllm": "0.32.0"}
     assert data["counts"]["findings"]["known"] == 1 and data["counts"]["verdicts"]["drift"] == 1
     assert data["summary"] == run.summary.line() and data["shard"] == {"index": 1, "count": 1}
     assert list(data["groups"][0]["outcomes"][3]) == [
         "case", "engine", "status", "kind", "detail", "level", "refused", "unreachable", "version", "reason",
-        "stand_in", "divergence"]
+        "stand_in", "cause", "edit", "advice", "divergence"]
 
 
 def test_results_files_load_back_to_the_same_reports(tmp_path):
@@ -251,7 +251,7 @@ def test_check_json_is_one_document_on_stdout_with_the_results_data(tmp_path):
     assert data == saved
     assert data["exit_code"] == 0 and data["verdict"] == "passed"
     outcomes = data["groups"][0]["outcomes"]
-    assert {o["engine"] for o in outcomes} == {"minijinja"} and {o["kind"] for o in outcomes} <= {"match", "known"}
+    assert {o["engine"] for o in outcomes} == {"minijinja"} and {o["kind"] for o in outcomes} <= {"match", "both-refuse", "known"}
     assert data["summary"] in run.stderr  # the terminal report went to stderr
 
 

@@ -79,7 +79,7 @@ def test_report_of_a_big_run_opens_with_the_verdict_and_what_needs_a_look_and_fo
     text = markdown_report.markdown(Summary(outcomes))
     lines = text.splitlines()
     assert lines[0] == ("**goldens check: failed (6 error, 4 drift, 1 count-mismatch)** · 144 checked: "
-                        "131 match, 2 known divergence, 4 drift, 6 error, 1 count-mismatch")
+                        "131 rendered and match, 0 both refuse, 2 known divergence, 4 drift, 6 error, 1 count-mismatch")
 
     # what needs a look: one table, in KINDS order, an unknown status last; one engine's errors
     # with one message are one row
@@ -122,7 +122,7 @@ def test_a_run_that_passed_is_the_verdict_and_one_fold():
     outcomes = [Outcome(f"qwen3/{shape}", "transformers", "match") for shape in SHAPES]
     text = markdown_report.markdown(Summary(outcomes))
     assert text.splitlines()[:3] == [
-        "**goldens check: passed** · 48 checked: 48 match, 0 known divergence, 0 drift, 0 error", "",
+        "**goldens check: passed** · 48 checked: 48 rendered and match, 0 both refuse, 0 known divergence, 0 drift, 0 error", "",
         "<details><summary>48 of 48 passed · transformers 48/48</summary>"]
     assert "needs a look" not in text and text.count("<details>") == 1
 

@@ -107,7 +107,7 @@ def _stand_in_finding_is_reviewed(config: Path, out: Path, md: Path, url: str) -
                     "/v1/chat/completions fed the model 30 tokens, the first difference at token 1 "
                     "(the serving path's ids are judged in the vllm column)")
     assert result.stdout.splitlines()[-1] == (
-        "2 checked: 2 match, 0 known divergence, 0 drift, 0 error; 1 stand-in finding "
+        "2 checked: 2 rendered and match, 0 both refuse, 0 known divergence, 0 drift, 0 error; 1 stand-in finding "
         "(stand-in endpoint disagreeing with serving: 1 drift)")
     text = md.read_text(encoding="utf-8")
     assert "vllm stand-in" in text and "/tokenize gives" in text
@@ -159,7 +159,7 @@ def test_a_managed_server_that_cannot_start_loses_only_its_own_cases(tmp_path):
     assert len(errors) == 1 and "[llama-server] llama-server unavailable for qwen3:" in errors[0], errors
     assert "exited with code 1 before becoming healthy" in errors[0]
     assert errors[0].endswith("exiting due to model loading error (2 cases, from qwen3/plain)"), errors[0]
-    assert result.stdout.splitlines()[-1] == "4 checked: 2 match, 0 known divergence, 0 drift, 2 error"
+    assert result.stdout.splitlines()[-1] == "4 checked: 2 rendered and match, 0 both refuse, 0 known divergence, 0 drift, 2 error"
     suites = {s.get("name"): s for s in ET.parse(xml).getroot()}
     assert (suites["goldens.transformers"].get("tests"), suites["goldens.transformers"].get("errors")) == ("2", "0")
     assert (suites["goldens.llama-server"].get("tests"), suites["goldens.llama-server"].get("errors")) == ("2", "2")

@@ -24,7 +24,10 @@ def span_block(name: str, span: dict[str, Any]) -> list[str]:
 
 def summary_line(name: str, coverage: Coverage) -> str:
     spans = coverage.spans()
-    return (f"{name}: {coverage.percent:.1f}% of the template's code executed "
+    refused = coverage.cases - coverage.rendered
+    counted = (f" by the {coverage.rendered} of {coverage.cases} cases the reference rendered "
+               f"({refused} refused, not counted)" if refused else "")
+    return (f"{name}: {coverage.percent:.1f}% of the template's code executed{counted} "
             f"({coverage.executed}/{coverage.executable} compiled lines), "
             f"{len(spans)} span(s) never executed")
 

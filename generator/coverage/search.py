@@ -82,7 +82,7 @@ def greedy(base: set, candidates: list, covers=lambda candidate: candidate.hits)
 
 def search(model, source, config, catalogue: dict[str, dict[str, Any]] | None = None,
            prefix: str = "cov-", engines: tuple[str, ...] = ()) -> Search:
-    before = model_coverage(model, source, config)
+    before = model_coverage(model, source, config, rendered_only=False)  # a refusal's branch is reached
     catalogue = variations.all_variations(source.template) if catalogue is None else catalogue
     # a variation already in the matrix under its name is never rewritten (its golden stands)
     candidates = [evaluate(model, source, config, prefix + name, body) for name, body in catalogue.items()

@@ -126,6 +126,8 @@ class Coverage:
 
     code: TemplateCode
     hits: set[int] = field(default_factory=set)
+    cases: int = 0  # the renders measured (model_coverage)
+    rendered: int = 0  # of those, the ones the reference rendered (the rest refused)
 
     @property
     def executable(self) -> int:
@@ -167,16 +169,29 @@ class Coverage:
         return {
             "executed": self.executed, "executable": self.executable,
             "percent": round(self.percent, 1), "never_executed": self.spans(),
+            "cases": self.cases, "rendered": self.rendered,
         }
 
 
-def render_traced(source, request: dict[str, Any], date) -> tuple[Any, set[int]]:
+def render_traced(source, request: dict[str, Any], date, rendered_only: bool = False) -> tuple[Any, set[int]]:
     """The reference's render of one request (generator.reference.render_request, the very
     call regenerate makes, normalization and the as-sent render included) and the compiled
-    lines of the template it executed."""
+    lines of the template it executed. With `rendered_only`, only what rendered counts: a
+    refusal covers nothing (the lines it ran up to its raise checked no output), and of a
+    normalized body whose as-sent render refused, only the normalized render's lines count."""
     from generator import reference
 
-    return run_traced(compiled(source.template), lambda: reference.render_request(source, request, date))
+    code = compiled(source.template)
+    result, hits = run_traced(code, lambda: reference.render_request(source, request, date))
+    if not rendered_only:
+        return result, hits
+    if result.error is not None:
+        return result, set()
+    as_sent = (result.normalization or {}).get("as_sent") or {}
+    if as_sent.get("outcome") == "error":
+        normalized, _ = reference.normalize(request, reference.content_format(source.template))
+        hits = run_traced(code, lambda: reference.render_request(source, normalized, date))[1]
+    return result, hits
 
 
 def coverage_records(config, model_names) -> dict[str, dict[str, Any]]:
@@ -187,11 +202,16 @@ def coverage_records(config, model_names) -> dict[str, dict[str, Any]]:
             for model in config.select(tuple(model_names))}
 
 
-def model_coverage(model, source, config) -> Coverage:
-    """What every case of a model's matrix executes of its template."""
+def model_coverage(model, source, config, rendered_only: bool = True) -> Coverage:
+    """What every case of a model's matrix executes of its template: by default only the cases
+    the reference renders count (a refusal checks no output); `rendered_only=False` counts
+    the code refusals ran too (the search's baseline: a refusal's branch is still reached)."""
     from generator.config.cases import model_cases
 
     coverage = Coverage(compiled(source.template))
     for case in model_cases(model):
-        coverage.hits |= render_traced(source, case.request, config.date)[1]
+        result, hits = render_traced(source, case.request, config.date, rendered_only)
+        coverage.hits |= hits
+        coverage.cases += 1
+        coverage.rendered += result.error is None
     return coverage

@@ -37,15 +37,10 @@ from generator.engines import (
 
 
 def _post(engine: str, url: str, body: dict, transport: http.Transport) -> dict:
-    try:
-        return transport.post_json(url, body, where=f"{engine} at {url}")
-    except EngineError as error:
-        # Older builds (b9093) answer a template's own raise_exception ("Jinja Exception: ...")
-        # with HTTP 500 where b11434 answers 400: the same answer, from an older build.
-        text = str(error)
-        if type(error) is EngineError and "HTTP 500" in text and "Jinja Exception:" in text:
-            raise Refused(text) from None
-        raise
+    """POST to the server. Its HTTP 400 (a template's raise_exception on b11434) and 500 (a tool
+    call it cannot parse; a raise on older builds such as b9093) are refusals by http.failure's
+    one rule, judged against the reference; an unreachable server stays an error."""
+    return transport.post_json(url, body, where=f"{engine} at {url}")
 
 
 def build_info(engine: str, base: str, transport: http.Transport = http.DEFAULT) -> str:

@@ -106,9 +106,10 @@ class Remote:
         return self._send("GET", path, None)
 
     def post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
-        """POST JSON and return the JSON object replied. HTTP 400 and 422 are the server
-        refusing this request (Refused, an outcome to judge); any other failure, or a reply
-        that is not a JSON object, is an EngineError naming the engine, URL and reason."""
+        """POST JSON and return the JSON object replied. A 4xx or 5xx about this request
+        (http.failure, the one rule) is the server refusing it (Refused, an outcome to judge);
+        any other failure, or a reply that is not a JSON object, is an EngineError naming the
+        engine, URL and reason."""
         reply = self._send("POST", path, body)
         if not isinstance(reply, dict):
             raise EngineError(f"{self.where(path)}: reply is {type(reply).__name__}, not a JSON object")

@@ -7,7 +7,8 @@ fits the machine; a server given by URL is the user's and is left alone.
 Nothing judged is never green: a server that cannot start makes its cases errors (the other
 engines are still judged and the reports still written), an engine that refuses every case of
 a model is an error rather than a row of refusals, and cases left when the run's deadline
-passes are errors that say so.
+passes are errors that say so. A reviewed cause covering an engine and model that no case of
+the run explained is stale and fails the gate, as a stale ledger entry does.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from generator.engines import Engine
 from generator.engines.pool import EnginePool, check_available
 from generator.engines.remote import Connection
 from generator.errors import GoldensError, one_line
+from generator.replay import causes
 from generator.replay.judge import Outcome, load_goldens, replay
 from generator.replay.results import Group, Plan, Results, fingerprint
 from generator.sources.source import Source, resolve
@@ -146,6 +148,7 @@ def run(config: Config, root: Path, engines: tuple[str, ...] = (), models: tuple
                     replayed = replay(engine, chosen_goldens, root, jobs=jobs, decode=decode, advance=advance,
                                       confirm=confirm, halt=halt, label=spec.label)
                     group.outcomes = all_refused(model_name, spec.label, replayed)
+                    group.outcomes += stale_causes(root, model_name, spec.name, spec.label, group.outcomes)
                 group.seconds = time.monotonic() - group_started
                 results.groups.append(group)
             first = next(i for i, part in enumerate(parts) if part[0] == model_name)
@@ -212,3 +215,23 @@ def invariant_outcomes(root: Path, model: ModelSpec, case_ids: list[str]) -> tup
                      f"{len(judged.known)} reviewed as known, {len(judged.unreviewed)} not reviewed, "
                      f"{len(judged.stale)} stale entries (docs/invariants.md)")
     return outcomes, notes
+
+
+def stale_causes(root: Path, model: str, engine: str, label: str, outcomes: list[Outcome]) -> list[Outcome]:
+    """A `cause-stale` outcome for each reviewed cause covering this engine and model that no
+    case of the group explained (it lists no case: its edit is no longer seen, perhaps fixed
+    upstream). Only a group judged whole says so: one with an error may hide the case."""
+    verdicts = [o for o in outcomes if o.stand_in is None]
+    if not verdicts or any(o.status == "error" for o in verdicts):
+        return []
+    shown = {o.cause for o in verdicts if o.cause is not None}
+    out = []
+    for cause in causes.covering(root, engine, model):
+        if cause.name not in shown:
+            out.append(Outcome(
+                f"{model}/{causes.FOLDER}:{cause.name}", label, "drift",
+                f"the reviewed cause {cause.name} ({cause.edit.describe()}) covers {engine} on {model}, but "
+                f"none of its {len(verdicts)} checked cases shows that edit any more; if {engine} was "
+                f"fixed, remove {causes.path_of(root, cause.name)} (was: {cause.reason})",
+                kind="cause-stale", cause=cause.name, version=verdicts[0].version))
+    return out

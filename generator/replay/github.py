@@ -22,7 +22,7 @@ from pathlib import Path
 from generator import redaction
 from generator.goldens import golden_file
 from generator.goldens.diff import Change, first_moved_token, moved, summary
-from generator.replay import ledger, report
+from generator.replay import causes, ledger, report
 from generator.replay.report import Summary
 
 ANNOTATIONS_PER_STEP = 10  # of one level (error, warning, notice)
@@ -101,12 +101,17 @@ def check_annotations(summary: Summary, root: Path,
         kind = report.kind(first)
         title = f"goldens {kind.label}: {first.case} [{first.column}]"
         if len(group) > 1:
-            out.append(command("error", f"{len(group)} cases: {report.problem_line(first)}",
-                               title=f"goldens {kind.label}: {first.column}"))
+            text = (report.group_line(group) if first.status != "error" and first.edit is not None
+                    else f"{len(group)} cases: {report.problem_line(first)}")
+            out.append(command("error", text, title=f"goldens {kind.label}: {first.column}"))
             continue
         engine = first.engine.partition("@")[0]
-        path = (ledger.entry_path(root, first.case, engine, stand_in=first.stand_in is not None)
-                if kind.key.startswith("ledger") else golden_file.golden_path(root, first.case))
+        if kind.key == report.STALE_CAUSE and first.cause is not None:
+            path = causes.path_of(root, first.cause)
+        elif kind.key.startswith("ledger"):
+            path = ledger.entry_path(root, first.case, engine, stand_in=first.stand_in is not None)
+        else:
+            path = golden_file.golden_path(root, first.case)
         line = token_line(path, first.divergence.index) if first.divergence is not None else None
         out.append(command("error", report.problem_line(first), workspace_path(path, env), line, title))
     return _capped(out, "error", "problems", "the job summary and the JUnit report list every one")

@@ -3,10 +3,14 @@
 `verdict` is the judging function: `goldens check` (through `judge`/`replay`) and the pytest
 snapshots (replay/snapshot.py) both call it, so the CI gate and the test suite cannot disagree.
 
-An Outcome is one of: `match` (the golden's ids, or the golden's refusal), `known` (exactly the
-reviewed ledger entry), `drift` (anything else, with the report), or `error` (the engine could
-not answer, so nothing was judged); and for an engine that reports only how many prompt tokens
-it evaluated, `count` (the golden's length; the ids themselves were never seen). Every outcome
+An Outcome is one of: `match` (the golden's ids), `both-refuse` (the reference and the engine
+both refused: it passes, but nothing was rendered, so it is never counted as a match), `known`
+(exactly the reviewed ledger entry, or the golden's ids with a reviewed cause's edit made:
+replay/causes.py), `drift` (anything else, with the report and the first edit between the ids),
+or `error` (the engine could not answer, so nothing was judged); and for an engine that reports
+only how many prompt tokens it evaluated, `count` (the golden's length; the ids themselves were
+never seen). An HTTP 4xx/5xx about one request is a refusal (generator/http.py's one rule), so
+it is judged here like a template's raise; only an engine that cannot answer is an error. Every outcome
 judged from a count has level "count", so reports can mark it: equal lengths are not called a
 match. Requests go out concurrently from a thread pool.
 
@@ -47,7 +51,7 @@ from generator.engines import (
 )
 from generator.errors import GoldensError, first_line
 from generator.goldens import golden_file
-from generator.replay import ledger
+from generator.replay import causes as causes_, ledger
 from generator.replay.divergence import Divergence, diverge, format_divergence
 
 Answer = Ids | PromptCount | Refused  # what an engine made of a request: ids, a count, or a refusal
@@ -56,9 +60,12 @@ STAND_IN = " stand-in"  # suffix of the column a stand-in finding is reported in
 # What an outcome is, in one word: the status it counts under and whether it passes follow from it.
 KIND_STATUS = {
     "match": "match", "count": "count", "known": "known", "drift": "drift", "error": "error",
+    "both-refuse": "both-refuse",  # the reference and the engine both refused: passes, not a match
     "ledger-moved": "drift",  # a reviewed divergence (or refusal) that moved
     "ledger-fixed": "drift",  # the engine now matches; the ledger entry is stale
+    "cause-stale": "drift",  # a reviewed cause no case of its engines and models shows any more
 }
+PASSING = ("match", "both-refuse", "known", "count")  # the statuses that pass the gate
 
 
 @dataclass
@@ -76,13 +83,16 @@ class Outcome:
     version: str = ""  # what the engine said it is (llama-server's build_info, vLLM's /version)
     kind: str = ""  # a key of KIND_STATUS; defaults to the status
     stand_in: str | None = None  # a stand-in finding: the stand-in endpoint it is about
+    cause: str | None = None  # the reviewed cause a known outcome matched (or a stale one names)
+    edit: dict | None = None  # a drift's first edit (causes.Edit.data()): drifts sharing it group
+    advice: str = ""  # what to do, for a body the reference normalized
 
     def __post_init__(self) -> None:
         self.kind = self.kind or self.status
 
     @property
     def ok(self) -> bool:
-        return self.status in ("match", "known", "count")
+        return self.status in PASSING
 
     @property
     def column(self) -> str:
@@ -110,14 +120,24 @@ def judged(engine: Engine, request: dict) -> Answer:
 
 
 def verdict(item: golden_file.Golden, entry: ledger.Entry | None, engine: str, got: Answer,
-            decode: Callable[[Sequence[int]], list[str]] | None = None) -> Outcome:
-    """THE judgement of one answer against a golden and the engine's reviewed ledger entry."""
+            decode: Callable[[Sequence[int]], list[str]] | None = None,
+            causes: Sequence[causes_.Cause] = ()) -> Outcome:
+    """THE judgement of one answer against a golden, the engine's reviewed ledger entry and the
+    reviewed causes covering this engine and model (an entry is the case's own and comes first)."""
+    outcome = _verdict(item, entry, engine, got, decode, causes)
+    if not outcome.ok:
+        outcome.advice = normalized_advice(item, engine)
+    return outcome
+
+
+def _verdict(item: golden_file.Golden, entry: ledger.Entry | None, engine: str, got: Answer,
+             decode: Callable[[Sequence[int]], list[str]] | None, causes: Sequence[causes_.Cause]) -> Outcome:
     if isinstance(got, Refused):
         if entry is not None and entry.refused is not None:
             return Outcome(item.case, engine, "known", entry.reason, reason=entry.reason, refused=True)
         if item.outcome == "error" and entry is None:
-            return Outcome(item.case, engine, "match", f"refused, as the reference did: {item.error}",
-                           refused=True)
+            return Outcome(item.case, engine, "both-refuse", f"refused, as the reference did: {item.error}",
+                           reason=item.error, refused=True)
         return Outcome(item.case, engine, "drift", f"engine refused: {got}", refused=True,
                        kind="ledger-moved" if entry is not None else "drift")
     if isinstance(got, PromptCount):
@@ -132,9 +152,12 @@ def verdict(item: golden_file.Golden, entry: ledger.Entry | None, engine: str, g
         return Outcome(item.case, engine, "drift",
                        f"{engine} now renders {len(actual)} tokens; the ledger entry "
                        f"{entry.path.name} recorded a refusal (was: {entry.reason})", kind="ledger-moved")
+    explained = next((c for c in causes if not refuses and c.explains(item.ids, actual)), None)
     if entry is not None:
         if list(actual) == entry.ids:
-            return Outcome(item.case, engine, "known", entry.reason, reason=entry.reason)
+            also = f" (the cause {explained.name} explains it too: this entry is not needed)" if explained else ""
+            return Outcome(item.case, engine, "known", entry.reason + also, reason=entry.reason,
+                           cause=explained.name if explained else None)
         if not refuses and list(actual) == item.ids:
             return Outcome(item.case, engine, "drift",
                            f"{engine} now matches the reference; the ledger entry "
@@ -147,8 +170,29 @@ def verdict(item: golden_file.Golden, entry: ledger.Entry | None, engine: str, g
     div = diverge(item.ids, item.pieces, item.prompt, actual, pieces, prompt, decode)
     if div is None:
         return Outcome(item.case, engine, "match")
+    if explained is not None:
+        return Outcome(item.case, engine, "known", f"cause {explained.name}: {explained.edit.describe()}: "
+                       f"{explained.reason}", reason=explained.reason, cause=explained.name, divergence=div)
+    edit = causes_.first_edit(item.ids, item.pieces, list(actual), pieces_of(actual, decode))
     return Outcome(item.case, engine, "drift", format_divergence(div, "reference", engine),
-                   divergence=div)
+                   divergence=div, edit=edit.data() if edit is not None else None)
+
+
+def normalized_advice(item: golden_file.Golden, engine: str) -> str:
+    """For a body the reference normalized before its template ran (the golden's
+    `normalization`): what the reference did, and how to accept the engine's answer."""
+    record = item.extra.get("normalization")
+    if not isinstance(record, dict) or not record.get("applied"):
+        return ""
+    applied = [str(a) for a in record["applied"]]
+    did = "; ".join(applied[:3]) + (f"; and {len(applied) - 3} more" if len(applied) > 3 else "")
+    as_sent = record.get("as_sent") or {}
+    sent = (f"; as sent, the template refused ({as_sent.get('error')})" if as_sent.get("outcome") == "error"
+            else "; as sent, the template rendered the same prompt" if as_sent.get("same_prompt")
+            else "; as sent, the template rendered another prompt" if as_sent.get("outcome") == "ok" else "")
+    name = engine.partition("@")[0]
+    return (f"the reference normalized this body before its template ran ({did}{sent}); if {name}'s "
+            f"answer is acceptable, record it: goldens ledger --engine {name} --case {item.case} --reason '...'")
 
 
 def judge_count(engine: str, item: golden_file.Golden, entry: ledger.Entry | None,
@@ -196,6 +240,7 @@ def judge(engine: Engine, item: golden_file.Golden, root: Path,
     (`llama-server@11000`); the ledger is the engine's own."""
     label = label or engine.name
     entry = ledger.read(root, item.case, engine.name)
+    covering = causes_.covering(root, engine.name, item.case.partition("/")[0])
     try:
         got = answer(engine, item.request)
         served = _serve(engine, item.request, got) if confirm else None
@@ -206,9 +251,9 @@ def judge(engine: Engine, item: golden_file.Golden, root: Path,
         return Outcome(item.case, label, "error",
                        f"{label}: internal error: {type(error).__name__}: {error}")
     if served is None:
-        return verdict(item, entry, label, got, decode)
+        return verdict(item, entry, label, got, decode, covering)
     serving = served.answer()
-    outcome = verdict(item, entry, label, serving if serving is not None else got, decode)
+    outcome = verdict(item, entry, label, serving if serving is not None else got, decode, covering)
     stand_in = _stand_in(engine)
     finding = _stand_in_finding(item.case, engine, got, served, label)
     outcome.finding = judge_finding(item, ledger.read_stand_in(root, item.case, engine.name), label,
@@ -384,3 +429,42 @@ def record(engine: Engine, item: golden_file.Golden, root: Path, reason: str, st
         raise GoldensError(f"{item.case}: {engine.name} matches the reference; nothing to record")
     return ledger.write(root, item, engine.name, reason.strip(), list(got), pieces_of(got),
                         Ids.of(got).prompt, engine_version=reported_version(engine), stand_in=endpoint)
+
+
+def record_cause(root: Path, name: str, edit: causes_.Edit, engine: str,
+                 per_model: Sequence[tuple[str, Engine, Sequence[golden_file.Golden]]], reason: str,
+                 replace_entries: bool = False) -> tuple[Path, list[str], list[Path]]:
+    """Record a reviewed cause: `edit` accepted on `engine` for these models, with `reason`,
+    after replaying every golden the reference renders through the engine as `check` judges it.
+    Returns the cause's path, the cases it explains (applying the edit to the golden's ids gives
+    the engine's ids exactly) and the per-case ledger entries it makes redundant (removed with
+    `replace_entries`). A cause no case shows is refused: nothing is written."""
+    causes_.check_name(name)
+    if not reason.strip():
+        raise GoldensError("a reviewed cause needs a --reason that says why it is accepted")
+    explained: list[str] = []
+    redundant: list[Path] = []
+    version = ""
+    for model, engine_, goldens in per_model:
+        version = version or reported_version(engine_)
+        for item in goldens:
+            if item.outcome != "ok":
+                continue
+            got = judged(engine_, item.request)
+            if isinstance(got, (Refused, PromptCount)) or edit.apply(item.ids) != list(got):
+                continue
+            explained.append(item.case)
+            entry = ledger.read(root, item.case, engine_.name)
+            if entry is not None and entry.refused is None and entry.ids == list(got):
+                redundant.append(entry.path)
+    models = [model for model, _, _ in per_model]
+    if not explained:
+        raise GoldensError(f"no case of {', '.join(models)} on {engine} shows the edit {edit.describe()}; "
+                           "nothing recorded")
+    cause = causes_.Cause(name=name, edit=edit, engines=[engine], models=models, reason=reason.strip(),
+                          engine_version=version or None)
+    path = causes_.write(root, cause)
+    if replace_entries:
+        for entry_path in redundant:
+            entry_path.unlink()
+    return path, explained, redundant

@@ -4,7 +4,9 @@ One <testsuite> per column (an engine label, or '<engine> stand-in' for stand-in
 <testcase> per (model, shape[--variant]) in it, with classname = model and name = the case's
 stem. A failing outcome is a <failure message="drift at token N"> carrying the full drift report;
 an engine that could not answer is an <error>; a reviewed (known) divergence passes and is
-listed, with its reason, in the suite's <system-out>. The output keeps to what both the
+listed, with its reason (and its cause), in the suite's <system-out>, as is a case both the
+reference and the engine refuse (it passes, but nothing was rendered); a model that mostly both
+refuses is a `note` property. The output keeps to what both the
 Ant/"windyroad" JUnit.xsd and Jenkins' junit-10.xsd accept.
 """
 
@@ -48,7 +50,7 @@ def junit_xml(summary: Summary, elapsed: float = 0.0, timestamp: _dt.datetime | 
         count_only = sum(1 for o in items if o.level == "count")
         if count_only:  # judged from prompt token counts: these verdicts never saw the ids
             ET.SubElement(properties, "property", {"name": "count_only", "value": str(count_only)})
-        for note in summary.notes:
+        for note in [*summary.notes, *summary.refusals()]:
             ET.SubElement(properties, "property", {"name": "note", "value": xml_safe(note)})
         version = next((o.version for o in items if o.version), "")
         if version:
@@ -68,9 +70,13 @@ def junit_xml(summary: Summary, elapsed: float = 0.0, timestamp: _dt.datetime | 
                 failure = ET.SubElement(case, "failure", {
                     "message": xml_safe(first_line(_failure_message(outcome))), "type": "drift",
                 })
-                failure.text = xml_safe(f"{outcome.case} [{column}]\n{outcome.detail}")
+                advice = f"\n{outcome.advice}" if outcome.advice else ""
+                failure.text = xml_safe(f"{outcome.case} [{column}]\n{outcome.detail}{advice}")
             elif outcome.status == "known":
-                known.append(f"{outcome.case} [{column}]: {headline(outcome)}: {outcome.reason or outcome.detail}")
+                cause = f" (cause {outcome.cause})" if outcome.cause else ""
+                known.append(f"{outcome.case} [{column}]: {headline(outcome)}{cause}: {outcome.reason or outcome.detail}")
+            elif outcome.status == "both-refuse":  # passes, but nothing was rendered: said apart
+                known.append(f"{outcome.case} [{column}]: both refuse: {outcome.reason or outcome.detail}")
             elif outcome.status == "count":
                 known.append(f"{outcome.case} [{column}]: {headline(outcome)}: {outcome.detail}")
         ET.SubElement(suite, "system-out").text = xml_safe("\n".join(known)) if known else None

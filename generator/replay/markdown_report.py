@@ -14,12 +14,14 @@ from generator import markdown as md
 from generator.coverage.report import span_block
 from generator.replay.judge import Outcome
 from generator.replay.report import (
-    COUNT_ONLY, Summary, detail, drift_context, first_line, headline, kind, split_case, xml_safe,
+    COUNT_ONLY, Summary, describe_edit, detail, drift_context, first_line, group_line, headline, kind,
+    split_case, xml_safe,
 )
 
 DETAILS_LIMIT = 25  # full reports in the Markdown; a PR comment has a size limit
 ROW_LIMIT = 100  # rows of the needs-a-look table
 CELL_LIMIT = 160
+GROUP_DETAILS = 5  # full reports shown inside a group of drifts that share one edit
 
 
 def _text(text: str, limit: int = CELL_LIMIT) -> str:
@@ -41,32 +43,47 @@ def cell(outcome: Outcome) -> str:
         return "ok"
     if outcome.status == "count":
         return headline(outcome)
+    if outcome.status == "both-refuse":
+        return "both refuse"
     if outcome.status == "known":
         marker = COUNT_ONLY if outcome.level == "count" else ""
-        return f"known divergence{marker}: {_text(outcome.reason or outcome.detail)}"
+        cause = f" (cause {_text(outcome.cause)})" if outcome.cause else ""
+        return f"known divergence{marker}{cause}: {_text(outcome.reason or outcome.detail)}"
     return f"**{headline(outcome)}**"
 
 
 def _problem_row(group: list[Outcome]) -> list[str]:
     first = group[0]
     model, stem = split_case(first.case)
+    where = first_divergence(first)
     if len(group) > 1:
         models = list(dict.fromkeys(split_case(o.case)[0] for o in group))
         model = ", ".join(models) if len(models) <= 3 else f"{len(models)} models"
         stem = f"{len(group)} cases"
-    return [headline(first), _text(model), _text(stem), _text(first.column), first_divergence(first)]
+        if first.status != "error" and first.edit is not None:  # drifts sharing one first edit
+            where = "one edit: " + md.code(describe_edit(first.edit))
+    return [headline(first), _text(model), _text(stem), _text(first.column), where]
+
+
+def _lengths(outcome: Outcome) -> str:
+    div = outcome.divergence
+    return f" ({div.expected_len} vs {div.actual_len} tokens)" if div is not None else ""
 
 
 def _full_report(group: list[Outcome]) -> list[str]:
     first = group[0]
+    advice = f"\n\n{first.advice}" if first.advice else ""
     if len(group) == 1:
-        div = first.divergence
-        lengths = f" ({div.expected_len} vs {div.actual_len} tokens)" if div is not None else ""
-        title = f"{first.case} · {first.column}: {headline(first)}{lengths}"
-        return md.fold(title, md.fenced(xml_safe(first.detail) or "(no detail)"))
+        title = f"{first.case} · {first.column}: {headline(first)}{_lengths(first)}"
+        return md.fold(title, md.fenced(xml_safe(first.detail + advice) or "(no detail)"))
     cases = "\n".join(o.case for o in group)
+    if first.status != "error" and first.edit is not None:  # one edit: each case's report below it
+        reports = [f"{o.case} · {o.column}: {headline(o)}{_lengths(o)}\n{o.detail}" for o in group[:GROUP_DETAILS]]
+        more = [f"… and {len(group) - GROUP_DETAILS} more"] if len(group) > GROUP_DETAILS else []
+        return md.fold(f"{len(group)} cases · {first.column}: one edit, {describe_edit(first.edit)}",
+                       md.fenced(xml_safe("\n\n".join([group_line(group), *reports, *more]))))
     return md.fold(f"{len(group)} cases · {first.column}: {headline(first)}",
-                   md.fenced(xml_safe(f"{first.detail}\n\n{cases}")))
+                   md.fenced(xml_safe(f"{first.detail}{advice}\n\n{cases}")))
 
 
 def _passes_title(outcomes: Sequence[Outcome]) -> str:
@@ -78,9 +95,12 @@ def _passes_title(outcomes: Sequence[Outcome]) -> str:
     for column, items in columns.items():
         passed = sum(1 for o in items if kind(o).passing)
         known = sum(1 for o in items if o.status == "known")
+        both = sum(1 for o in items if o.status == "both-refuse")
         version = next((o.version for o in items if o.version), "")  # what the engine said it is
         name = f"{column} ({version})" if version else column
-        parts.append(f"{name} {passed}/{len(items)}" + (f" ({known} known divergence)" if known else ""))
+        said = [f"{known} known divergence"] if known else []
+        said += [f"{both} both refuse"] if both else []
+        parts.append(f"{name} {passed}/{len(items)}" + (f" ({', '.join(said)})" if said else ""))
     total = sum(1 for o in outcomes if kind(o).passing)
     return " · ".join([f"{total} of {len(outcomes)} passed", *parts])
 
@@ -114,8 +134,11 @@ def markdown(summary: Summary, title: str = "goldens check") -> str:
     folded under the passes counted per column."""
     outcomes = summary.outcomes
     lines = [f"**{title}: {summary.verdict()}** · {summary.line()}"]
-    for note in summary.notes:  # said in every report, not only on the terminal
+    for note in [*summary.notes, *summary.refusals()]:  # said in every report, not only on the terminal
         lines += ["", f"> {_text(note, 400)}"]
+    for (cause, column), n in summary.causes().items():
+        lines += ["", f"> known: the reviewed cause {_text(cause)} explained {n} case{'s' if n != 1 else ''} "
+                      f"of {_text(column)}"]
     groups = summary.problems()
     if groups:
         rows = [_problem_row(group) for group in groups[:ROW_LIMIT]]

@@ -9,7 +9,14 @@ sorts and whether it passes; a new kind is one row there. No report parses the p
 
 Stand-in findings (an engine's stand-in endpoint disagreeing with its serving path) are counted
 apart from the engines' verdicts, in the same kinds: a reviewed one (a stand-in ledger entry) is
-known and passes, a new one, one that moved, or a stale entry fails the gate.
+known and passes, a new one, one that moved, or a stale entry fails the gate. So are stale
+causes (a reviewed cause no case shows any more, replay/causes.py): they fail the gate.
+
+A case both the reference and the engine refuse passes but is its own kind, `both-refuse`, never
+a match: every summary line says how many cases rendered and match and how many both refuse,
+and a model whose checked cases mostly both refuse is named with the reference's refusal.
+Drifts that share their first edit (the same tokens changed the same way) are one group: one
+cause to review, not one problem per case.
 """
 
 from __future__ import annotations
@@ -18,9 +25,10 @@ import dataclasses
 import re
 from collections.abc import Sequence
 
+from generator.replay.causes import edit_from
 from generator.replay.judge import Outcome
 
-STATUSES = ("match", "known", "drift", "error", "count")
+STATUSES = ("match", "both-refuse", "known", "drift", "error", "count")
 COUNT_ONLY = " (count only)"  # marks every verdict judged from a prompt token count alone
 LINE_LIMIT = 400  # characters of a problem's one terminal line
 
@@ -43,10 +51,14 @@ KINDS = (
     Kind("drift", "drift", "DRIFT", False, "red"),
     Kind("ledger-moved", "reviewed divergence moved", "DRIFT", False, "red", " (ledger entry moved)"),
     Kind("ledger-fixed", "fixed upstream, ledger entry stale", "DRIFT", False, "yellow", " (ledger entry stale)"),
+    Kind("cause-stale", "reviewed cause no case shows", "DRIFT", False, "yellow", " (cause stale)"),
     Kind("known", "known divergence", "known", True),
     Kind("count", "length matches" + COUNT_ONLY, "count", True),
+    Kind("both-refuse", "both refuse", "refused", True),
     Kind("match", "match", "ok", True),
 )
+STALE_CAUSE = "cause-stale"
+MOSTLY = 0.5  # a model whose checked cases both refuse more than this share is named
 _KIND = {kind.key: kind for kind in KINDS}
 
 # XML 1.0 allows tab, LF, CR and everything from U+0020 except surrogates and U+FFFE/U+FFFF;
@@ -81,12 +93,35 @@ def counts(outcomes: Sequence[Outcome]) -> dict[str, int]:
 
 
 def summary_line(outcomes: Sequence[Outcome]) -> str:
-    """The counts of a list of verdicts in one line (no stand-in findings: see Summary.line)."""
+    """The counts of a list of verdicts in one line (no stand-in findings: see Summary.line):
+    '30 checked: 4 rendered and match, 26 both refuse, 0 known divergence, 0 drift, 0 error'."""
     n = counts(outcomes)
-    line = (f"{len(outcomes)} checked: {n['match']} match, {n['known']} known divergence, "
-            f"{n['drift']} drift, {n['error']} error")
+    line = (f"{len(outcomes)} checked: {n['match']} rendered and match, {n['both-refuse']} both refuse, "
+            f"{n['known']} known divergence, {n['drift']} drift, {n['error']} error")
     line += f", {n['count']} length only (count only, ids not seen)" if n["count"] else ""
     return line + "".join(f", {count} {status}" for status, count in n.items() if status not in STATUSES)
+
+
+def refusal_notes(outcomes: Sequence[Outcome]) -> list[str]:
+    """One line per model whose checked cases mostly both refuse: the gate passes there while
+    checking little, so it says how little and why (the reference's refusal, most common first)."""
+    models: dict[str, list[Outcome]] = {}
+    for outcome in outcomes:
+        models.setdefault(split_case(outcome.case)[0], []).append(outcome)
+    notes = []
+    for model, items in models.items():
+        both = [o for o in items if o.status == "both-refuse"]
+        if not both or len(both) <= MOSTLY * len(items):
+            continue
+        why: dict[str, int] = {}
+        for outcome in both:
+            text = first_line(outcome.reason or outcome.detail, 120)
+            why[text] = why.get(text, 0) + 1
+        reasons = "; ".join(f"{text!r} ({count})" for text, count in sorted(why.items(), key=lambda kv: -kv[1])[:3])
+        rendered = sum(1 for o in items if o.status not in ("both-refuse", "error") and not o.refused)
+        notes.append(f"{model}: {len(both)} of {len(items)} checked cases both refuse, so only {rendered} "
+                     f"rendered: the reference refused with {reasons}")
+    return notes
 
 
 @dataclasses.dataclass
@@ -100,11 +135,27 @@ class Summary:
 
     @property
     def verdicts(self) -> list[Outcome]:
-        return [o for o in self.outcomes if o.stand_in is None]
+        return [o for o in self.outcomes if o.stand_in is None and o.kind != STALE_CAUSE]
 
     @property
     def findings(self) -> list[Outcome]:
         return [o for o in self.outcomes if o.stand_in is not None]
+
+    @property
+    def stale_causes(self) -> list[Outcome]:
+        return [o for o in self.outcomes if o.kind == STALE_CAUSE]
+
+    def refusals(self) -> list[str]:
+        """The models whose checked cases mostly both refuse, each named with why."""
+        return refusal_notes(self.verdicts)
+
+    def causes(self) -> dict[tuple[str, str], int]:
+        """(cause, column) -> the cases a reviewed cause explained in this run."""
+        out: dict[tuple[str, str], int] = {}
+        for outcome in self.verdicts:
+            if outcome.status == "known" and outcome.cause is not None:
+                out[outcome.cause, outcome.column] = out.get((outcome.cause, outcome.column), 0) + 1
+        return out
 
     @property
     def passed(self) -> bool:
@@ -119,6 +170,9 @@ class Summary:
             parts = [f"{n[s]} {'known' if s == 'known' else s}" for s in ("known", "drift", "error") if n[s]]
             text += (f"; {len(findings)} stand-in finding{'s' if len(findings) != 1 else ''}"
                      f" (stand-in endpoint disagreeing with serving: {', '.join(parts)})")
+        stale = self.stale_causes
+        if stale:
+            text += f"; {len(stale)} stale cause{'s' if len(stale) != 1 else ''} (no case shows its edit any more)"
         return text
 
     def verdict(self) -> str:
@@ -196,16 +250,48 @@ def detail(outcome: Outcome) -> str:
 
 
 def problems(outcomes: Sequence[Outcome]) -> list[list[Outcome]]:
-    """What needs a look, in KINDS order (then run order), one group per row: a drift alone, the
+    """What needs a look, in KINDS order (then run order), one group per row: a drift alone, or
+    with every drift of its column that shares its first edit (one cause to review); the
     errors of one engine with one message together (an engine that went away fails every case)."""
     groups: dict[tuple, list[Outcome]] = {}
     for position, outcome in enumerate(outcomes):
         if kind(outcome).passing:
             continue
-        key = ((outcome.column, " ".join(detail(outcome).split())) if outcome.status == "error"
-               else (position,))
+        if outcome.status == "error":
+            key: tuple = (outcome.column, " ".join(detail(outcome).split()))
+        elif outcome.kind == "drift" and outcome.edit is not None:
+            key = ("edit", outcome.column, edit_key(outcome.edit))
+        else:
+            key = (position,)
         groups.setdefault(key, []).append(outcome)
     return sorted(groups.values(), key=lambda group: rank(kind(group[0])))
+
+
+def edit_key(edit: dict) -> str:
+    return repr((edit["at"], [tuple(t) for t in edit["replace"]], [tuple(t) for t in edit["with"]]))
+
+
+def describe_edit(edit: dict) -> str:
+    """A drift's first edit in words: "insert [1 '<s>'] at start"."""
+    return edit_from(edit, "edit").describe()
+
+
+def spelled_edit(edit: dict) -> str:
+    """A drift's first edit as `goldens ledger --edit` takes it: 'insert 1 at start'."""
+    return edit_from(edit, "edit").spelled()
+
+
+def group_line(group: list[Outcome]) -> str:
+    """Drifts that share a first edit, in one line: how many, the edit, the cases, and how to
+    record it once as a reviewed cause."""
+    first = group[0]
+    models = list(dict.fromkeys(split_case(o.case)[0] for o in group))
+    engine = first.column.partition("@")[0]
+    cases = ", ".join(o.case for o in group[:6]) + (f", and {len(group) - 6} more" if len(group) > 6 else "")
+    record = (f"goldens ledger --cause NAME --edit '{spelled_edit(first.edit)}' --engine {engine} "
+              + " ".join(f"--model {m}" for m in models) + " --reason '...'")
+    return (f"{len(group)} drifts, one edit: {describe_edit(first.edit)} ({cases}); "
+            f"if it is accepted, record it once: {record}")
 
 
 def problem_line(outcome: Outcome) -> str:

@@ -7,13 +7,19 @@ The document (format 1, canonical JSON, keys stable):
      "plan": {"groups": G, "replays": R, "fingerprint": "sha256 of the selection"},
      "shard": {"index": K, "count": N} or null,
      "exit_code": 0 | 1 | 2, "verdict": "passed" | "failed (...)", "summary": "485 checked: ...",
-     "counts": {"verdicts": {status: n}, "findings": {status: n}},
+     "counts": {"verdicts": {status: n}, "findings": {status: n}, "stale_causes": n},
+     "refusals": [the models whose checked cases mostly both refuse, each with why],
      "notes": [...], "versions": {engine label: version}, "elapsed": seconds,
      "coverage": {model: {executed, executable, percent, never_executed: [...]}} or null
                  (filled by check --coverage),
      "groups": [{"index": g, "model": M, "engine": label, "seconds": s,
                  "outcomes": [{case, engine, status, kind, detail, level, refused, unreachable,
-                               version, reason, stand_in, divergence: {...} | null}]}]}
+                               version, reason, stand_in, cause, edit, advice,
+                               divergence: {...} | null}]}]}
+
+`status` "both-refuse" is a case the reference and the engine both refuse (passes; never a
+match); `cause` the reviewed cause a known outcome matched; `edit` a drift's first edit
+({at, replace, with}: replay/causes.py), which drifts sharing it are grouped by.
 
 A group is one (model, engine label) of the plan, `index` its place in the unsharded run, so a
 merge of shards puts every outcome back where one run would have it; `fingerprint` names the
@@ -38,6 +44,7 @@ from generator.replay.report import Summary, counts
 FORMAT = 1
 _OUTCOME_FIELDS = ("case", "engine", "status", "kind", "detail", "level", "refused", "unreachable",
                    "version", "reason", "stand_in")
+_ADDED_FIELDS = {"cause": None, "edit": None, "advice": ""}  # added later: absent in older files
 
 
 @dataclasses.dataclass
@@ -90,7 +97,7 @@ def fingerprint(selection: Sequence[tuple[str, str, Sequence[str]]]) -> str:
 
 
 def outcome_data(outcome: Outcome) -> dict:
-    data = {name: getattr(outcome, name) for name in _OUTCOME_FIELDS}
+    data = {name: getattr(outcome, name) for name in (*_OUTCOME_FIELDS, *_ADDED_FIELDS)}
     data["divergence"] = dataclasses.asdict(outcome.divergence) if outcome.divergence is not None else None
     return data
 
@@ -136,7 +143,9 @@ def outcome_from(data: dict) -> Outcome:
         divergence = Divergence(**{**div, "expected": [tuple(e) for e in div["expected"]],
                                    "actual": [tuple(e) for e in div["actual"]],
                                    "run": tuple(div["run"]) if div.get("run") is not None else None})
-    return Outcome(**{name: data[name] for name in _OUTCOME_FIELDS}, divergence=divergence)
+    return Outcome(**{name: data[name] for name in _OUTCOME_FIELDS},
+                   **{name: data.get(name, default) for name, default in _ADDED_FIELDS.items()},
+                   divergence=divergence)
 
 
 def to_data(results: Results) -> dict:
@@ -149,11 +158,13 @@ def to_data(results: Results) -> dict:
         "exit_code": summary.exit_code(),
         "verdict": summary.verdict(),
         "summary": summary.line(),
-        "counts": {"verdicts": counts(summary.verdicts), "findings": counts(summary.findings)},
+        "counts": {"verdicts": counts(summary.verdicts), "findings": counts(summary.findings),
+                   "stale_causes": len(summary.stale_causes)},
         "notes": list(results.notes),
         "versions": summary.versions(),
         "elapsed": round(results.elapsed, 3),
         "coverage": results.coverage,
+        "refusals": summary.refusals(),
         "groups": [{"index": g.index, "model": g.model, "engine": g.engine, "seconds": round(g.seconds, 3),
                     "outcomes": [outcome_data(o) for o in g.outcomes]} for g in results.groups],
     }

@@ -1,10 +1,13 @@
-"""The terminal report of a `goldens check` run: one line per problem, then the counts."""
+"""The terminal report of a `goldens check` run: one line per problem (drifts sharing one first
+edit together, under one line naming the edit and how to record it once as a cause), what to do
+where the reference normalized the body, the reviewed causes that explained cases, the models
+that mostly both refuse, then the counts."""
 
 from __future__ import annotations
 
 import os
 
-from generator.replay.report import Summary, kind, problem_line
+from generator.replay.report import Summary, first_line, group_line, kind, problem_line, xml_safe
 
 
 def use_colour(stream) -> bool:
@@ -22,12 +25,20 @@ def terminal(summary: Summary, colour: bool = False, errors: bool = True) -> lis
 
     lines = []
     for group in summary.problems():
+        what = kind(group[0])
+        if len(group) > 1 and group[0].status != "error":  # drifts sharing their first edit: a header
+            lines.append(f"{style(what.word, what.colour, bold=True)} {len(group)} cases [{group[0].column}]: "
+                         f"{first_line(xml_safe(group_line(group)), 800)}")
         for outcome in group:
             if outcome.status == "error" and not errors:
                 continue
-            what = kind(outcome)
             lines.append(f"{style(what.word, what.colour, bold=True)} {outcome.case} [{outcome.column}]: "
                          f"{problem_line(outcome)}")
+            if outcome.advice:
+                lines.append(f"  {outcome.advice}")
+    for (cause, column), n in summary.causes().items():
+        lines.append(f"known [{column}]: the reviewed cause {cause} explained {n} case{'s' if n != 1 else ''}")
+    lines += summary.refusals()
     lines.append(style(summary.line(), "green" if summary.passed else "red"))
     return lines
 
