@@ -52,6 +52,7 @@ KINDS = (
     Kind("ledger-moved", "reviewed divergence moved", "DRIFT", False, "red", " (ledger entry moved)"),
     Kind("ledger-fixed", "fixed upstream, ledger entry stale", "DRIFT", False, "yellow", " (ledger entry stale)"),
     Kind("cause-stale", "reviewed cause no case shows", "DRIFT", False, "yellow", " (cause stale)"),
+    Kind("invariant", "invariant finding not reviewed", "DRIFT", False, "red", " (reference invariant)"),
     Kind("known", "known divergence", "known", True),
     Kind("count", "length matches" + COUNT_ONLY, "count", True),
     Kind("both-refuse", "both refuse", "refused", True),
