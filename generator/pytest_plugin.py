@@ -12,6 +12,8 @@ error naming them and the fix (exit 2), not a failure per case. Under syrupy's `
 the goldens written in its bytes, orphans removed, the index recorded, and its summary line
 printed (an engine's answer never becomes a golden: `goldens ledger` records one). Each item's
 shared preparation (the model's sources, an engine's server) is its setup phase, not its call.
+Where the reference stack installed is not its pins (beside vLLM), the reference renders in the
+venv at the pins (servers/transformers_reference.py) and the transformers engine runs at its pin.
 
 Without `--goldens` the plugin only provides fixtures: `goldens_config` (the matrix) and
 `goldens_pool` (a session-scoped EnginePool owning every managed server), and the marker
@@ -40,6 +42,8 @@ class _State:
         self.sources: dict = {}
         self._matrix = None
         self.update = None  # snapshot.Update under --snapshot-update / --force-regen with --goldens
+        self.at_pins: str | None = None  # the releases here that are not the pins (the reference then renders there)
+        self.pinned: dict[str, dict[str, str]] = {}  # model -> case id -> golden text rendered at the pins
 
     def path(self, option: str) -> Path:
         value = Path(self.pytest_config.getoption(option))
@@ -59,6 +63,15 @@ class _State:
 
             self.sources.update(resolve_sources(self.matrix, [self.matrix.models[model]]))
         return self.sources[model]
+
+    def pinned_golden(self, case):
+        """The case's golden as rendered in the venv at the pins (the whole model at once)."""
+        from generator.goldens import golden_file
+        from generator.servers import transformers_reference
+
+        if case.model not in self.pinned:
+            self.pinned[case.model] = transformers_reference.render_at_pins(self.path("goldens_config"), case.model)
+        return golden_file.loads(self.pinned[case.model][case.id], f"{case.id} rendered at the pins")
 
     def open_pool(self):
         if self.pool is None:
@@ -114,13 +127,10 @@ def pytest_configure(config: pytest.Config) -> None:
     from generator.servers import transformers_reference
 
     differ = transformers_reference.moved()
-    if differ:  # the reference renders in this process: at other releases, other bytes
+    if differ:  # other releases here: the reference renders in the venv at the pins instead
         shown = ", ".join(f"{name} {here or 'absent'} (pinned {transformers_reference.PINS[name]})"
                           for name, here in differ.items())
-        raise pytest.UsageError(
-            f"goldens: error: pytest --goldens renders the reference in this process, and here {shown}; "
-            f"run `goldens check` (it renders at the pins in a venv of its own), or install "
-            f"goldens[reference] in an environment that pins nothing else")
+        state.at_pins = shown
     try:  # a bad models.yaml or --goldens-engine: one line, no traceback (exit 4, a usage error)
         state.matrix.select(tuple(config.getoption("goldens_models")))
         for text in config.getoption("goldens_engines"):
@@ -134,7 +144,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if updating(config):
         from generator.replay.snapshot import Update
 
-        state.update = Update(state.matrix, state.path("goldens_dir"))
+        state.update = Update(state.matrix, state.path("goldens_dir"), record_index=state.at_pins is None)
     target = state.path("goldens_config").resolve()
     if not any(_covers(config, arg, target) for arg in config.args):
         config.args.append(str(target))  # collected as any test file is: counted, selectable
@@ -278,6 +288,9 @@ class ReferenceItem(_GoldensItem):
     def setup(self):
         """The model's sources and tokenizer, loaded once for all its cases: the first case's
         setup, so its call measures its own render (pytest --durations shows which is which)."""
+        if self.state.at_pins is not None:
+            self.state.pinned_golden(self.case)
+            return
         from generator import reference
 
         reference.load_tokenizer(self.state.source(self.case.model).tokenizer_dir)
@@ -289,7 +302,10 @@ class ReferenceItem(_GoldensItem):
 
         matrix = self.state.matrix
         source = self.state.source(self.case.model)
-        item = regenerate.reference_golden(self.case, source, matrix, regenerate.provenance(source, matrix))
+        if self.state.at_pins is not None:
+            item = self.state.pinned_golden(self.case)
+        else:
+            item = regenerate.reference_golden(self.case, source, matrix, regenerate.provenance(source, matrix))
         if self.state.update is not None:
             self.state.update.rendered_case(item, source)
             return
@@ -323,7 +339,14 @@ class ReplayItem(_GoldensItem):
         state = self.state
         if key not in state.engines:
             model = state.matrix.models[self.case.model]
-            state.engines[key] = state.open_pool().engine(self.spec, model, state.source(self.case.model))
+            spec = self.spec
+            if state.at_pins is not None and spec.name == "transformers" and spec.version is None:
+                from generator.config.engine_spec import EngineSpec
+                from generator.servers import transformers_reference
+
+                # the reference engine at its pin, in its worker's venv, as `goldens check` runs it
+                spec = EngineSpec("transformers", transformers_reference.PINS["transformers"])
+            state.engines[key] = state.open_pool().engine(spec, model, state.source(self.case.model))
 
     def runtest(self):
         from generator.replay import judge
@@ -434,3 +457,10 @@ class _Durations:
             for node_id in node_ids:
                 durations[node_id] = round(self.seconds[node_id] + setup / len(node_ids), 6)
         files.atomic_write(self.path, json.dumps(dict(sorted(durations.items())), indent=2) + "\n")
+
+
+def pytest_report_header(config):
+    state = config.stash.get(_STATE, None)
+    if state is not None and state.at_pins is not None:
+        return [f"goldens: the reference renders in its venv at the pins: here {state.at_pins}"]
+    return None

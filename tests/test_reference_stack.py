@@ -5,6 +5,7 @@ the releases installed differ, so the goldens are the same bytes."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -86,10 +87,18 @@ def test_goldens_installs_beside_vllm_and_regenerates_the_same_bytes(tmp_path):
     count = sum(1 for p in before_bytes if p.name.endswith(".json") and p.name.count(".") == 1)
     assert result.stdout.splitlines()[-1] == f"0 written, {count} unchanged, 0 removed", result.stdout
     assert {p: p.read_bytes() for p in sorted((work / "goldens").rglob("*")) if p.is_file()} == before_bytes
-    # the plugin renders in pytest's own process: there it says so, in one line, and what to run
-    suite = subprocess.run([serving / "bin" / "python", "-m", "pytest", "--goldens", "-p", "no:cacheprovider"],
-                           cwd=work, env=env, capture_output=True, text=True, timeout=600)
-    assert suite.returncode == 4, suite.stdout + suite.stderr
-    assert "pytest --goldens renders the reference in this process, and here transformers 5.19.0 (pinned 5.24.0)" in suite.stderr
+    # the plugin, in pytest's own process, has the reference render in the venv at the pins
+    # (and the transformers engine run there): the same verdicts as `goldens check`
+    started = time.monotonic()
+    suite = subprocess.run([serving / "bin" / "python", "-m", "pytest", "--goldens", "-p", "no:cacheprovider",
+                            "--goldens-model", "qwen3", "--goldens-engine", "transformers", "--goldens-engine", "minijinja"],
+                           cwd=work, env=env, capture_output=True, text=True, timeout=1800)
+    plugin = time.monotonic() - started
+    assert suite.returncode == 0, suite.stdout[-3000:] + suite.stderr[-3000:]
+    assert "goldens: the reference renders in its venv at the pins: here transformers 5.19.0 (pinned 5.24.0)" in suite.stdout
+    qwen3 = sum(1 for p in before_bytes if p.parent.name == "qwen3" and p.name.count(".") == 1)
+    ran = re.search(r" (\d+) passed in ", suite.stdout)
+    assert ran and int(ran[1]) >= 2 * qwen3 and " failed" not in suite.stdout, suite.stdout[-2000:]
     print(f"copy of the vLLM venv {copied:.1f} s, pip install goldens[pytest] {install:.1f} s, "
-          f"regenerate at the pins {regenerate:.1f} s (venv at the pins under {files.cache_dir()})")
+          f"regenerate at the pins {regenerate:.1f} s (venv at the pins under {files.cache_dir()}), "
+          f"pytest --goldens on qwen3 {plugin:.1f} s")

@@ -13,9 +13,12 @@ package on its path: the same code, the pinned stack, the same goldens byte for 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
+import subprocess
 import sys
 from importlib import metadata
+from pathlib import Path
 
 from generator import installed
 
@@ -107,3 +110,30 @@ def rerun_at_pins(argv: list[str]) -> None:
     sys.stderr.flush()
     run = "from generator.cli import main; main(prog_name='goldens')"
     os.execve(str(python), [str(python), "-c", run, *argv], env)
+
+
+# A model's goldens rendered in the venv at the pins: {case id: the golden's text}, on stdout.
+RENDER = """import json, sys
+from generator.config import models
+from generator.goldens import golden_file, regenerate
+config = models.load(sys.argv[1])
+model = config.models[sys.argv[2]]
+source = regenerate.resolve_sources(config, [model])[model.name]
+print(json.dumps({item.case: golden_file.dumps(item) for item in regenerate.render_model(model, source, config)}))
+"""
+
+
+def render_at_pins(config_path: Path, model: str) -> dict[str, str]:
+    """A model's goldens, each as the text `goldens regenerate` writes, rendered in the venv at
+    the pins (for `pytest --goldens`, which cannot re-run itself there)."""
+    from generator.errors import GoldensError, one_line
+    from generator.servers.transformers_venv import _import_root
+
+    python = reference_python()
+    env = {**os.environ, INSIDE: "1", "PYTHONPATH": str(_import_root()), "TRANSFORMERS_VERBOSITY": "error"}
+    done = subprocess.run([str(python), "-c", RENDER, str(config_path), model], env=env,
+                          capture_output=True, text=True, encoding="utf-8")
+    if done.returncode != 0:
+        raise GoldensError(f"{model}: rendering at the pins in {python.parent.parent} failed: "
+                           f"{one_line(done.stderr.strip().splitlines()[-1] if done.stderr.strip() else '')}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
