@@ -148,17 +148,17 @@ def build_llama_server(build: int = pack.LLAMA_CPP_BUILD, jobs: int | None = Non
         built = work / "bin" / "llama-server"
         if not built.exists():
             raise GoldensError(f"{label} produced no {built}")
-        with atomic_file(target) as copy:
-            shutil.copy2(built, copy)
-            _check_version(copy, build)
-        seconds = time.monotonic() - started
-        served = _cache_served(stats) if launcher else "no compiler cache (install ccache)"
-        if variant.keep:
+        if variant.keep:  # before the binary, whose presence says the build is whole
             kept = root / "keep"
             shutil.rmtree(kept, ignore_errors=True)
             for path in work.rglob(variant.keep):
                 (kept / path.relative_to(work)).parent.mkdir(parents=True, exist_ok=True)
                 shutil.copy2(path, kept / path.relative_to(work))
+        with atomic_file(target) as copy:
+            shutil.copy2(built, copy)
+            _check_version(copy, build)
+        seconds = time.monotonic() - started
+        served = _cache_served(stats) if launcher else "no compiler cache (install ccache)"
         atomic_write(root / "build.json", json.dumps(
             {"build": build, "seconds": round(seconds, 1), "compiler_cache": served}, indent=2
         ) + "\n")
