@@ -558,7 +558,9 @@ def test_a_duplicate_key_on_one_line_is_refused(tmp_path):
 def test_a_model_cannot_take_the_index_name(tmp_path):
     config = _one_model(tmp_path)
     config.write_text(config.read_text().replace("\n  m:\n", "\n  regenerate.index:\n"))
-    one_line(invoke("models", "--config", config), "'regenerate.index' is the name of a file goldens keeps")
+    one_line(invoke("models", "--config", config), "'regenerate.index' is the name of a file or folder goldens keeps")
+    config.write_text(config.read_text().replace("\n  regenerate.index:\n", "\n  causes:\n"))
+    one_line(invoke("models", "--config", config), "'causes' is the name of a file or folder goldens keeps")
 
 
 def test_bisect_jobs_are_bounded():

@@ -33,7 +33,7 @@ NAME_LIMIT = 64  # characters in a model, shape or variant name
 VARIANT_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,63}$")
 SHAPE_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 MODEL_NAME = re.compile(r"^[a-z0-9][a-z0-9.-]{0,63}$")
-RESERVED = frozenset({"regenerate.index"})  # what goldens keeps beside the model folders
+RESERVED = frozenset({"regenerate.index", "causes"})  # what goldens keeps beside the model folders
 SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
 
@@ -194,7 +194,7 @@ def parse(data: Any, path: Path) -> Config:
             raise GoldensError(f"{path.name}: models.{shown}: model names are lowercase letters, digits, '-' "
                                f"and '.' (no '..'), at most {NAME_LIMIT} characters")
         if name in RESERVED:
-            raise GoldensError(f"{path.name}: models.{name}: {name!r} is the name of a file goldens keeps "
+            raise GoldensError(f"{path.name}: models.{name}: {name!r} is the name of a file or folder goldens keeps "
                                "in the goldens folder; choose another model name")
         models[name] = _parse_model(name, raw, where, key)
     return Config(path=path, date=date, models=models, engine_versions=engine_versions)
