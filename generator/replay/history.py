@@ -26,6 +26,7 @@ from generator.replay.bisect import readiness
 from generator.replay.releases import (
     Answer,
     AnswerStore,
+    Replayed,
     cases_for,
     decoder,
     describe,
@@ -118,15 +119,26 @@ def history(config: Config, engine: str, first: str, last: str, models: Sequence
 
     def ask(positions: list[int]) -> None:
         """One round: the releases whose answers are not all remembered made ready `jobs` at a
-        time, then each replayed (only the cases it has no remembered answer for)."""
+        time, then replayed `jobs` at a time (only the cases each has no remembered answer for:
+        a release's servers or worker are its own processes, so replays of several overlap)."""
         nonlocal rounds
         rounds += 1
         chosen = [releases[p] for p in positions if releases[p] not in visits]
         need = [v for v in chosen if any(store.get(v, case) is None for case in cases)]
         ready = ready_all(engine, need, jobs) if need else {}
-        for version in chosen:
+
+        def one(version: str) -> Replayed:
+            return replay(config, engine, version, cases, note, store)
+
+        if jobs > 1 and len(chosen) > 1:
+            from concurrent.futures import ThreadPoolExecutor
+
+            with ThreadPoolExecutor(min(jobs, len(chosen))) as pool:
+                replays = list(pool.map(one, chosen))
+        else:
+            replays = [one(version) for version in chosen]
+        for version, replayed in zip(chosen, replays):
             seconds, cache = ready.get(version, (0.0, "answers cached"))
-            replayed = replay(config, engine, version, cases, note, store)
             visits[version] = visit = Visit(version, seconds, cache, replayed.answers, replayed.remembered, rounds)
             echo(f"{label(version):>10}  round {rounds}  {_readiness(visit, len(cases))}")
 
