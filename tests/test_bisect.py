@@ -56,8 +56,13 @@ def test_transformers_bisect_finds_the_release_that_aliases_reasoning():
                     "--case", "gpt-oss/agentic-turn")
     assert result.exit_code == 0, result.output
     assert "first changed release: 5.21.0 (the one before it: 5.20.2)" in result.stdout
-    assert "drift at token 166 (207 vs 227 tokens)" in result.stdout
+    assert "drift at token 166 (205 vs 225 tokens)" in result.stdout
     assert len(tried(result.stdout)) <= math.ceil(math.log2(5)) + 2  # 5.20.1 5.20.2 5.21.0 5.21.1 5.22.0
+    backwards = bisect("--engine", "transformers", "--good", "5.22.0", "--bad", "5.20.1",
+                       "--case", "gpt-oss/agentic-turn")  # the newer release is the good one
+    assert backwards.exit_code == 0, backwards.output
+    assert ("last release that differs from the good 5.22.0, going back: 5.20.2 (the one after it, which "
+            "agrees: 5.21.0)") in backwards.stdout
 
 
 

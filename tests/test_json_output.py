@@ -98,5 +98,5 @@ def test_bisect_json_is_the_search_as_data():
     assert all(set(t) == {"release", "label", "changed", "ready_seconds", "cache"} for t in data["tried"])
     assert data["first_changed"] == {"release": "5.21.0", "label": "5.21.0"}
     assert data["before"] == {"release": "5.20.2", "label": "5.20.2"}
-    assert data["first_divergence"].startswith("gpt-oss/agentic-turn: drift at token 166 (207 vs 227 tokens)")
+    assert data["first_divergence"].startswith("gpt-oss/agentic-turn: drift at token 166 (205 vs 225 tokens)")
     assert "first changed release: 5.21.0 (the one before it: 5.20.2)" in result.stderr

@@ -116,8 +116,12 @@ def bisect(config: Config, engine: str, good: str, bad: str, models: Sequence[st
                 high = position
                 break
     first, before = tried[span[high]], tried[span[low]]
-    echo(f"first changed release: {label(first.version)} (the one before it: {label(before.version)}); "
-         f"{len(tried)} releases tried")
+    if versions.order(span[0]) < versions.order(span[-1]):
+        echo(f"first changed release: {label(first.version)} (the one before it: {label(before.version)}); "
+             f"{len(tried)} releases tried")
+    else:  # searched backwards, from a newer good release: the change is undone going forward
+        echo(f"last release that differs from the good {label(span[0])}, going back: {label(first.version)} "
+             f"(the one after it, which agrees: {label(before.version)}); {len(tried)} releases tried")
     divergence = _first_divergence(config, before, first, cases, label)
     echo(divergence)
     echo(_totals(rounds, tried, started))
