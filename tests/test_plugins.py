@@ -160,7 +160,7 @@ def test_models_yaml_may_list_a_plugin_engine(venv, tmp_path):
     assert here.returncode == 2
     assert here.stderr.splitlines() == [
         ("goldens: error: models.yaml: models.qwen3.engines[0]: unknown engine 'in-house' (known: transformers, "
-        "llama-server, client-completion, vllm, minijinja, mistral-common, harmony, openai, ollama)")]
+        "llama-server, client-completion, vllm, minijinja, mistral-common, transformers-js, harmony, openai, ollama)")]
 
 
 @pytest.mark.parametrize("engine, message", [

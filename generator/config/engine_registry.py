@@ -134,6 +134,9 @@ BUILT_IN = (
     _built_in("mistral-common", "generator.engines.mistral_common:open_engine",
               "mistral-common's own request encoding",
               applies="generator.config.engine_matrix:tekken_only"),
+    _built_in("transformers-js", "generator.engines.transformers_js:open_engine",
+              "transformers.js's apply_chat_template: npm @huggingface/jinja 0.5.13 and "
+              "@huggingface/tokenizers 0.2.0 in Node"),
     _built_in("harmony", "generator.engines.harmony:open_engine",
               "openai-harmony 0.0.8 (gpt-oss's own renderer), as vLLM's gpt-oss chat path uses it",
               applies="generator.config.engine_matrix:gpt_oss_only"),
