@@ -24,7 +24,8 @@ def test_a_cell_says_why_an_engine_does_not_replay_a_model():
     assert by[("qwen3", "harmony")].why_not == "harmony renders gpt-oss (o200k_harmony) only"
     assert by[("mistral-nemo", "mistral-common")].replayed
     assert by[("qwen3", "mistral-common")].why_not.startswith("mistral-common encodes Mistral models")
-    assert by[("qwen3", "ollama")].why_not == "any server given --url (a prompt token count); none runs here"
+    assert by[("qwen3", "openai")].why_not == "any server given --url (ids where the server returns them); none runs here"
+    assert "through llama-server's /apply-template (Ollama PR #16031)" in by[("qwen3", "ollama")].why_not
 
 
 def test_the_command_prints_the_table_with_numbered_reasons():

@@ -40,6 +40,13 @@ def tekken_only(model: ModelSpec) -> str | None:
     return "mistral-common encodes Mistral models (a tekken tokenizer) only"
 
 
+def ollama_url(model: ModelSpec) -> str | None:
+    """Ollama serves its own library, never this matrix's files: how it renders, for the matrix."""
+    return ("a running Ollama given --url (a prompt token count; none runs here): it renders with its "
+            "own Go renderers, and a GGUF with no hand-written one through llama-server's "
+            "/apply-template (Ollama PR #16031)")
+
+
 def why_not(info: engine_registry.EngineInfo, model: ModelSpec) -> str:
     """Why `model` is not replayed through the engine."""
     if info.applies is not None:

@@ -144,7 +144,8 @@ BUILT_IN = (
               "any /v1/chat/completions server (--url): prompt token ids where it returns them, "
               "else usage.prompt_tokens", any_model=True, evidence="ids or count"),
     _built_in("ollama", "generator.engines.ollama:open_engine",
-              "Ollama's /api/chat (--url): prompt_eval_count", any_model=True, evidence="count"),
+              "Ollama's /api/chat (--url): prompt_eval_count", any_model=True, evidence="count",
+              applies="generator.config.engine_matrix:ollama_url"),
 )
 
 
