@@ -509,13 +509,21 @@ def _connection(config, model_names: tuple[str, ...], served: tuple[str, ...], h
 
 
 @main.command(name="engines")
+@CONFIG_OPTION
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document (goldens.engines/1) instead.")
+@click.option("--matrix", "as_matrix", is_flag=True,
+              help="Print the model x engine matrix of the config (Markdown): replayed, or why not.")
 @friendly
-def list_engines(as_json: bool) -> None:
+def list_engines(config_path: Path, as_json: bool, as_matrix: bool) -> None:
     """The engines goldens can replay through: built-in, and those installed packages register
     in the `goldens.engines` entry-point group, each with where it came from."""
     from generator.config import engine_registry
 
+    if as_matrix:
+        from generator.config import engine_matrix, models
+
+        click.echo(engine_matrix.markdown(engine_matrix.matrix(models.load(config_path))), nl=False)
+        return
     if as_json:
         from generator import documents
 

@@ -125,8 +125,9 @@ def test_engines_lists_the_plugin_with_its_package(venv):
     result = goldens(venv, "engines")
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
-    assert [line.split()[0] for line in lines[:8]] == [info.name for info in engine_registry.BUILT_IN]
-    by_name = {line.split()[0]: line for line in lines[8:]}
+    built_in = len(engine_registry.BUILT_IN)
+    assert [line.split()[0] for line in lines[:built_in]] == [info.name for info in engine_registry.BUILT_IN]
+    by_name = {line.split()[0]: line for line in lines[built_in:]}
     assert re.fullmatch(r"in-house +my-engines 0\.1\.0 +my_engines\.engine:InHouseRenderer", by_name["in-house"])
     assert by_name["vllm"].endswith("my_engines.engine:InHouseRenderer [not usable: the name is a built-in engine's]")
     assert by_name["Bad_Name"].endswith("[not usable: an engine name is lowercase letters, digits, '.', '_' and '-']")
@@ -159,7 +160,7 @@ def test_models_yaml_may_list_a_plugin_engine(venv, tmp_path):
     assert here.returncode == 2
     assert here.stderr.splitlines() == [
         ("goldens: error: models.yaml: models.qwen3.engines[0]: unknown engine 'in-house' (known: transformers, "
-        "llama-server, client-completion, vllm, minijinja, mistral-common, openai, ollama)")]
+        "llama-server, client-completion, vllm, minijinja, mistral-common, transformers-js, harmony, openai, ollama)")]
 
 
 @pytest.mark.parametrize("engine, message", [

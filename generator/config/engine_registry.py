@@ -81,6 +81,9 @@ class Entry:
     stand_in: str | None = None  # the endpoint its ids read in place of serving; `serve` confirms it
     evidence: str = "ids"  # "ids", or "ids or count" / "count" (PromptCount: judged as a count)
     starter: bool = False  # listed for a new model by `goldens init`: runs anywhere, no server
+    # which models it can render: a "module:callable" taking a ModelSpec and returning None, or
+    # why that model cannot be replayed through it (`goldens engines --matrix` prints it)
+    applies: Any = None
 
 
 @dataclass(frozen=True)
@@ -129,12 +132,20 @@ BUILT_IN = (
     _built_in("minijinja", "generator.engines.minijinja:open_engine",
               "minijinja (TGI's template engine) with the HF tokenizer", starter=True),
     _built_in("mistral-common", "generator.engines.mistral_common:open_engine",
-              "mistral-common's own request encoding"),
+              "mistral-common's own request encoding",
+              applies="generator.config.engine_matrix:tekken_only"),
+    _built_in("transformers-js", "generator.engines.transformers_js:open_engine",
+              "transformers.js's apply_chat_template: npm @huggingface/jinja 0.5.13 and "
+              "@huggingface/tokenizers 0.2.0 in Node"),
+    _built_in("harmony", "generator.engines.harmony:open_engine",
+              "openai-harmony 0.0.8 (gpt-oss's own renderer), as vLLM's gpt-oss chat path uses it",
+              applies="generator.config.engine_matrix:gpt_oss_only"),
     _built_in("openai", "generator.engines.openai:open_engine",
               "any /v1/chat/completions server (--url): prompt token ids where it returns them, "
               "else usage.prompt_tokens", any_model=True, evidence="ids or count"),
     _built_in("ollama", "generator.engines.ollama:open_engine",
-              "Ollama's /api/chat (--url): prompt_eval_count", any_model=True, evidence="count"),
+              "Ollama's /api/chat (--url): prompt_eval_count", any_model=True, evidence="count",
+              applies="generator.config.engine_matrix:ollama_url"),
 )
 
 

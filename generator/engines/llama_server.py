@@ -43,6 +43,11 @@ def _post(engine: str, url: str, body: dict, transport: http.Transport) -> dict:
     return transport.post_json(url, body, where=f"{engine} at {url}")
 
 
+# common_chat_parse on a tiny model's random token (common/chat.cpp): the output parser of a
+# dedicated format (gpt-oss's peg-native) refuses text no real model would write.
+PARSE_FAILURE = "The model produced output that does not match the expected"
+
+
 def build_info(engine: str, base: str, transport: http.Transport = http.DEFAULT) -> str:
     """The build the server reports in GET /props (`build_info`, e.g. "b11434-<commit>")."""
     url = f"{base}/props"
@@ -206,7 +211,7 @@ class LlamaServerEngine(EngineBase):
                 "max_tokens": 1, "cache_prompt": False, "temperature": 0}
         served = Served(endpoint="/v1/chat/completions")
         try:
-            reply = _post(self.name, chat_url, chat, self.transport)
+            reply = self._complete(chat_url, chat)
         except Refused as refusal:
             served.refused = str(refusal)
             return served
@@ -219,6 +224,23 @@ class LlamaServerEngine(EngineBase):
             evaluated = _field(self.name, url, _post(self.name, url, body, self.transport), "tokens_evaluated")
             served.counts["/completion tokens_evaluated"] = _count(self.name, url, evaluated)
         return served
+
+
+    def _complete(self, url: str, body: dict) -> dict:
+        """One chat completion. A tiny model's random token that the model's dedicated output
+        parser refuses (HTTP 500, PARSE_FAILURE) is generated again as the end-of-generation
+        token (logit_bias on /props' eos_token), which every parser takes: the prompt and its
+        count are the same, only the one generated token differs."""
+        try:
+            return _post(self.name, url, body, self.transport)
+        except EngineError as error:
+            if type(error) is not EngineError or PARSE_FAILURE not in str(error):
+                raise
+        props = self.transport.get_json(f"{self.url}/props", where=f"{self.name} at {self.url}/props")
+        eos = _tokenize(self.name, self.url, str(props.get("eos_token") or ""), self.transport, add_special=False)
+        if len(eos) != 1:
+            raise EngineError(f"{self.name}: /props eos_token {props.get('eos_token')!r} is not one token")
+        return _post(self.name, url, {**body, "logit_bias": [[eos[0], 100]]}, self.transport)
 
 
 def _count(engine: str, url: str, value: Any) -> int:
@@ -283,9 +305,10 @@ def _framing(processor) -> tuple[str, str, str] | None:
     return MTMD_FRAMING.get(projector_type(processor))
 
 
-def make_server(model, source, version: str, on_start: Callable[[str], None]):
+def make_server(model, source, version: str, on_start: Callable[[str], None], date=None):
     """A managed llama-server of build `version` on a tiny GGUF carrying the model's tokenizer
-    and template (and a projector for a vision model)."""
+    and template (and a projector for a vision model); a template that reads today's date
+    (strftime_now) gets a server whose clock reads the matrix's `date`."""
     from generator.servers.llama_cpp import LlamaServer
     from generator.servers.tiny_gguf import tiny_gguf
 
@@ -303,7 +326,8 @@ def make_server(model, source, version: str, on_start: Callable[[str], None]):
         gguf = tiny_gguf(model.name, source.tokenizer_dir, source.template,
                          vocab_size=vocab_with_added(source.tokenizer_dir))
         extra = ["--mmproj", str(tiny_mmproj(model.name, model.processor, N_EMBD))]
-    return LlamaServer(gguf, extra_args=extra, build=build)
+    clock = date if date is not None and "strftime_now" in source.template else None
+    return LlamaServer(gguf, extra_args=extra, build=build, date=clock)
 
 
 class _Builds:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
+import inspect
 import sys
 from collections.abc import Callable, Iterable
 
@@ -189,7 +190,10 @@ class EnginePool:
         """The started managed server, made and started on first use."""
         key = (server.kind, str(version), model.name if server.per_model else "")
         if key not in self._servers:
-            made = engine_registry.load(server.make)(model, source, version, self.on_start)
+            make = engine_registry.load(server.make)
+            # a server whose clock the model's template reads takes the matrix's date
+            dated = "date" in inspect.signature(make).parameters
+            made = make(model, source, version, self.on_start, **({"date": self.date} if dated else {}))
             self._stack.callback(made.stop)
             self._servers[key] = made.start()
         return self._servers[key]

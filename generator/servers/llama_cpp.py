@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import contextlib
+import datetime as _dt
 import json
 import os
 import re
@@ -361,8 +362,29 @@ def _check_version(binary: Path, build: int) -> None:
 MEDIA_MARKER = "<__media__>"
 
 
+# libfaketime (Debian's libfaketime): a template that calls strftime_now gets the server's own
+# clock (common/chat.cpp: `inputs.now = std::chrono::system_clock::now()`, no request field sets
+# it), so a managed server whose template reads the date runs with its wall clock at the matrix's
+# date; the monotonic clock its timeouts use is left alone.
+FAKETIME_LIBRARIES = ("/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1",
+                      "/usr/lib/aarch64-linux-gnu/faketime/libfaketime.so.1",
+                      "/usr/lib/faketime/libfaketime.so.1", "/usr/local/lib/faketime/libfaketime.so.1")
+
+
+def clock_at(date: _dt.date) -> dict[str, str]:
+    """The environment that starts a process's wall clock at `date`, noon (libfaketime)."""
+    library = next((path for path in FAKETIME_LIBRARIES if Path(path).exists()), None)
+    if library is None:
+        raise GoldensError("this chat template reads today's date (strftime_now) and llama-server takes it from "
+                           "its clock: install libfaketime (apt-get install libfaketime) so the managed server "
+                           f"runs at the matrix's date {date.isoformat()}")
+    return {"LD_PRELOAD": library, "FAKETIME": f"@{date.isoformat()} 12:00:00",
+            "FAKETIME_DONT_FAKE_MONOTONIC": "1"}
+
+
 class LlamaServer(ManagedServer):
-    """llama-server of one build on one GGUF: 4096 context, 2 slots, Jinja templates, no web UI."""
+    """llama-server of one build on one GGUF: 4096 context, 2 slots, Jinja templates, no web UI;
+    with `date`, its wall clock starts at that date (what strftime_now returns in its templates)."""
 
     def __init__(
         self,
@@ -374,11 +396,13 @@ class LlamaServer(ManagedServer):
         startup_timeout: float = 120.0,
         binary: Path | None = None,
         build: int = pack.LLAMA_CPP_BUILD,
+        date: _dt.date | None = None,
     ):
         gguf = Path(gguf)
         if not gguf.is_file():
             raise GoldensError(f"llama-server: model file {gguf} does not exist")
         binary = binary or llama_server_binary(build)
+        env = {"LLAMA_MEDIA_MARKER": MEDIA_MARKER, **(clock_at(date) if date is not None else {})}
         super().__init__(
             [
                 binary, "-m", gguf, "--host", "{host}", "--port", "{port}",
@@ -387,7 +411,7 @@ class LlamaServer(ManagedServer):
                 "--threads-http", "16", *extra_args,
             ],
             name=f"llama-server-{gguf.stem}",
-            env={"LLAMA_MEDIA_MARKER": MEDIA_MARKER},
+            env=env,
             startup_timeout=startup_timeout,
         )
         self.gguf = gguf

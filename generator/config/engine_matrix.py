@@ -1,0 +1,93 @@
+"""The model x engine matrix: which engine replays which model, and why not where it does not.
+
+Read from models.yaml (a model's `engines:`) and the engine registry's declared capabilities
+(`applies`, `any_model`, `evidence`), never from a run: `goldens engines --matrix` prints it, and
+README's engines table is its output. A cell is `replayed` when the model lists the engine;
+otherwise the reason it is not, numbered once below the table.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from generator.config import engine_registry
+from generator.config.models import Config, ModelSpec
+
+REPLAYED = "replayed"
+
+
+@dataclass(frozen=True)
+class Cell:
+    model: str
+    engine: str
+    replayed: bool
+    why_not: str = ""  # empty when replayed
+
+
+def gpt_oss_only(model: ModelSpec) -> str | None:
+    """harmony renders o200k_harmony ids: gpt-oss models only (the engine checks the vocabulary
+    when it opens; this is the matrix's reading of models.yaml)."""
+    value = model.tokenizer.value.lower()
+    if value == "npm:gptoss" or "gpt-oss" in value:
+        return None
+    return "harmony renders gpt-oss (o200k_harmony) only"
+
+
+def tekken_only(model: ModelSpec) -> str | None:
+    """mistral-common encodes with a tekken file: models whose tokenizer is one."""
+    if model.tokenizer.kind == "pack" and model.tokenizer.value == "mistral-common:tekken":
+        return None
+    return "mistral-common encodes Mistral models (a tekken tokenizer) only"
+
+
+def ollama_url(model: ModelSpec) -> str | None:
+    """Ollama serves its own library, never this matrix's files: how it renders, for the matrix."""
+    return ("a running Ollama given --url (a prompt token count; none runs here): it renders with its "
+            "own Go renderers, and a GGUF with no hand-written one through llama-server's "
+            "/apply-template (Ollama PR #16031)")
+
+
+def why_not(info: engine_registry.EngineInfo, model: ModelSpec) -> str:
+    """Why `model` is not replayed through the engine."""
+    if info.applies is not None:
+        check = engine_registry.load(info.applies) if isinstance(info.applies, str) else info.applies
+        reason = check(model)
+        if reason:
+            return reason
+    if info.any_model:
+        level = "a prompt token count" if info.evidence == "count" else "ids where the server returns them"
+        return f"any server given --url ({level}); none runs here"
+    return "not in the model's engines in models.yaml"
+
+
+def matrix(config: Config) -> list[Cell]:
+    """Every (model, usable engine) cell, models in file order, engines in registry order."""
+    engines = [info for info in engine_registry.registered() if info.problem is None]
+    cells = []
+    for model in config.models.values():
+        for info in engines:
+            listed = info.name in model.engines
+            cells.append(Cell(model.name, info.name, listed, "" if listed else why_not(info, model)))
+    return cells
+
+
+def markdown(cells: list[Cell]) -> str:
+    """One row per model, one column per engine; each reason numbered once below the table."""
+    engines = list(dict.fromkeys(cell.engine for cell in cells))
+    models = list(dict.fromkeys(cell.model for cell in cells))
+    reasons: dict[str, int] = {}
+    by = {(cell.model, cell.engine): cell for cell in cells}
+    lines = ["| model | " + " | ".join(engines) + " |", "| --- |" + " --- |" * len(engines)]
+    for model in models:
+        row = []
+        for engine in engines:
+            cell = by[(model, engine)]
+            if cell.replayed:
+                row.append(REPLAYED)
+            else:
+                number = reasons.setdefault(cell.why_not, len(reasons) + 1)
+                row.append(f"- ({number})")
+        lines.append(f"| {model} | " + " | ".join(row) + " |")
+    lines.append("")
+    lines += [f"({number}) {reason}" for reason, number in reasons.items()]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,128 @@
+"""openai-harmony: gpt-oss's own renderer, the path vLLM takes for a gpt-oss model type.
+
+vLLM never applies gpt-oss's Jinja template: a model whose config says `gpt_oss` is rendered by
+`_make_request_with_harmony`, which turns the chat body into harmony messages and renders them
+with openai-harmony's encoding (o200k_harmony). Comparing it with the reference (the Jinja
+template through Transformers) shows where gpt-oss's two published renderers disagree.
+
+openai-harmony is pinned (PyPI 0.0.8) and installed into its own venv under the cache; one
+worker process per engine (generator/servers/harmony_worker.py, JSON lines) loads the encoding
+once and renders every case. The encoding reads o200k_base.tiktoken from
+TIKTOKEN_ENCODINGS_BASE: rebuilt from npm js-tiktoken and checked against harmony's sha256
+(sources/tiktoken_ranks.py), since harmony cannot download it here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import threading
+from pathlib import Path
+
+from generator.engines import EngineBase, EngineContext, EngineError, Ids, Refused, Request, strict_ids
+from generator.errors import GoldensError
+from generator.files import cache_dir
+from generator.servers import venv
+
+PACKAGE, VERSION = "openai-harmony", "0.0.8"
+WORKER = Path(__file__).resolve().parents[1] / "servers" / "harmony_worker.py"
+CHECK = "import openai_harmony; from importlib.metadata import version; print(version('openai-harmony'))"
+# The vocabulary harmony renders with: gpt-oss's tokenizer must be o200k_harmony's (201088
+# ids; <|start|> is 200006), else the two renders' ids cannot be compared.
+HARMONY_TOKENS = {"<|start|>": 200006, "<|channel|>": 200005, "<|message|>": 200008, "<|end|>": 200007}
+
+
+def harmony_python() -> Path:
+    """The python of the openai-harmony venv, installed on first use."""
+    def plan() -> venv.Steps:
+        return [(f"install {PACKAGE}=={VERSION}", venv.INSTALL, [f"{PACKAGE}=={VERSION}"])]
+
+    return venv.ensure(f"{PACKAGE}-{VERSION}", plan, CHECK, VERSION)
+
+
+class HarmonyWorker:
+    """One worker process; `render` is thread-safe (one request at a time)."""
+
+    def __init__(self, date: str):
+        from generator.sources.tiktoken_ranks import o200k_base_dir
+
+        self.date = date
+        env = {**os.environ, "TIKTOKEN_ENCODINGS_BASE": str(o200k_base_dir()), "PYTHONPATH": ""}
+        self._lock = threading.Lock()
+        self._process = subprocess.Popen(
+            [str(harmony_python()), str(WORKER)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, text=True, encoding="utf-8", env=env, cwd=str(cache_dir()),
+        )
+        self.versions = self._read()
+
+    def render(self, request: Request) -> dict:
+        with self._lock:
+            assert self._process.stdin is not None
+            try:
+                self._process.stdin.write(json.dumps({"request": request, "date": self.date},
+                                                     ensure_ascii=False) + "\n")
+                self._process.stdin.flush()
+            except OSError as error:
+                raise EngineError(f"harmony: the worker died ({error})") from None
+            return self._read()
+
+    def _read(self) -> dict:
+        assert self._process.stdout is not None
+        line = self._process.stdout.readline()
+        if not line:
+            code = self._process.wait()
+            error = (self._process.stderr.read() if self._process.stderr else "").strip().splitlines()
+            raise EngineError(f"harmony: the worker exited (code {code}): {error[-1] if error else 'no output'}")
+        return json.loads(line)
+
+    def stop(self) -> None:
+        process = self._process
+        if process.poll() is None:
+            if process.stdin is not None:
+                process.stdin.close()
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+        for stream in (process.stdout, process.stderr):
+            if stream is not None:
+                stream.close()
+
+
+class HarmonyEngine(EngineBase):
+    name = "harmony"
+
+    def __init__(self, context: EngineContext):
+        self._check_vocabulary(context.source.tokenizer_dir)
+        self.worker = HarmonyWorker(context.date.isoformat())
+
+    @staticmethod
+    def _check_vocabulary(tokenizer_dir: Path) -> None:
+        """harmony renders o200k_harmony ids: the model's tokenizer must be that vocabulary."""
+        from generator.engines.minijinja import load_tokenizer
+
+        tokenizer = load_tokenizer(tokenizer_dir / "tokenizer.json")
+        for token, expected in HARMONY_TOKENS.items():
+            if tokenizer.token_to_id(token) != expected:
+                raise GoldensError(f"harmony renders gpt-oss's o200k_harmony vocabulary; this model's "
+                                   f"{token} is {tokenizer.token_to_id(token)}, not {expected}")
+
+    def version(self) -> str:
+        return self.worker.versions.get(PACKAGE, "")
+
+    def ids(self, request: Request) -> Ids:
+        answer = self.worker.render(request)
+        if "refused" in answer:
+            raise Refused(f"{self.name}: {answer['refused']}")
+        ids = strict_ids(self.name, answer.get("ids"))
+        return Ids(ids, prompt=answer.get("prompt"), pieces=answer.get("pieces"))
+
+    def close(self) -> None:
+        self.worker.stop()
+
+
+def open_engine(context: EngineContext) -> HarmonyEngine:
+    """The registry's factory (config/engine_registry.py)."""
+    return HarmonyEngine(context)
