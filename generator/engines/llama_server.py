@@ -30,6 +30,7 @@ from generator.engines import (
     EngineError,
     Ids,
     Refused,
+    Unreachable,
     Request,
     Served,
     strict_ids,
@@ -233,8 +234,8 @@ class LlamaServerEngine(EngineBase):
         count are the same, only the one generated token differs."""
         try:
             return _post(self.name, url, body, self.transport)
-        except EngineError as error:
-            if type(error) is not EngineError or PARSE_FAILURE not in str(error):
+        except (EngineError, Refused) as error:  # a 500 is a Refused by http.failure's rule
+            if isinstance(error, Unreachable) or PARSE_FAILURE not in str(error):
                 raise
         props = self.transport.get_json(f"{self.url}/props", where=f"{self.name} at {self.url}/props")
         eos = _tokenize(self.name, self.url, str(props.get("eos_token") or ""), self.transport, add_special=False)
