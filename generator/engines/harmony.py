@@ -77,18 +77,9 @@ class HarmonyWorker:
         return json.loads(line)
 
     def stop(self) -> None:
-        process = self._process
-        if process.poll() is None:
-            if process.stdin is not None:
-                process.stdin.close()
-            try:
-                process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
-        for stream in (process.stdout, process.stderr):
-            if stream is not None:
-                stream.close()
+        from generator.servers.process import close_worker
+
+        close_worker(self._process)
 
 
 class HarmonyEngine(EngineBase):

@@ -234,6 +234,22 @@ class _PortTaken(Exception):
     pass
 
 
+def close_worker(process: subprocess.Popen) -> None:
+    """End a worker that reads requests on stdin: close its stdin (its signal to finish), give
+    it 10 s, then kill it; its pipes are closed either way."""
+    if process.poll() is None:
+        if process.stdin is not None:
+            process.stdin.close()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+    for stream in (process.stdout, process.stderr):
+        if stream is not None:
+            stream.close()
+
+
 def _stop_group(process: subprocess.Popen | None, timeout: float) -> None:
     """End the process group `process` leads (start_new_session: the group id is its PID),
     SIGTERM then SIGKILL after `timeout`, so nothing it started outlives it; reap it."""
