@@ -9,6 +9,8 @@ only gains the lines it lacks).
 
 from __future__ import annotations
 
+import contextlib
+
 import datetime as _dt
 import os
 import re
@@ -217,6 +219,37 @@ def next_steps(config_name: str, chosen: list[Model]) -> str:
     return line
 
 
+def _write_all(directory: Path, plan: list[tuple[Path, str]], existing: Path | None) -> None:
+    """Write every planned file or none: a folder in the way (`.github` a file) is found before
+    anything is written, and a write that fails later takes back the files and folders this run
+    made and the one file it extended (`existing`, the .gitignore), so a second init is not
+    refused by a half-made first one."""
+    for path, _ in plan:
+        for parent in path.relative_to(directory).parents:
+            there = directory / parent
+            if (there.exists() or there.is_symlink()) and not there.is_dir():
+                raise GoldensError(f"{there}: not a directory (nothing written)")
+    before = existing.read_bytes() if existing is not None else None
+    made_dirs = [directory / p for path, _ in plan for p in reversed(path.relative_to(directory).parents)
+                 if not (directory / p).exists()]
+    done: list[Path] = []
+    try:
+        for path, data in plan:
+            files.atomic_write(path, data)
+            done.append(path)
+    except (GoldensError, OSError) as error:
+        for path in done:
+            if path == existing and before is not None:
+                path.write_bytes(before)
+            else:
+                path.unlink(missing_ok=True)
+        for folder in sorted(set(made_dirs), key=lambda p: len(p.parts), reverse=True):
+            with contextlib.suppress(OSError):
+                folder.rmdir()
+        message = str(error) if isinstance(error, GoldensError) else f"{error.filename}: {error.strerror}"
+        raise GoldensError(f"{message} (nothing written)") from None
+
+
 def init(directory: Path, hf: tuple[str, ...] = (), gguf: tuple[str, ...] = (), dirs: tuple[str, ...] = (),
          engines: tuple[str, ...] = (), config_name: str = "models.yaml", date: _dt.date | None = None,
          version: str | None = None, repository: str | None = None) -> list[str]:
@@ -246,15 +279,14 @@ def init(directory: Path, hf: tuple[str, ...] = (), gguf: tuple[str, ...] = (), 
     missing = [line for line in GITIGNORE_LINES[1:] if line not in ignore.splitlines()]
     if missing:
         missing.insert(0, GITIGNORE_LINES[0])
-    written = []
-    files.atomic_write(config_path, text)
-    written.append(f"wrote {config_path} ({len(chosen)} model{'s' if len(chosen) != 1 else ''}: "
-                   f"{', '.join(m.name for m in chosen)})")
-    files.atomic_write(workflow_path, workflow(config_name, version or installed("goldens"), where))
-    written.append(f"wrote {workflow_path}")
+    plan = [(config_path, text), (workflow_path, workflow(config_name, version or installed("goldens"), where))]
     if missing:
         glue = "" if not ignore or ignore.endswith("\n") else "\n"
-        files.atomic_write(ignore_path, ignore + glue + "\n".join(missing) + "\n")
+        plan.append((ignore_path, ignore + glue + "\n".join(missing) + "\n"))
+    _write_all(directory, plan, ignore_path if ignore_path.is_file() else None)
+    written = [f"wrote {config_path} ({len(chosen)} model{'s' if len(chosen) != 1 else ''}: "
+               f"{', '.join(m.name for m in chosen)})", f"wrote {workflow_path}"]
+    if missing:
         written.append(f"{'added to' if ignore else 'wrote'} {ignore_path}: {', '.join(m for m in missing if not m.startswith('#'))}")
     written.append(next_steps(config_name, chosen))
     return written

@@ -173,6 +173,33 @@ def test_a_gitignore_that_is_not_a_file_stops_init_before_anything_is_written(te
     assert files_in(team) == before and not (team / "models.yaml").exists()
 
 
+def test_a_github_file_in_the_way_writes_nothing_and_a_second_init_works(team):
+    (team / ".github").write_text("not a folder\n")
+    before = files_in(team)
+    line = one_line_error(run("init", team, "--dir", team / "tokenizers" / "qwen3"))
+    assert line == f"goldens: error: {team / '.github'}: not a directory (nothing written)"
+    assert files_in(team) == before
+    (team / ".github").unlink()
+    assert run("init", team, "--dir", team / "tokenizers" / "qwen3").exit_code == 0
+    assert (team / "models.yaml").is_file() and (team / ".github" / "workflows" / "goldens.yml").is_file()
+
+
+def test_a_write_that_fails_midway_takes_back_what_init_wrote(team, monkeypatch):
+    (team / ".gitignore").write_text("build/\n")
+    before = files_in(team)
+    real = init.files.atomic_write
+
+    def full_disk(path, data, **kwargs):
+        if Path(path).name == ".gitignore":
+            raise OSError(28, "No space left on device", str(path))
+        return real(path, data, **kwargs)
+
+    monkeypatch.setattr(init.files, "atomic_write", full_disk)
+    line = one_line_error(run("init", team, "--dir", team / "tokenizers" / "qwen3"))
+    assert line == f"goldens: error: {team / '.gitignore'}: No space left on device (nothing written)"
+    assert files_in(team) == before and not (team / ".github").exists()
+
+
 @pytest.mark.parametrize(("given", "repository", "ref"), [
     ("acme/goldens-fork@v0.1.0-acme.2", "acme/goldens-fork", "v0.1.0-acme.2"),
     ("acme/goldens", "acme/goldens", None),  # the release's tag
