@@ -180,7 +180,8 @@ def cache_key(engines: str, shard: str = "1of2", config=ROOT / "models.yaml") ->
 
 def test_the_cache_key_names_the_engines_and_versions_it_runs():
     default = cache_key("")
-    prefix = "goldens-Linux-py3.11-client-completion+llama-server@11434+minijinja+mistral-common+transformers+vllm@0.32.0-"
+    prefix = ("goldens-Linux-py3.11-client-completion+harmony+llama-server@11434+minijinja+mistral-common+transformers"
+              "+transformers-js+vllm@0.32.0-")
     assert default["prefix"] == prefix and default["key"].startswith(prefix) and default["key"].endswith("-shard1of2")
     one = cache_key("llama-server@9113 minijinja")
     assert one["prefix"] == "goldens-Linux-py3.11-llama-server@9113+minijinja-"
