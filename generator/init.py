@@ -209,7 +209,10 @@ def next_steps(config_name: str, chosen: list[Model]) -> str:
     at and nobody added fails there with `no such file or directory`."""
     local = [m.local for m in chosen if m.local is not None and not Path(m.local).is_absolute()]
     outside = [m.local for m in chosen if m.local is not None and Path(m.local).is_absolute()]
-    paths = [config_name, "goldens", ".gitignore", ".github", *dict.fromkeys(local)]
+    from generator.config import polyfill
+
+    lock = polyfill.lock_path(Path(config_name)).as_posix()  # written by regenerate beside the config
+    paths = [config_name, lock, "goldens", ".gitignore", ".github", *dict.fromkeys(local)]
     line = (f"next: goldens regenerate, then commit {', '.join(paths)} "
             f"(git add {' '.join(paths)})")
     if outside:

@@ -51,10 +51,11 @@ def config() -> models.Config:
 
 @pytest.fixture
 def workspace(tmp_path: Path) -> Path:
-    """A copy of the committed matrix to edit freely: goldens/, models.yaml and the request
-    files it names (paths in models.yaml are relative to it)."""
+    """A copy of the committed matrix to edit freely: goldens/, models.yaml, its capabilities
+    lock and the request files it names (paths in models.yaml are relative to it)."""
     shutil.copytree(GOLDENS, tmp_path / "goldens")
     shutil.copy(ROOT / "models.yaml", tmp_path / "models.yaml")
+    shutil.copy(ROOT / "models.capabilities.lock", tmp_path / "models.capabilities.lock")
     shutil.copytree(ROOT / "requests", tmp_path / "requests")
     return tmp_path
 

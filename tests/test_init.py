@@ -49,8 +49,8 @@ def test_init_then_regenerate_with_nothing_edited(team):
         "/out/", "/.goldens-cache/", ".*.tmp", ".*.lock", "/.venv/"]
     # every path the first pull request must carry, the tokenizer folder models.yaml names included
     assert result.stdout.splitlines()[-1] == (
-        "next: goldens regenerate, then commit models.yaml, goldens, .gitignore, .github, tokenizers/qwen3 "
-        "(git add models.yaml goldens .gitignore .github tokenizers/qwen3)")
+        "next: goldens regenerate, then commit models.yaml, models.capabilities.lock, goldens, .gitignore, .github, tokenizers/qwen3 "
+        "(git add models.yaml models.capabilities.lock goldens .gitignore .github tokenizers/qwen3)")
 
     result = run("regenerate", "--config", team / "models.yaml", "--goldens", team / "goldens")
     assert result.exit_code == 0, result.output
@@ -227,6 +227,6 @@ def test_the_next_line_names_each_local_source_and_warns_of_one_outside(team, tm
                  "--dir", outside, "--hf", "Qwen/Qwen3-8B@abc123")
     assert result.exit_code == 0, result.output
     assert result.stdout.splitlines()[-1] == (
-        "next: goldens regenerate, then commit models.yaml, goldens, .gitignore, .github, models/command-r.gguf, "
-        "tokenizers/qwen3 (git add models.yaml goldens .gitignore .github models/command-r.gguf tokenizers/qwen3); "
+        "next: goldens regenerate, then commit models.yaml, models.capabilities.lock, goldens, .gitignore, .github, models/command-r.gguf, "
+        "tokenizers/qwen3 (git add models.yaml models.capabilities.lock goldens .gitignore .github models/command-r.gguf tokenizers/qwen3); "
         f"{outside} lies outside the repository, where CI cannot read it: move it in, or name the model with --hf")

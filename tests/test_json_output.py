@@ -4,6 +4,7 @@ ones README lists), nothing else on stdout."""
 from __future__ import annotations
 
 import json
+import shutil
 
 from click.testing import CliRunner
 from conftest import CONFIG, ROOT, source_of
@@ -41,7 +42,8 @@ def test_models_json_is_the_matrix():
 
 def test_models_json_resolve_adds_the_current_hashes(tmp_path):
     config = tmp_path / "models.yaml"
-    config.write_text(f"models:\n  q:\n    tokenizer: {{dir: {source_of('qwen3').tokenizer_dir}}}\n", encoding="utf-8")
+    shutil.copytree(source_of("qwen3").tokenizer_dir, tmp_path / "qwen3")  # a folder beside models.yaml
+    config.write_text("models:\n  q:\n    tokenizer: {dir: qwen3}\n", encoding="utf-8")
     data = document("models", "--config", config, "--json", "--resolve")
     resolved = data["models"][0]["resolved"]
     assert set(resolved) == {"origin", "template_origin", "template_sha256", "tokenizer_sha256"}

@@ -133,6 +133,7 @@ def _matrix_with(tmp_path, edit) -> str:
     path = tmp_path / "models.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
     shutil.copytree(ROOT / "requests", tmp_path / "requests")  # the request files it names
+    shutil.copy(ROOT / "models.capabilities.lock", tmp_path / "models.capabilities.lock")  # its polyfilled cases
     return str(path)
 
 
@@ -164,7 +165,7 @@ def test_a_changed_image_seq_length_is_drift_at_the_first_image_token(tmp_path):
         assert "drift at token 5 (271 vs 79 tokens)" in line[:200], line[:400]
         full = markdown[markdown.index(f"{case} · transformers: drift at token 5"):]
         assert "'<image_soft_token>' repeated 256 times in reference, 64 in transformers" in full[:600], full[:800]
-    assert "14 rendered and match, 4 both refuse, 0 known divergence, 2 drift, 0 error" in output, output
+    assert "18 rendered and match, 4 both refuse, 0 known divergence, 2 drift, 0 error" in output, output
 
 
 # ------------------------------------------------------------------ llama-server with a projector
@@ -313,4 +314,4 @@ def test_goldens_check_against_a_server_with_a_changed_projector(fewer_tokens_se
     for case in ("gemma3/image-expanded", "gemma3/image-expanded-wide"):
         assert f"DRIFT {case} [llama-server]: reviewed divergence moved: drift at token 5 (270 vs 78 tokens)" \
             in result.stdout, result.stdout
-    assert "20 checked: 12 rendered and match, 4 both refuse, 2 known divergence, 2 drift, 0 error" in result.stdout, result.stdout
+    assert "24 checked: 16 rendered and match, 4 both refuse, 2 known divergence, 2 drift, 0 error" in result.stdout, result.stdout

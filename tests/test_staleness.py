@@ -66,7 +66,7 @@ def test_a_template_edit_without_regenerate_is_stale_not_drift(team):
     assert run("regenerate", "--config", team / "models.yaml", "--goldens", team / "goldens").exit_code == 0
     result = check(team)
     assert result.exit_code == 0, result.output
-    assert result.stdout.splitlines()[-1].startswith(f"{count} checked: {count} match")
+    assert result.stdout.splitlines()[-1].startswith(f"{count} checked: {count} rendered and match")
 
 
 def test_one_line_per_stale_model_naming_what_moved():

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from generator.config import engine_registry
+from generator.config import engine_registry, polyfill
 from generator.config.models import Config, ModelSpec
 from generator.config.request import carries_media
 
@@ -24,6 +24,7 @@ class Case:
     shape: str
     variant: str  # "" for the model's default kwargs
     request: dict[str, Any]
+    polyfills: tuple[str, ...] = ()  # a `<shape>_polyfilled` case: what was done to the shape's body
 
     @property
     def id(self) -> str:
@@ -45,11 +46,17 @@ def replays(case: Case, engine: str) -> bool:
 
 
 def model_cases(model: ModelSpec) -> list[Case]:
+    """Each shape per variant, and after a shape its form inside the template's capabilities
+    where the template refuses what the shape needs (generator/config/polyfill.py)."""
     cases = []
     for variant, kwargs in model.variants.items():
         for shape in model.shapes:
             request = model.request(shape, {**model.kwargs, **kwargs})
             cases.append(Case(model=model.name, shape=shape, variant=variant, request=request))
+            if model.capabilities and polyfill.wanted(request, model.capabilities):
+                fitted, notes = polyfill.apply(request, model.capabilities)
+                cases.append(Case(model=model.name, shape=shape + polyfill.SUFFIX, variant=variant,
+                                  request=fitted, polyfills=tuple(notes)))
     return cases
 
 

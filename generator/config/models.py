@@ -101,6 +101,8 @@ class ModelSpec:
     requests: dict[str, dict[str, Any]] = field(default_factory=dict)
     # reviewed invariant findings (generator/analysis/invariants.py, docs/invariants.md)
     invariants: tuple[Any, ...] = ()
+    # what its template takes, as `goldens regenerate` probed it (generator/config/polyfill.py)
+    capabilities: dict[str, str] = field(default_factory=dict)
 
     def request(self, shape: str, chat_template_kwargs: dict[str, Any]) -> dict[str, Any]:
         """The full request for one of this model's shapes, built-in or a request file; the
@@ -150,7 +152,9 @@ def load(path: str | Path) -> Config:
     if size > MAX_VALUES:
         raise GoldensError(f"{path.name}: YAML aliases expand it to more than {MAX_VALUES:,} values "
                            f"({size:,}); write the values out, or share less")
-    return parse(data, path)
+    from generator.config import polyfill
+
+    return polyfill.attach(parse(data, path))
 
 
 MAX_VALUES = 1_000_000  # values models.yaml may hold once its aliases are expanded (the built-in: ~2,000)
@@ -427,6 +431,9 @@ def _request_files(raw: Any, where: _Where, key: str) -> dict[str, dict]:
                 )
             if shape in SHAPES or shape in requests:
                 raise GoldensError(f"{where.file}: {key}[{i}]: {shown}: shape {shape!r} is already defined")
+            if shape.endswith("_polyfilled"):
+                raise GoldensError(f"{where.file}: {key}[{i}]: {shown}: `<shape>_polyfilled` names the form "
+                                   "goldens makes of a shape the template refuses; rename the file")
             text = files.read_text(path, f"{where.file}: {key}[{i}]: {shown}")
             requests[shape] = parse_request(text, f"{where.file}: {key}[{i}]: {shown}")
     return requests

@@ -20,7 +20,8 @@ from pathlib import Path
 import yaml
 
 from generator import files, installed, machine, reference
-from generator.config import engine_registry
+from generator.analysis import capabilities
+from generator.config import engine_registry, polyfill
 from generator.config.cases import EXPANDED_VIEW, Case, model_cases
 from generator.config.models import Config, ModelSpec
 from generator.errors import GoldensError
@@ -74,6 +75,8 @@ def reference_golden(case: Case, source: Source, config: Config, stamp: dict[str
     )
     if result.normalization is not None:
         item.extra["normalization"] = result.normalization
+    if case.polyfills:
+        item.extra["polyfilled"] = {"from": case.shape.removesuffix(polyfill.SUFFIX), "applied": list(case.polyfills)}
     annotate(case, source, config, item)
     return item
 
@@ -384,6 +387,7 @@ def regenerate(config: Config, out: Path, model_names: tuple[str, ...] = (), upd
     `workers`: see render_models (the command passes None)."""
     models = config.select(model_names)
     sources = resolve_sources(config, models, update_pins)
+    models = capabilities.refresh(config, models, sources, full=not model_names)
     saved = index.load(out)
     code, versions = index.code_fingerprint(), index.library_versions()
     cases = {model.name: model_cases(model) for model in models}
@@ -412,21 +416,44 @@ def regenerate(config: Config, out: Path, model_names: tuple[str, ...] = (), upd
     if not model_names and prune:  # as their directories: left alone unless pruned
         saved.models = {name: entry for name, entry in saved.models.items() if name in config.models}
     index.save(out, saved)
-    summary.invariants = invariant_review(out, goldens, models).lines()
+    every = read_back(out, goldens)
+    summary.invariants = invariant_review(every, models).lines() + same_ids(every)
     return summary
 
 
-def invariant_review(out: Path, goldens: dict[str, golden_file.Golden | None], models: list[ModelSpec]):
+def read_back(out: Path, goldens: dict[str, golden_file.Golden | None]) -> dict[str, golden_file.Golden]:
+    """Every selected golden: a golden not rendered this run (None) read back from `out`."""
+    return {case_id: item if item is not None else golden_file.read(golden_file.golden_path(out, case_id))
+            for case_id, item in goldens.items()}
+
+
+def invariant_review(goldens: dict[str, golden_file.Golden], models: list[ModelSpec]):
     """The invariant findings every selected golden carries, judged against models.yaml's
-    reviewed entries; a golden not rendered this run is read back from `out`."""
+    reviewed entries."""
     from generator.analysis import invariants
 
-    found = {}
-    for case_id, item in goldens.items():
-        if item is None:
-            item = golden_file.read(golden_file.golden_path(out, case_id))
-        found[case_id] = invariants.findings_of(item.extra)
+    found = {case_id: invariants.findings_of(item.extra) for case_id, item in goldens.items()}
     return invariants.review(found, {model.name: model.invariants for model in models})
+
+
+def same_ids(goldens: dict[str, golden_file.Golden]) -> list[str]:
+    """One line per model naming the cases that render the ids another case of the same model
+    and variant renders: what they add never reached the prompt (gemma3 ignores tool
+    definitions; the reference decodes string arguments), so they check nothing their twin
+    does not. Said, not refused: a team may keep a twin on purpose."""
+    first: dict[tuple, str] = {}
+    twins: dict[str, list[str]] = {}
+    for case_id, item in goldens.items():
+        if item.outcome != "ok" or item.extra.get("view") == EXPANDED_VIEW:
+            continue
+        model, _, stem = case_id.partition("/")
+        key = (model, stem.partition("--")[2], tuple(item.ids))
+        if key in first:
+            twins.setdefault(model, []).append(f"{stem} = {first[key].partition('/')[2]}")
+        else:
+            first[key] = case_id
+    return [f"{model}: {len(pairs)} case{'s' if len(pairs) != 1 else ''} render another case's ids "
+            f"(what they add never reaches the prompt): {', '.join(pairs)}" for model, pairs in twins.items()]
 
 
 def refuse_all_refused(rendered: dict[str, list[golden_file.Golden]]) -> None:
