@@ -6,9 +6,11 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+DOCS_STAMP := $(VENV)/.docs-installed
+DOCS_SITE  ?= out/site
 BENCH_PAGE ?= docs/benchmarks.md
 
-.PHONY: setup regenerate test test-fast check bench clean
+.PHONY: setup regenerate test test-fast check bench docs clean
 
 setup: $(STAMP)
 
@@ -40,6 +42,13 @@ bench: setup             ## speed against the floor of the same run: regenerate,
 	$(BIN)/python bench/bisection.py --page $(BENCH_PAGE)
 	$(BIN)/python bench/history.py --page $(BENCH_PAGE)
 	$(BIN)/python bench/shards.py --page $(BENCH_PAGE)
+
+$(DOCS_STAMP): $(STAMP) pyproject.toml
+	$(BIN)/pip install --quiet -e '.[docs]'   # + mkdocs, mkdocs-material
+	touch $(DOCS_STAMP)
+
+docs: $(DOCS_STAMP)      ## build the site from docs/ (mkdocs.yml) into $(DOCS_SITE), warnings as errors
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir $(DOCS_SITE)
 
 clean:
 	rm -rf $(VENV) out .pytest_cache
