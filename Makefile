@@ -6,8 +6,11 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+DOCS_STAMP := $(VENV)/.docs-installed
+DOCS_SITE  ?= out/site
+BENCH_PAGE ?= docs/benchmarks.md
 
-.PHONY: setup regenerate test test-fast check bench clean
+.PHONY: setup regenerate test test-fast check bench docs clean
 
 setup: $(STAMP)
 
@@ -29,16 +32,23 @@ test-fast: setup         ## the tier that starts no server, build, venv install 
 check: setup             ## the CI gate: replay the matrix, write JUnit and Markdown reports
 	$(BIN)/goldens check --junit out/goldens.xml --report out/goldens.md
 
-bench: setup             ## speed against the floor of the same run: regenerate, replay, venvs, builds, a first check, coverage, bisect, history, shards (tests/test_bench.py smoke-runs them)
-	$(BIN)/python bench/regenerate.py
-	$(BIN)/python bench/replay.py
-	$(BIN)/python bench/venv.py --cold
-	$(BIN)/python bench/build.py
-	$(BIN)/python bench/first_check.py
-	$(BIN)/python bench/coverage.py
-	$(BIN)/python bench/bisection.py
-	$(BIN)/python bench/history.py
-	$(BIN)/python bench/shards.py
+bench: setup             ## speed against the floor of the same run: regenerate, replay, venvs, builds, a first check, coverage, bisect, history, shards (tests/test_bench.py smoke-runs them); each writes its section of $(BENCH_PAGE)
+	$(BIN)/python bench/regenerate.py --page $(BENCH_PAGE)
+	$(BIN)/python bench/replay.py --page $(BENCH_PAGE)
+	$(BIN)/python bench/venv.py --cold --page $(BENCH_PAGE)
+	$(BIN)/python bench/build.py --page $(BENCH_PAGE)
+	$(BIN)/python bench/first_check.py --page $(BENCH_PAGE)
+	$(BIN)/python bench/coverage.py --page $(BENCH_PAGE)
+	$(BIN)/python bench/bisection.py --page $(BENCH_PAGE)
+	$(BIN)/python bench/history.py --page $(BENCH_PAGE)
+	$(BIN)/python bench/shards.py --page $(BENCH_PAGE)
+
+$(DOCS_STAMP): $(STAMP) pyproject.toml
+	$(BIN)/pip install --quiet -e '.[docs]'   # + mkdocs, mkdocs-material
+	touch $(DOCS_STAMP)
+
+docs: $(DOCS_STAMP)      ## build the site from docs/ (mkdocs.yml) into $(DOCS_SITE), warnings as errors
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir $(DOCS_SITE)
 
 clean:
 	rm -rf $(VENV) out .pytest_cache

@@ -67,4 +67,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    import benchpage  # bench/ is this script's folder: sys.path[0]
+
+    sys.exit(benchpage.run(main, "coverage"))

@@ -145,4 +145,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    import benchpage  # bench/ is this script's folder: sys.path[0]
+
+    sys.exit(benchpage.run(main, "venv"))

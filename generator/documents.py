@@ -2,7 +2,7 @@
 
 One JSON document on stdout per run (human lines, if any, go to stderr), keys sorted, each
 document naming its kind and version in `schema` (`goldens.models/1`): a key is never renamed or
-removed within a version, only added. README ("Reading results from scripts") lists the keys.
+removed within a version, only added. docs/commands.md ("Reading results from scripts") lists the keys.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 llama.cpp: phi3.5/prefill renders '<|assistant|>' intact on b9093 and broken
 ('<|endoftext|>assistant|>') from b9246 on, which `goldens bisect --good 9093 --bad 10429` found in
-9 builds (README, "What differs between llama.cpp builds"); the test bisects the three published
+9 builds (docs/findings.md, "What differs between llama.cpp builds"); the test bisects the three published
 builds around it (b9113 b9246 b9247), so a fresh machine builds one release cold and its
 neighbours mostly from ccache; 9101..9247 (interior b9113 and b9246) is bisected with --jobs 1
 and --jobs 2, which must find the same release in 3 rounds and 2.

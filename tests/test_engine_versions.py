@@ -137,7 +137,7 @@ def test_configure_flags_come_from_each_builds_own_cmakelists(tmp_path):
 
 
 def test_check_replays_two_builds_side_by_side(older, tmp_path):
-    """One run, two builds of llama-server: the older one differs exactly where README's table
+    """One run, two builds of llama-server: the older one differs exactly where docs/findings.md's table
     says (prefill), and each report names the build each server reported."""
     junit, report = tmp_path / "goldens.xml", tmp_path / "goldens.md"
     result = CliRunner().invoke(main, [

@@ -1,5 +1,5 @@
 """`--json` on models, engines, diff and bisect: one JSON document on stdout, stable keys (the
-ones README lists), nothing else on stdout."""
+ones docs/commands.md lists), nothing else on stdout."""
 
 from __future__ import annotations
 

@@ -1,10 +1,10 @@
-"""Engines from other packages: README's example engine, pip-installed into a fresh venv, is
+"""Engines from other packages: docs/engines.md's example engine, pip-installed into a fresh venv, is
 listed by `goldens engines` with its package and replayed by `goldens check`; broken and
 clashing registrations are reported in one line, never picked silently.
 
 The venv reaches goldens' dependencies through a .pth file naming this interpreter's
 site-packages, and this worktree's `generator` through PYTHONPATH. The package is a wheel built
-here from README's pyproject.toml (its name, version and entry points) and module, because a
+here from docs/engines.md's pyproject.toml (its name, version and entry points) and module, because a
 build backend would have to be downloaded (setuptools 65 needs `wheel` for bdist_wheel). The
 venv is made as goldens makes its own, with uv when it is there (then it has no pip), and the
 wheel installed with no index, so nothing is downloaded.
@@ -50,10 +50,10 @@ def failing(context):
 
 
 def readme_example(name: str) -> str:
-    """The code block README shows right after `<!-- example engine: NAME -->`."""
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    """The code block docs/engines.md shows right after `<!-- example engine: NAME -->`."""
+    text = (ROOT / "docs" / "engines.md").read_text(encoding="utf-8")
     match = re.search(rf"<!-- example engine: {re.escape(name)} -->\n```\w+\n(.*?)\n```", text, re.DOTALL)
-    assert match, f"README has no example block for {name}"
+    assert match, f"docs/engines.md has no example block for {name}"
     return match.group(1) + "\n"
 
 
@@ -84,7 +84,7 @@ def build_wheel(directory: Path, pyproject: dict, modules: dict[str, str]) -> Pa
 
 @pytest.fixture(scope="module")
 def venv(tmp_path_factory) -> Path:
-    """A fresh venv with README's example package (plus test-only broken entries) installed."""
+    """A fresh venv with docs/engines.md's example package (plus test-only broken entries) installed."""
     root = tmp_path_factory.mktemp("plugin")
     pyproject = tomllib.loads(readme_example("pyproject.toml"))
     pyproject["project"]["entry-points"]["goldens.engines"].update({
@@ -189,14 +189,15 @@ def test_a_broken_plugin_is_one_line_exit_2(venv, tmp_path, engine, message):
 
 
 def readme_block(marker: str) -> str:
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    """The code block docs/engines.md shows right after `<!-- MARKER -->`."""
+    text = (ROOT / "docs" / "engines.md").read_text(encoding="utf-8")
     match = re.search(rf"<!-- {re.escape(marker)} -->\n```\w+\n(.*?)\n```", text, re.DOTALL)
-    assert match, f"README has no block after <!-- {marker} -->"
+    assert match, f"docs/engines.md has no block after <!-- {marker} -->"
     return match.group(1) + "\n"
 
 
 def test_a_built_in_engine_is_one_module_and_one_registry_entry(tmp_path):
-    """README's toy engine added exactly as README says (its module, its line in BUILT_IN) to a
+    """docs/engines.md's toy engine added exactly as the page says (its module, its line in BUILT_IN) to a
     copy of generator/, then listed and replayed like every built-in."""
     copy = tmp_path / "src"
     shutil.copytree(ROOT / "generator", copy / "generator", ignore=shutil.ignore_patterns("__pycache__"))

@@ -53,10 +53,20 @@ def test_a_job_without_runs_on_is_rejected(tmp_path):
 def test_this_repository_calls_the_reusable_workflow_with_declared_inputs():
     caller, reusable = load(WORKFLOW), load(REUSABLE)
     inputs = reusable["on"]["workflow_call"]["inputs"]
-    (job,) = caller["jobs"].values()
+    job = caller["jobs"]["goldens"]
     assert job["uses"] == "./.github/workflows/goldens-reusable.yml"
     assert set(job["with"]) <= set(inputs), set(job["with"]) - set(inputs)
     assert {name for name, spec in inputs.items() if spec.get("required")} <= set(job["with"])
+
+
+def test_this_repository_builds_its_docs_with_warnings_as_errors():
+    """The docs job runs `make docs` (mkdocs --strict), and so does .ci/run, before `make test`."""
+    caller = load(WORKFLOW)
+    assert set(caller["jobs"]) == {"goldens", "docs"}
+    assert [step.get("run") for step in caller["jobs"]["docs"]["steps"] if step.get("run")] == ["make docs"]
+    assert "--strict" in (ROOT / "Makefile").read_text(encoding="utf-8").split("\ndocs:", 1)[1].split("\n\n", 1)[0]
+    run = [line.strip() for line in (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()]
+    assert run.index("make docs") < run.index("make test")
 
 
 def test_the_reusable_workflow_takes_the_inputs_a_team_needs():

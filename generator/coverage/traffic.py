@@ -133,7 +133,7 @@ def redact_text(text: str) -> str:
 
 class Redactor:
     """A logged body with everything that is not structure the template needs replaced by
-    placeholder text of the same form (README: what `--redact` keeps).
+    placeholder text of the same form (docs/coverage.md: what `--redact` keeps).
 
     Kept: every key, roles, content part and tool `type`s, JSON-schema keywords and types,
     booleans and null, the message order. Replaced: free text (content, text parts, reasoning,

@@ -35,7 +35,7 @@ from generator.engines import (
 )
 from generator.engines.remote import Connection, Remote, integer, open_remote
 
-# Which extension asks which server for what (README lists the servers):
+# Which extension asks which server for what (docs/engines.md lists the servers):
 ID_FLAGS = {
     "return_token_ids": True,  # vLLM: top-level prompt_token_ids
     "return_prompt_token_ids": True,  # SGLang: choices[i].prompt_token_ids

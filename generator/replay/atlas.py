@@ -104,7 +104,9 @@ def markdown(atlases: dict[str, dict[str, Any]], folder: str) -> str:
            "Every release of an engine, within the ranges below, after which one of the built-in matrix's",
            "cases renders different token ids than on the release before, found by `goldens history`",
            "(docs/history.md) and explained. Written by `goldens history --update-atlas` from the data in",
-           f"[`{folder}/`]({folder}/) (one `goldens.atlas/1` file per engine); the explanations are",
+           f"`{folder}/` (one `goldens.atlas/1` file per engine: "
+           + ", ".join(f"[{name}.json]({folder}/{name}.json)" for name in sorted(atlases))
+           + "); the explanations are",
            "reviewed by hand and kept across updates.", ""]
     for name, data in sorted(atlases.items()):
         releases = data["releases"]
