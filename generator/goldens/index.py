@@ -61,7 +61,7 @@ PACKAGE = Path(__file__).resolve().parents[1]
 # managed servers, builds and venvs (no render runs in them), progress lines and the light-run
 # guard. A module is hashed as its syntax tree without docstrings, so comments, blank lines,
 # formatting and docstrings move nothing either.
-NOT_RENDER = ("generator.http", "generator.progress", "generator.heavy", "generator.servers")
+NOT_RENDER = ("generator.http", "generator.progress", "generator.heavy", "generator.servers", "generator.goldens.pins")
 
 # Files of a tokenizer directory that are model weights, never read by a tokenizer: a `dir:`
 # source may be a whole model checkout, and hashing gigabytes on every run would be the floor.

@@ -17,7 +17,6 @@ from dataclasses import dataclass, field
 from multiprocessing import resource_tracker
 from pathlib import Path
 
-import yaml
 
 from generator import files, installed, machine, reference
 from generator.analysis import capabilities
@@ -25,7 +24,7 @@ from generator.config import engine_registry, polyfill
 from generator.config.cases import EXPANDED_VIEW, Case, model_cases
 from generator.config.models import Config, ModelSpec
 from generator.errors import GoldensError
-from generator.goldens import golden_file, index
+from generator.goldens import golden_file, index, pins
 from generator.sources import processor
 from generator.sources.source import Source, resolve
 
@@ -124,47 +123,6 @@ def annotate(case: Case, source: Source, config: Config, item: golden_file.Golde
         }
 
 
-def moved_pins(model: ModelSpec, source: Source, config: Config, update: bool) -> list[tuple[str, str, str]]:
-    """Pins that no longer match: an error naming both hashes unless the user re-pins on purpose;
-    with --update-pins, the (model, key, new hash) to write once every source has resolved."""
-    actual = {"template_sha256": source.template_sha256, "tokenizer_sha256": source.tokenizer_sha256}
-    moved = []
-    for key, pinned in model.pins.items():
-        if pinned == actual[key]:
-            continue
-        if not update:
-            what = source.template_origin if key == "template_sha256" else source.origin
-            raise GoldensError(
-                f"{config.path.name}: models.{model.name}.pins.{key}: pinned {pinned} but {what} "
-                f"is now {actual[key]}; review the change, then re-pin with --update-pins"
-            )
-        moved.append((model.name, key, actual[key]))
-    return moved
-
-
-def rewrite_pins(config: Config, moved: list[tuple[str, str, str]]) -> None:
-    """Replace exactly the pinned scalars in models.yaml (comments and layout kept), atomically."""
-    if not moved:
-        return
-    text = config.path.read_text(encoding="utf-8")
-    root = yaml.compose(text)
-    spans = []
-    for model, key, value in moved:
-        node = _child(_child(_child(_child(root, "models"), model), "pins"), key)
-        spans.append((node.start_mark.index, node.end_mark.index, value))
-        config.models[model].pins[key] = value
-    for start, end, value in sorted(spans, reverse=True):
-        text = text[:start] + value + text[end:]
-    files.atomic_write(config.path, text)
-
-
-def _child(node, key: str):
-    for key_node, value_node in node.value:
-        if key_node.value == key:
-            return value_node
-    raise GoldensError(f"models.yaml: cannot find {key!r} to re-pin")
-
-
 Progress = Callable[[str], None]
 
 # `goldens regenerate` renders in worker processes from this many stale models on.
@@ -185,8 +143,8 @@ def resolve_sources(config: Config, models: list[ModelSpec], update_pins: bool =
     sources, moved = {}, []
     for model in models:
         sources[model.name] = resolve(model, config)
-        moved += moved_pins(model, sources[model.name], config, update_pins)
-    rewrite_pins(config, moved)
+        moved += pins.moved(model, sources[model.name], config, update_pins)
+    pins.rewrite(config, moved)
     return sources
 
 
