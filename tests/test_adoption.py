@@ -106,7 +106,7 @@ def test_a_team_adopts_goldens_from_pip_install_to_a_green_gate(maker, package, 
 
     assert "wrote models.yaml (2 models: other, my-model)" in done["init"].stdout
     assert done["init"].stdout.splitlines()[-1].endswith(
-        "(git add models.yaml goldens .gitignore .github models/other.gguf tokenizers/my-model)")
+        "(git add models.yaml models.capabilities.lock goldens .gitignore .github models/other.gguf tokenizers/my-model)")
     written = int(re.search(r"^(\d+) written, 0 unchanged, 0 removed$", done["regenerate"].stdout, re.M)[1])
     assert written > 20 and {p.name for p in (team / "goldens").iterdir()} == {"other", "my-model", "regenerate.index"}
     replays = 2 * written  # transformers and minijinja, every case
