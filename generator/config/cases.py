@@ -50,6 +50,8 @@ def model_cases(model: ModelSpec) -> list[Case]:
         for shape in model.shapes:
             request = model.request(shape, {**model.kwargs, **kwargs})
             cases.append(Case(model=model.name, shape=shape, variant=variant, request=request))
+    for name in model.dialect_cases or ():  # the dialect axis: default kwargs only (docs/dialects.md)
+        cases.append(Case(model=model.name, shape=name, variant="", request=model.request(name, model.kwargs)))
     return cases
 
 
