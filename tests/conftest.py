@@ -55,6 +55,7 @@ def workspace(tmp_path: Path) -> Path:
     files it names (paths in models.yaml are relative to it)."""
     shutil.copytree(GOLDENS, tmp_path / "goldens")
     shutil.copy(ROOT / "models.yaml", tmp_path / "models.yaml")
+    shutil.copy(ROOT / "dialects.lock", tmp_path / "dialects.lock")  # the dialect cases chosen
     shutil.copytree(ROOT / "requests", tmp_path / "requests")
     return tmp_path
 
