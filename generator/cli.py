@@ -280,6 +280,10 @@ def list_models(config_path: Path, do_resolve: bool, as_json: bool) -> None:
         click.echo(f"  template:  {template}" + (f" (name {model.template.name})" if model.template.name else ""))
         click.echo(f"  shapes:    {', '.join(model.shapes)}")
         click.echo(f"  variants:  {variants}")
+        if model.dialects:
+            kept = ("not chosen yet (goldens regenerate chooses them)" if model.dialect_cases is None
+                    else f"{len(model.dialect_cases)} cases kept of {len(model.dialects)} selected (dialects.lock)")
+            click.echo(f"  dialects:  {kept}")
         click.echo(f"  engines:   {', '.join(model.engines)}")
         if model.processor is not None:
             click.echo(f"  processor: {model.processor.origin}")
