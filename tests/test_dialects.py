@@ -312,3 +312,16 @@ def test_regenerate_chooses_locks_and_then_writes_nothing(tmp_path):
     # a model turned off: its dialect goldens are this matrix's own stale files, removed
     (tmp_path / "models.yaml").write_text(CONFIG.format(top="", own="    dialects: none\n"), encoding="utf-8")
     assert invoke("regenerate", "--config", tmp_path / "models.yaml", "--goldens", out) == "0 written, 3 unchanged, 3 removed"
+
+
+def test_minijinja_refuses_a_python_method_on_the_wrong_type():
+    """command-r's template calls content.strip(); with content [] the pycompat callback raised
+    AttributeError, which escaped as an internal error and made `check` exit 2."""
+    from conftest import CONFIG, source_of
+
+    from generator.engines import Refused
+    from generator.engines.minijinja import MinijinjaEngine
+
+    engine = MinijinjaEngine(source_of("command-r"), CONFIG.date)
+    with pytest.raises(Refused, match="AttributeError"):
+        engine.ids(case("tool-result_content-empty-list"))
