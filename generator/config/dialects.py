@@ -80,7 +80,7 @@ def _arguments(spell: Callable[[Any], str]) -> Callable[[dict[str, Any]], bool]:
     return change
 
 
-def _drop(key: str, where: str = "call") -> Callable[[dict[str, Any]], bool]:
+def _drop(key: str) -> Callable[[dict[str, Any]], bool]:
     def change(item: dict[str, Any]) -> bool:
         return item.pop(key, None) is not None
     return change
