@@ -189,9 +189,11 @@ def init_command(directory: Path, hf: tuple[str, ...], gguf: tuple[str, ...], di
 @click.option("--prune", is_flag=True,
               help="Also remove the goldens of models no longer in the config (left alone otherwise).")
 @click.option("--force", is_flag=True, help="Render every model, even those whose inputs match the index.")
+@click.option("--rechoose-dialects", is_flag=True,
+              help="Choose each model's dialect cases again and rewrite dialects.lock (docs/dialects.md).")
 @friendly
 def regenerate(config_path: Path, out: Path, old_out: Path | None, model_names: tuple[str, ...],
-               update_pins: bool, prune: bool, force: bool) -> None:
+               update_pins: bool, prune: bool, force: bool, rechoose_dialects: bool) -> None:
     """Render the models whose inputs changed (every model with --force) and write the goldens
     that changed; remove only this matrix's own stale goldens and ledger entries, each named."""
     from generator.config import models
@@ -204,7 +206,8 @@ def regenerate(config_path: Path, out: Path, old_out: Path | None, model_names: 
     total = len(matrix(config, model_names))
     with progress_bar(total, "rendering") as advance:
         summary = regen.regenerate(config, out, model_names, update_pins=update_pins, advance=advance,
-                                   force=force, workers=None, prune=prune)
+                                   force=force, workers=None, prune=prune,
+                                   rechoose_dialects=rechoose_dialects)
     for line in summary.lines():
         click.echo(line)
 
@@ -277,6 +280,10 @@ def list_models(config_path: Path, do_resolve: bool, as_json: bool) -> None:
         click.echo(f"  template:  {template}" + (f" (name {model.template.name})" if model.template.name else ""))
         click.echo(f"  shapes:    {', '.join(model.shapes)}")
         click.echo(f"  variants:  {variants}")
+        if model.dialects:
+            kept = ("not chosen yet (goldens regenerate chooses them)" if model.dialect_cases is None
+                    else f"{len(model.dialect_cases)} cases kept of {len(model.dialects)} selected (dialects.lock)")
+            click.echo(f"  dialects:  {kept}")
         click.echo(f"  engines:   {', '.join(model.engines)}")
         if model.processor is not None:
             click.echo(f"  processor: {model.processor.origin}")

@@ -56,6 +56,7 @@ def workspace(tmp_path: Path) -> Path:
     shutil.copytree(GOLDENS, tmp_path / "goldens")
     shutil.copy(ROOT / "models.yaml", tmp_path / "models.yaml")
     shutil.copy(ROOT / "models.capabilities.lock", tmp_path / "models.capabilities.lock")
+    shutil.copy(ROOT / "dialects.lock", tmp_path / "dialects.lock")  # the dialect cases chosen
     shutil.copytree(ROOT / "requests", tmp_path / "requests")
     return tmp_path
 

@@ -65,7 +65,7 @@ def test_request_files_are_goldened_replayed_and_bisected(tmp_path):
     check = run("check", "--config", config, "--goldens", out, "--engine", "transformers",
                 "--engine", "minijinja", "--engine", "llama-server")
     assert check.exit_code == 0, check.output
-    assert "18 checked: 18 match" in check.stdout
+    assert "18 checked: 18 rendered and match" in check.stdout
 
     bisect = run("bisect", "--config", config, "--engine", "llama-server", "--good", "9246", "--bad", "9247",
                  "--case", "qwen3/checkout", "--case", "qwen3/greeting")

@@ -57,6 +57,8 @@ def model_cases(model: ModelSpec) -> list[Case]:
                 fitted, notes = polyfill.apply(request, model.capabilities)
                 cases.append(Case(model=model.name, shape=shape + polyfill.SUFFIX, variant=variant,
                                   request=fitted, polyfills=tuple(notes)))
+    for name in model.dialect_cases or ():  # the dialect axis: default kwargs only (docs/dialects.md)
+        cases.append(Case(model=model.name, shape=name, variant="", request=model.request(name, model.kwargs)))
     return cases
 
 

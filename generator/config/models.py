@@ -20,7 +20,7 @@ from typing import Any
 import yaml
 
 from generator import files
-from generator.config import engine_registry, engine_spec
+from generator.config import dialects, engine_registry, engine_spec
 from generator.config.request import check_kwargs, media_kind, parse_request
 from generator.config.shapes import SHAPES
 from generator.config.shapes import build as build_shape
@@ -103,11 +103,18 @@ class ModelSpec:
     invariants: tuple[Any, ...] = ()
     # what its template takes, as `goldens regenerate` probed it (generator/config/polyfill.py)
     capabilities: dict[str, str] = field(default_factory=dict)
+    # the dialects selected for this model (config/dialects.py; () = none), and the dialect
+    # cases (`<shape>_<dialect>`) the lock file keeps for that selection (None: not chosen yet)
+    dialects: tuple[str, ...] = ()
+    dialect_cases: tuple[str, ...] | None = None
 
     def request(self, shape: str, chat_template_kwargs: dict[str, Any]) -> dict[str, Any]:
-        """The full request for one of this model's shapes, built-in or a request file; the
-        matrix's kwargs (model, then variant) go over a file's own chat_template_kwargs."""
+        """The full request for one of this model's shapes, built-in, a dialect case or a
+        request file; the matrix's kwargs (model, then variant) go over a file's own
+        chat_template_kwargs."""
         if shape not in self.requests:
+            if dialects.split(shape) is not None:
+                return dialects.request(shape, chat_template_kwargs)
             return build_shape(shape, chat_template_kwargs)
         request = copy.deepcopy(self.requests[shape])
         request["chat_template_kwargs"] = {**request["chat_template_kwargs"], **chat_template_kwargs}
@@ -184,8 +191,9 @@ def expanded_size(data: Any) -> int:
 
 def parse(data: Any, path: Path) -> Config:
     where = _Where(path.name, path.parent)
-    top = where.mapping(data, "", {"date", "models", "engines"}, required={"models"})
+    top = where.mapping(data, "", {"date", "models", "engines", "dialects"}, required={"models"})
     date = _parse_date(top.get("date", "2026-01-15"), where, "date")
+    default_dialects = _parse_dialects(top.get("dialects", "none"), where, "dialects")
     engine_versions = _parse_engines(top.get("engines") or {}, where)
     models_raw = where.mapping(top["models"], "models", None)
     if not models_raw:
@@ -200,7 +208,10 @@ def parse(data: Any, path: Path) -> Config:
         if name in RESERVED:
             raise GoldensError(f"{path.name}: models.{name}: {name!r} is the name of a file or folder goldens keeps "
                                "in the goldens folder; choose another model name")
-        models[name] = _parse_model(name, raw, where, key)
+        models[name] = _parse_model(name, raw, where, key, default_dialects)
+    lock = dialects.read_lock(dialects.lock_path(path)) if any(m.dialects for m in models.values()) else {}
+    for name, model in models.items():
+        models[name] = with_lock(model, lock.get(name))
     return Config(path=path, date=date, models=models, engine_versions=engine_versions)
 
 
@@ -218,10 +229,39 @@ def _parse_engines(raw: Any, where: _Where) -> dict[str, str]:
 
 
 MODEL_KEYS = {"tokenizer", "template", "shapes", "variants", "engines", "kwargs", "pins", "prefix_tails",
-              "processor", "invariants"}
+              "processor", "invariants", "dialects"}
 
 
-def _parse_model(name: str, raw: Any, where: _Where, key: str) -> ModelSpec:
+def _parse_dialects(raw: Any, where: _Where, key: str) -> tuple[str, ...]:
+    """`dialects: all | none | [names]` (config/dialects.py DIALECTS)."""
+    if raw == "all":
+        return tuple(dialects.DIALECTS)
+    if raw == "none" or raw is None:
+        return ()
+    names = where.string_list(raw, key)
+    for i, name in enumerate(names):
+        if name not in dialects.DIALECTS:
+            raise GoldensError(f"{where.file}: {key}[{i}]: unknown dialect {name!r} "
+                               f"(known: {', '.join(dialects.DIALECTS)}; or all, none)")
+    return tuple(d for d in dialects.DIALECTS if d in names)
+
+
+def with_lock(model: ModelSpec, entry: dict[str, list[str]] | None) -> ModelSpec:
+    """The model with the dialect cases its lock entry keeps, when that entry was chosen from
+    this very selection and names only cases the model's shapes make; else not chosen (None)."""
+    import dataclasses
+
+    if not model.dialects:
+        return dataclasses.replace(model, dialect_cases=())
+    if entry is None or tuple(entry["dialects"]) != model.dialects:
+        return dataclasses.replace(model, dialect_cases=None)
+    possible = set(dialects.candidates(model.shapes, model.dialects))
+    if not all(isinstance(c, str) and c in possible for c in entry["cases"]):
+        return dataclasses.replace(model, dialect_cases=None)
+    return dataclasses.replace(model, dialect_cases=tuple(entry["cases"]))
+
+
+def _parse_model(name: str, raw: Any, where: _Where, key: str, default_dialects: tuple[str, ...] = ()) -> ModelSpec:
     raw = where.mapping(raw, key, MODEL_KEYS, required={"tokenizer"})
     tokenizer = _parse_tokenizer(raw["tokenizer"], where, f"{key}.tokenizer")
     template = _parse_template(raw.get("template"), where, f"{key}.template")
@@ -251,6 +291,7 @@ def _parse_model(name: str, raw: Any, where: _Where, key: str) -> ModelSpec:
         engines=tuple(engines), kwargs=kwargs, pins=dict(pins),
         prefix_tails=tails, processor=processor, requests=requests,
         invariants=_parse_invariants(raw.get("invariants") or [], where, f"{key}.invariants"),
+        dialects=_parse_dialects(raw["dialects"], where, f"{key}.dialects") if "dialects" in raw else default_dialects,
     )
 
 
@@ -429,6 +470,9 @@ def _request_files(raw: Any, where: _Where, key: str) -> dict[str, dict]:
                     f"lowercase letters, digits, '_' and single '-', at most {NAME_LIMIT} characters (no '.': "
                     "<shape>.<engine> is a ledger entry's name)"
                 )
+            if dialects.split(shape) is not None:
+                raise GoldensError(f"{where.file}: {key}[{i}]: {shown}: {shape!r} names a dialect case "
+                                   "(<shape>_<dialect>); rename the file")
             if shape in SHAPES or shape in requests:
                 raise GoldensError(f"{where.file}: {key}[{i}]: {shown}: shape {shape!r} is already defined")
             if shape.endswith("_polyfilled"):

@@ -8,8 +8,17 @@ from generator.errors import GoldensError
 from generator.json_reader import load_json
 
 ROLES = {"system", "developer", "user", "assistant", "tool"}
+# Request fields engines act on that no template sees: kept in request files and golden requests
+# and sent to every engine that takes them (llama-server's and vLLM's chat parsers, mistral-common's
+# ChatCompletionRequest); the reference renders without them, as apply_chat_template takes none.
+ENGINE_FIELDS = ("tool_choice", "parallel_tool_calls", "response_format")
 KEYS = {"model", "messages", "tools", "chat_template_kwargs", "documents",
-        "add_generation_prompt", "continue_final_message"}
+        "add_generation_prompt", "continue_final_message", *ENGINE_FIELDS}
+
+
+def engine_fields(request: dict[str, Any]) -> dict[str, Any]:
+    """The ENGINE_FIELDS a request carries, in ENGINE_FIELDS order (for an engine's body)."""
+    return {name: request[name] for name in ENGINE_FIELDS if name in request}
 # Names a chat-template kwarg cannot take: the request's own fields, which the template already
 # receives from the request, and apply_chat_template's parameters. Either would reach the
 # reference as a second value for the same argument (a TypeError recorded as the template's
@@ -51,7 +60,8 @@ def parse_request(text: str | bytes, where: str) -> dict[str, Any]:
 
 
 def validate_request(body: Any, where: str) -> dict[str, Any]:
-    """Check a chat body; unknown top-level keys of a chat body (temperature, ...) are dropped."""
+    """Check a chat body; unknown top-level keys of a chat body (temperature, ...) are dropped;
+    the ENGINE_FIELDS are kept."""
     if not isinstance(body, dict):
         raise GoldensError(f"{where}: expected a JSON object with `messages`")
     messages = body.get("messages")
@@ -62,6 +72,13 @@ def validate_request(body: Any, where: str) -> dict[str, Any]:
             raise GoldensError(f"{where}: messages[{i}]: needs a role ({', '.join(sorted(ROLES))})")
     if "tools" in body and not (isinstance(body["tools"], list) and all(isinstance(t, dict) for t in body["tools"])):
         raise GoldensError(f"{where}: `tools` must be a list of tool objects")
+    choice = body.get("tool_choice", "auto")
+    if not (choice in ("none", "auto", "required") or isinstance(choice, dict)):
+        raise GoldensError(f"{where}: `tool_choice` must be none, auto, required or a named-tool object")
+    if "parallel_tool_calls" in body and not isinstance(body["parallel_tool_calls"], bool):
+        raise GoldensError(f"{where}: `parallel_tool_calls` must be true or false")
+    if "response_format" in body and not isinstance(body["response_format"], dict):
+        raise GoldensError(f"{where}: `response_format` must be an object")
     kwargs = body.get("chat_template_kwargs", {})
     if not isinstance(kwargs, dict):
         raise GoldensError(f"{where}: `chat_template_kwargs` must be an object")

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from typing import Any
 
 from generator import http
-from generator.config.request import carries_media
+from generator.config.request import carries_media, engine_fields
 from generator.engines import (
     EngineBase,
     EngineContext,
@@ -103,6 +103,7 @@ def _chat_body(engine: str, url: str, request: Request) -> dict:
     body["add_generation_prompt"] = bool(request.get("add_generation_prompt", True))
     if request.get("continue_final_message"):
         body["continue_final_message"] = True
+    body.update(engine_fields(request))  # tool_choice, parallel_tool_calls, response_format as sent
     return body
 
 

@@ -157,6 +157,8 @@ class MinijinjaEngine(EngineBase):
                 raise Refused(f"{self.name}: the template did not finish rendering within its budget of "
                               f"{budget.FUEL:,} instructions (generator/budget.py)") from None
             raise Refused(f"{self.name}: template refused the request: {first_line(error)}") from None
+        except (AttributeError, TypeError) as error:  # a pycompat method on the wrong type: `[].strip()`
+            raise Refused(f"{self.name}: template refused the request: {type(error).__name__}: {error}") from None
         try:
             budget.bounded(prompt)
         except budget.PromptTooLarge as error:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from generator.config.request import engine_fields
 from generator.engines import EngineBase, EngineContext, EngineError, Ids, Refused, Request
 from generator.errors import first_line
 from generator.sources.source import Source
@@ -64,7 +65,8 @@ class MistralCommonEngine(EngineBase):
                 self._message(m, i, prefix=prefix and i == len(messages) - 1) for i, m in enumerate(messages)
             ]
             tools = [self._tool(t, i) for i, t in enumerate(request.get("tools") or [])] or None
-            return ChatCompletionRequest(messages=converted, tools=tools)
+            # tool_choice, parallel_tool_calls, response_format as sent: the request model validates them
+            return ChatCompletionRequest(messages=converted, tools=tools, **engine_fields(request))
         except ValidationError as error:
             raise Refused(f"{self.name}: request rejected: {_first_error(error)}") from None
         except MistralCommonException as error:

@@ -24,6 +24,7 @@ from __future__ import annotations
 from typing import Any
 
 from generator import http
+from generator.config.request import engine_fields
 from generator.engines import (
     EngineBase,
     EngineError,
@@ -83,6 +84,7 @@ class OpenAIEngine(EngineBase):
             body["add_generation_prompt"] = False
         if request.get("continue_final_message"):
             body["continue_final_message"] = True
+        body.update(engine_fields(request))  # the request's own tool_choice wins over the fallback
         body.update({"max_tokens": 1, "temperature": 0, "stream": False})
         return body
 

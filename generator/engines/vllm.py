@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from generator import http
+from generator.config.request import engine_fields
 from generator.engines import (
     EngineBase,
     EngineContext,
@@ -59,6 +60,7 @@ class VllmEngine(EngineBase):
             body["tools"] = request["tools"]
         if request.get("documents"):  # sent as a client would: /tokenize's chat form ignores them
             body["documents"] = request["documents"]
+        body.update(engine_fields(request))  # tool_choice, parallel_tool_calls, response_format
         return body
 
     def ids(self, request: Request) -> Ids:
@@ -80,7 +82,7 @@ class VllmEngine(EngineBase):
         with the rendered prompt text, which /tokenize cannot return."""
         body = {**self._chat_fields(request), "max_tokens": 1, "temperature": 0.0,
                 "return_token_ids": True, "return_prompt_text": True}
-        if request.get("tools"):
+        if request.get("tools") and "tool_choice" not in request:
             # "auto" (the default with tools) needs --enable-auto-tool-choice; "none" still
             # renders the tools unless the server runs --exclude-tools-when-tool-choice-none.
             body["tool_choice"] = "none"

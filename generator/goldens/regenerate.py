@@ -148,6 +148,34 @@ def resolve_sources(config: Config, models: list[ModelSpec], update_pins: bool =
     return sources
 
 
+def choose_dialects(config: Config, models: list[ModelSpec], sources: dict[str, Source],
+                    rechoose: bool = False) -> list[ModelSpec]:
+    """The selected models with their dialect cases chosen: from the lock file beside
+    models.yaml, or, for a model it holds no choice for (or every model with `rechoose`), by
+    rendering each candidate with the reference (config/dialects.py `choose`) and writing the
+    choice to the lock. config.models is updated in place; the returned list replaces `models`."""
+    import dataclasses
+
+    from generator.config import dialects
+
+    todo = [m for m in models if m.dialects and (rechoose or m.dialect_cases is None)]
+    if not todo:
+        return models
+    path = dialects.lock_path(config.path)
+    lock = dialects.read_lock(path)
+    for model in todo:
+        source = sources[model.name]
+        matrix = [model.request(shape, model.kwargs) for shape in model.requests]
+        kept = dialects.choose(model.shapes, model.dialects, model.kwargs,
+                               lambda request, source=source: reference.render_request(source, request, config.date),
+                               matrix)
+        lock[model.name] = {"dialects": list(model.dialects), "cases": kept}
+        config.models[model.name] = dataclasses.replace(model, dialect_cases=tuple(kept))
+    lock = {name: entry for name, entry in lock.items() if name in config.models}
+    dialects.write_lock(path, lock)
+    return [config.models[m.name] for m in models]
+
+
 def render_model(model: ModelSpec, source: Source, config: Config) -> list[golden_file.Golden]:
     """A model's goldens in case order (loads its tokenizer: the cost a regenerate avoids)."""
     stamp = provenance(source, config)
@@ -252,6 +280,7 @@ def build(config: Config, models: list[ModelSpec], update_pins: bool = False,
           advance: Progress | None = None, workers: int | None = 1) -> dict[str, golden_file.Golden]:
     """Every selected case's golden, keyed by case id; nothing touches the disk but re-pins."""
     sources = resolve_sources(config, models, update_pins)
+    models = choose_dialects(config, models, sources)
     rendered = render_models(config, [(model, sources[model.name]) for model in models], advance, workers)
     return {item.case: item for model in models for item in rendered[model.name]}
 
@@ -339,13 +368,15 @@ def owned(directory: Path, keep: Callable[[str], bool] | None = None) -> list[tu
 
 def regenerate(config: Config, out: Path, model_names: tuple[str, ...] = (), update_pins: bool = False,
                advance: Progress | None = None, force: bool = False, workers: int | None = 1,
-               prune: bool = False) -> Summary:
+               prune: bool = False, rechoose_dialects: bool = False) -> Summary:
     """Render the models whose inputs changed since `out`'s index (all with `force`), write
     what changed, then record the index. A model skipped counts its goldens as unchanged.
-    `workers`: see render_models (the command passes None)."""
+    `workers`: see render_models (the command passes None). Dialect cases come from the lock
+    file (choose_dialects; chosen anew with `rechoose_dialects`)."""
     models = config.select(model_names)
     sources = resolve_sources(config, models, update_pins)
     models = capabilities.refresh(config, models, sources, full=not model_names)
+    models = choose_dialects(config, models, sources, rechoose_dialects)
     saved = index.load(out)
     code, versions = index.code_fingerprint(), index.library_versions()
     cases = {model.name: model_cases(model) for model in models}
@@ -398,19 +429,22 @@ def same_ids(goldens: dict[str, golden_file.Golden]) -> list[str]:
     """One line per model naming the cases that render the ids another case of the same model
     and variant renders: what they add never reached the prompt (gemma3 ignores tool
     definitions; the reference decodes string arguments), so they check nothing their twin
-    does not. Said, not refused: a team may keep a twin on purpose."""
+    does not. Said, not refused: a team may keep a twin on purpose. Dialect cases are left
+    out: they spell their shape for the engines' request layers, not for the template."""
+    from generator.config import dialects
+
     first: dict[tuple, str] = {}
     twins: dict[str, list[str]] = {}
     for case_id, item in goldens.items():
-        if item.outcome != "ok" or item.extra.get("view") == EXPANDED_VIEW:
-            continue
         model, _, stem = case_id.partition("/")
+        if item.outcome != "ok" or item.extra.get("view") == EXPANDED_VIEW or dialects.split(stem) is not None:
+            continue  # a dialect case renders its shape's ids by design: what it adds is for the engines
         key = (model, stem.partition("--")[2], tuple(item.ids))
         if key in first:
             twins.setdefault(model, []).append(f"{stem} = {first[key].partition('/')[2]}")
         else:
             first[key] = case_id
-    return [f"{model}: {len(pairs)} case{'s' if len(pairs) != 1 else ''} render another case's ids "
+    return [f"{model}: {len(pairs)} case{'s render' if len(pairs) != 1 else ' renders'} another case's ids "
             f"(what they add never reaches the prompt): {', '.join(pairs)}" for model, pairs in twins.items()]
 
 

@@ -1,0 +1,417 @@
+"""Dialects: the ways real clients spell the same conversation, as a matrix axis.
+
+Engines drift in their request layers (how a body is parsed, normalized and validated before any
+template runs), and what triggers it is the *dialect* of a body, not the conversation's
+structure: tool-call arguments as a JSON string, content as text parts or missing, `reasoning`
+for `reasoning_content`, a tool definition with `strict`, a `developer` message, a
+`tool_choice`. Each dialect here is a named, pure transform of a built-in shape's request,
+applied to the shapes it names and only where the shape has what it rewrites (None otherwise).
+A dialect case is named `<shape>_<dialect>` and rendered with the model's default kwargs only.
+
+Which of them a model keeps is chosen by what they reach (`choose`): a dialect case is kept when
+its reference render (outcome, ids, error) or its normalization record differs from the base
+shape's and from every dialect case already kept on that shape, or when it carries request
+fields engines act on that the reference cannot see (tool_choice, parallel_tool_calls,
+response_format). The choice is written to the lock file beside models.yaml (LOCK_NAME), so
+`goldens regenerate` is deterministic and fast; `goldens regenerate --rechoose-dialects` chooses
+again. docs/dialects.md lists the axis, the chosen sets and what the engines made of them.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from generator.config.request import engine_fields
+from generator.config.shapes import SHAPES
+from generator.config.shapes import build as build_shape
+
+SEPARATOR = "_"  # <shape>_<dialect>: built-in shape and dialect names hold no '_'
+LOCK_NAME = "dialects.lock"
+Request = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Dialect:
+    name: str
+    description: str
+    shapes: tuple[str, ...]  # the built-in shapes it is applied to
+    transform: Callable[[Request], Request | None]  # a copy of the request in; None: nothing to rewrite
+
+    def apply(self, request: Request) -> Request | None:
+        return self.transform(copy.deepcopy(request))
+
+
+# ------------------------------------------------------------------ helpers
+
+
+def _messages(request: Request, role: str) -> list[dict[str, Any]]:
+    return [m for m in request.get("messages") or [] if isinstance(m, dict) and m.get("role") == role]
+
+
+def _calls(request: Request) -> list[dict[str, Any]]:
+    return [call for m in _messages(request, "assistant") for call in m.get("tool_calls") or []
+            if isinstance(call, dict)]
+
+
+def _with_calls(change: Callable[[dict[str, Any]], bool]) -> Callable[[Request], Request | None]:
+    """A transform rewriting every tool call in place (`change` says whether it changed one)."""
+    def transform(request: Request) -> Request | None:
+        changed = [change(call) for call in _calls(request)]
+        return request if any(changed) else None
+    return transform
+
+
+def _arguments(spell: Callable[[Any], str]) -> Callable[[dict[str, Any]], bool]:
+    def change(call: dict[str, Any]) -> bool:
+        function = call.get("function")
+        if not isinstance(function, dict) or "arguments" not in function:
+            return False
+        arguments = function["arguments"]
+        if isinstance(arguments, str):
+            arguments = json.loads(arguments or "{}")
+        function["arguments"] = spell(arguments)
+        return True
+    return change
+
+
+def _drop(key: str) -> Callable[[dict[str, Any]], bool]:
+    def change(item: dict[str, Any]) -> bool:
+        return item.pop(key, None) is not None
+    return change
+
+
+def _results(change: Callable[[dict[str, Any]], bool]) -> Callable[[Request], Request | None]:
+    def transform(request: Request) -> Request | None:
+        changed = [change(m) for m in _messages(request, "tool")]
+        return request if any(changed) else None
+    return transform
+
+
+def _parts(text: str, split: bool) -> list[dict[str, str]]:
+    """Text as OpenAI text parts: one part, or two (split at the first space after the middle,
+    else in the middle)."""
+    if split and len(text) > 1:
+        cut = text.find(" ", len(text) // 2)
+        if cut > 0:
+            return [{"type": "text", "text": text[:cut]}, {"type": "text", "text": text[cut + 1:]}]
+        return [{"type": "text", "text": text[:len(text) // 2]}, {"type": "text", "text": text[len(text) // 2:]}]
+    return [{"type": "text", "text": text}]
+
+
+def _content_as_parts(roles: tuple[str, ...], split: bool) -> Callable[[Request], Request | None]:
+    def transform(request: Request) -> Request | None:
+        done = False
+        for role in roles:
+            for message in _messages(request, role):
+                if isinstance(message.get("content"), str) and message["content"]:
+                    message["content"] = _parts(message["content"], split)
+                    done = True
+        return request if done else None
+    return transform
+
+
+def _tool_call_content(spell: str) -> Callable[[Request], Request | None]:
+    """The content of every assistant tool-call turn as null, missing or []."""
+    def transform(request: Request) -> Request | None:
+        turns = [m for m in _messages(request, "assistant") if m.get("tool_calls")]
+        for message in turns:
+            if spell == "missing":
+                message.pop("content", None)
+            else:
+                message["content"] = None if spell == "null" else []
+        return request if turns else None
+    return transform
+
+
+def _reasoning(spell: str) -> Callable[[Request], Request | None]:
+    def transform(request: Request) -> Request | None:
+        turns = [m for m in _messages(request, "assistant") if "reasoning_content" in m]
+        for message in turns:
+            reasoning = message.pop("reasoning_content")
+            if spell == "reasoning":
+                message["reasoning"] = reasoning
+            else:
+                message["content"] = f"<think>\n{reasoning}\n</think>\n\n{message.get('content') or ''}"
+        return request if turns else None
+    return transform
+
+
+def _tools(change: Callable[[list[dict[str, Any]]], None]) -> Callable[[Request], Request | None]:
+    def transform(request: Request) -> Request | None:
+        if not request.get("tools"):
+            return None
+        change(request["tools"])
+        return request
+    return transform
+
+
+def _reordered(tools: list[dict[str, Any]]) -> None:
+    """Every key order reversed: the tool's, its function's, its parameters' and properties'."""
+    def reverse(mapping: dict[str, Any]) -> dict[str, Any]:
+        return dict(reversed(list(mapping.items())))
+    for i, tool in enumerate(tools):
+        function = reverse(tool["function"])
+        if isinstance(function.get("parameters"), dict):
+            parameters = reverse(function["parameters"])
+            if isinstance(parameters.get("properties"), dict):
+                parameters["properties"] = reverse(parameters["properties"])
+            function["parameters"] = parameters
+        tools[i] = reverse({**tool, "function": function})
+
+
+def _strict(tools: list[dict[str, Any]]) -> None:
+    """What a Pydantic or Agents-SDK frontend adds: strict, additionalProperties, titles."""
+    for tool in tools:
+        function = tool["function"]
+        function["strict"] = True
+        parameters = function.get("parameters")
+        if isinstance(parameters, dict):
+            parameters["title"] = function["name"]
+            parameters["additionalProperties"] = False
+            for name, prop in (parameters.get("properties") or {}).items():
+                prop["title"] = name.title()
+
+
+def _no_params(tools: list[dict[str, Any]]) -> None:
+    """Tools that take nothing, both ways clients say it: an empty object schema, no key."""
+    tools[0]["function"]["parameters"] = {"type": "object", "properties": {}}
+    if len(tools) > 1:
+        tools[-1]["function"].pop("parameters", None)
+
+
+def _system(spell: str) -> Callable[[Request], Request | None]:
+    def transform(request: Request) -> Request | None:
+        messages = request["messages"]
+        system = [m for m in messages if m.get("role") == "system"]
+        if not system:
+            return None
+        if spell == "developer":
+            for message in system:
+                message["role"] = "developer"
+        elif spell == "two":
+            messages.insert(messages.index(system[-1]) + 1, {"role": "system", "content": "Answer in English."})
+        else:  # mid: a second system message before the last user turn
+            last_user = max(i for i, m in enumerate(messages) if m.get("role") == "user")
+            if last_user == 1:
+                return None
+            messages.insert(last_user, {"role": "system", "content": "Answer in English."})
+        return request
+    return transform
+
+
+def _user_name(request: Request) -> Request | None:
+    users = _messages(request, "user")
+    for message in users:
+        message["name"] = "alice"
+    return request if users else None
+
+
+def _ends_assistant(request: Request) -> Request | None:
+    if request.get("continue_final_message") or request["messages"][-1].get("role") != "user":
+        return None
+    request["messages"].append({"role": "assistant", "content": "4."})
+    return request
+
+
+def _fields(**fields: Any) -> Callable[[Request], Request | None]:
+    """Request fields engines act on and no template sees."""
+    def transform(request: Request) -> Request | None:
+        if "tool_choice" in fields and not request.get("tools"):
+            return None
+        request.update(copy.deepcopy(fields))
+        return request
+    return transform
+
+
+NAMED = {"type": "function", "function": {"name": "get_weather"}}
+SCHEMA = {"type": "json_schema", "json_schema": {
+    "name": "answer", "strict": True,
+    "schema": {"type": "object", "properties": {"answer": {"type": "integer"}}, "required": ["answer"],
+               "additionalProperties": False},
+}}
+
+# Order is the choice's order (an earlier dialect is kept first) and the golden listing order.
+DIALECTS: dict[str, Dialect] = {d.name: d for d in (
+    # tool-call arguments (`tool-result` sends an object, `tool-result-json-args` spaced JSON)
+    Dialect("args-compact", "tool-call arguments as a compact JSON string", ("tool-result",),
+            _with_calls(_arguments(lambda a: json.dumps(a, separators=(",", ":"))))),
+    Dialect("args-pretty", "tool-call arguments as a pretty-printed JSON string", ("tool-result",),
+            _with_calls(_arguments(lambda a: json.dumps(a, indent=2)))),
+    Dialect("args-empty", 'tool-call arguments as ""', ("tool-result",), _with_calls(_arguments(lambda a: ""))),
+    Dialect("args-empty-object", 'tool-call arguments as "{}"', ("tool-result",),
+            _with_calls(_arguments(lambda a: "{}"))),
+    # content
+    Dialect("one-part", "system and user content as one text part each", ("plain",),
+            _content_as_parts(("system", "user"), split=False)),
+    Dialect("parts", "system, user and assistant content as two text parts each", ("multi-turn",),
+            _content_as_parts(("system", "user", "assistant"), split=True)),
+    Dialect("tool-parts", "tool result content as text parts", ("tool-result",),
+            _content_as_parts(("tool",), split=True)),
+    Dialect("content-null", "the tool-call turn's content null", ("tool-result",), _tool_call_content("null")),
+    Dialect("content-missing", "the tool-call turn with no content key", ("tool-result",),
+            _tool_call_content("missing")),
+    Dialect("content-empty-list", "the tool-call turn's content []", ("tool-result",), _tool_call_content("[]")),
+    # reasoning
+    Dialect("reasoning", "reasoning_content spelled reasoning", ("reasoning-history", "agentic-turn"),
+            _reasoning("reasoning")),
+    Dialect("think-inline", "reasoning inline as a <think> block in content", ("reasoning-history",),
+            _reasoning("inline")),
+    # tool calls and results
+    Dialect("call-no-id", "tool calls without id", ("tool-result",), _with_calls(_drop("id"))),
+    Dialect("call-no-type", "tool calls without type", ("tool-result",), _with_calls(_drop("type"))),
+    Dialect("result-no-name", "tool results (two in a row) without name", ("parallel-tool-calls",),
+            _results(_drop("name"))),
+    Dialect("result-no-call-id", "tool results (two in a row) without tool_call_id", ("parallel-tool-calls",),
+            _results(_drop("tool_call_id"))),
+    # tool definitions
+    Dialect("key-order", "tool definitions with every key order reversed", ("tools-reduced",), _tools(_reordered)),
+    Dialect("strict", "tool definitions with strict, additionalProperties and titles", ("tools-reduced",),
+            _tools(_strict)),
+    Dialect("no-params", "the first tool's parameters an empty object schema, the last one's missing",
+            ("tools-reduced",), _tools(_no_params)),
+    # system messages and roles (`no-system` is a shape of its own)
+    Dialect("developer", "the system message as developer", ("plain",), _system("developer")),
+    Dialect("two-systems", "two system messages in a row", ("plain",), _system("two")),
+    Dialect("mid-system", "a second system message mid-conversation", ("multi-turn",), _system("mid")),
+    Dialect("user-name", "name on user messages", ("plain",), _user_name),
+    Dialect("ends-assistant", "the conversation ends in an assistant turn", ("plain",), _ends_assistant),
+    # request fields engines act on
+    Dialect("tool-choice-none", "tool_choice none", ("tools-reduced",), _fields(tool_choice="none")),
+    Dialect("tool-choice-required", "tool_choice required, parallel_tool_calls false", ("tools-reduced",),
+            _fields(tool_choice="required", parallel_tool_calls=False)),
+    Dialect("tool-choice-named", "tool_choice naming get_weather", ("tools-reduced",), _fields(tool_choice=NAMED)),
+    Dialect("response-format", "response_format json_schema", ("plain",), _fields(response_format=SCHEMA)),
+)}
+
+
+def case_name(shape: str, dialect: str) -> str:
+    return f"{shape}{SEPARATOR}{dialect}"
+
+
+def split(name: str) -> tuple[str, str] | None:
+    """(shape, dialect) of a dialect case name, None for any other shape name."""
+    shape, sep, dialect = name.partition(SEPARATOR)
+    if sep and shape in SHAPES and dialect in DIALECTS and shape in DIALECTS[dialect].shapes:
+        return shape, dialect
+    return None
+
+
+def request(name: str, chat_template_kwargs: dict[str, Any]) -> Request:
+    """The full request of a dialect case (`<shape>_<dialect>`)."""
+    found = split(name)
+    if found is None:
+        raise KeyError(name)
+    shape, dialect = found
+    out = DIALECTS[dialect].apply(build_shape(shape, chat_template_kwargs))
+    if out is None:
+        raise KeyError(name)
+    return out
+
+
+def candidates(shapes: tuple[str, ...], dialects: tuple[str, ...]) -> list[str]:
+    """Every dialect case the model's shapes and selected dialects make, in DIALECTS order."""
+    out = []
+    for dialect in DIALECTS.values():
+        if dialect.name not in dialects:
+            continue
+        for shape in dialect.shapes:
+            if shape in shapes and dialect.apply(build_shape(shape, {})) is not None:
+                out.append(case_name(shape, dialect.name))
+    return out
+
+
+# ------------------------------------------------------------------ the choice
+
+
+def render_key(rendered: Any) -> str:
+    """What the template made of a request: outcome, ids and error."""
+    return json.dumps([rendered.outcome, rendered.ids, rendered.error])
+
+
+def normalization_key(rendered: Any) -> str | None:
+    """The normalization rules a request reached in the reference (each applied line without its
+    message path and counts, and the template's outcome on the body as sent); None: none."""
+    record = rendered.normalization
+    if not record:
+        return None
+    rules = sorted({re.sub(r"\d+", "N", re.sub(r"^messages\[\d+\][^:]*: ", "", line))
+                    for line in record.get("applied", [])})
+    return json.dumps([rules, (record.get("as_sent") or {}).get("outcome")])
+
+
+def choose(shapes: tuple[str, ...], dialects: tuple[str, ...], kwargs: dict[str, Any],
+           render: Callable[[Request], Any], matrix: list[Request] = ()) -> list[str]:
+    """The minimal set of dialect cases, in candidates' order: a case is kept when it reaches
+    something neither the model's matrix nor any case kept before reaches: a render (outcome,
+    ids, error) unlike its base shape's and every kept case's on that shape, a set of
+    normalization rules no request of the matrix (`matrix`: the model's other requests, e.g.
+    request files; the built-in shapes are added here) and no kept case reached, or request
+    fields engines act on (with their values) no kept case sends. `render(request)` is the
+    reference's Rendered."""
+    renders: dict[str, set[str]] = {}
+    rules: set[str | None] = {None}
+    fields: set[str] = {"{}"}
+    for other in [*(build_shape(s, kwargs) for s in shapes if s in SHAPES), *matrix]:
+        rules.add(normalization_key(render(other)))
+        fields.add(json.dumps(engine_fields(other), sort_keys=True))
+    kept = []
+    for name in candidates(shapes, dialects):
+        shape, _ = name.split(SEPARATOR, 1)
+        if shape not in renders:
+            base = render(build_shape(shape, kwargs))
+            renders[shape] = {render_key(base)}
+            rules.add(normalization_key(base))
+        case = request(name, kwargs)
+        rendered = render(case)
+        marks = (render_key(rendered), normalization_key(rendered), json.dumps(engine_fields(case), sort_keys=True))
+        if marks[0] in renders[shape] and marks[1] in rules and marks[2] in fields:
+            continue
+        renders[shape].add(marks[0])
+        rules.add(marks[1])
+        fields.add(marks[2])
+        kept.append(name)
+    return kept
+
+
+# ------------------------------------------------------------------ the lock file
+
+
+def lock_path(config_path: Path) -> Path:
+    return Path(config_path).parent / LOCK_NAME
+
+
+def read_lock(path: Path) -> dict[str, dict[str, list[str]]]:
+    """model -> {"dialects": the selection chosen from, "cases": the kept cases}; {} without a file."""
+    from generator import files
+    from generator.errors import GoldensError
+    from generator.json_reader import load_json
+
+    if not path.is_file():
+        return {}
+    data = load_json(files.read_text(path), path.name)
+    models = data.get("models") if isinstance(data, dict) else None
+    if not isinstance(models, dict) or not all(
+        isinstance(entry, dict) and all(isinstance(entry.get(k), list) for k in ("dialects", "cases"))
+        for entry in models.values()
+    ):
+        raise GoldensError(f"{path.name}: expected {{\"models\": {{model: {{dialects: [...], cases: [...]}}}}}}; "
+                           "delete it and run goldens regenerate --rechoose-dialects")
+    return models
+
+
+def write_lock(path: Path, models: dict[str, dict[str, list[str]]]) -> bool:
+    """Write the lock (sorted models, deterministic bytes); True when the bytes changed."""
+    from generator import files
+
+    text = json.dumps({
+        "about": "dialect cases kept per model (generator/config/dialects.py, docs/dialects.md); "
+                 "written by goldens regenerate, chosen again only with --rechoose-dialects",
+        "models": {name: models[name] for name in sorted(models)},
+    }, indent=2, ensure_ascii=False) + "\n"
+    return files.atomic_write(path, text)
