@@ -293,10 +293,12 @@ def test_tiny_gemma3_vision_model_is_what_transformers_builds(gemma3_vision_mode
 def test_gemma3_vision_model_needs_torchvision(gemma3_vision_model):
     """Why vLLM replays the image goldens on a text model and records a refusal: its Gemma 3
     vision path imports Transformers' torchvision image processor, and torchvision is not in
-    the vLLM venv (PyPI's builds link CUDA torch). When this starts passing the other way,
+    the vLLM venv (PyPI's builds link CUDA torch). The render server (what every replay starts)
+    inspects the architecture as serving does and fails the same way, so no serving start is
+    needed to show it. When this starts passing the other way,
     serve the vision model and re-review the gemma3/image-expanded vLLM ledger entries."""
     with pytest.raises(GoldensError, match="exited with code 1 before becoming healthy") as error:
-        VllmServer(gemma3_vision_model, served_model_name="gemma3").start()
+        VllmServer(gemma3_vision_model, served_model_name="gemma3", render_only=True).start()
     log = str(error.value)
     assert "Model architectures ['Gemma3ForConditionalGeneration'] failed to be inspected" in log
     path = log.split("log ", 1)[1].split(",", 1)[0]
