@@ -38,6 +38,7 @@ bench: setup             ## speed against the floor of the same run: regenerate,
 	$(BIN)/python bench/coverage.py
 	$(BIN)/python bench/bisection.py
 	$(BIN)/python bench/history.py
+	$(BIN)/python bench/vllm_render.py
 	$(BIN)/python bench/shards.py
 
 clean:
