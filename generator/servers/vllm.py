@@ -158,9 +158,12 @@ class VllmServer(ManagedServer):
 
     The chat template is always passed with --chat-template (the model dir's
     chat_template.jinja unless given): that is vLLM's first priority, ahead of any processor or
-    tokenizer template, so the server renders exactly the template the goldens were made with.
-    `render_only` starts vLLM's render server instead: same /tokenize rendering path, no engine
-    and no weights loaded (~20 s, ~1 GB instead of ~45 s, ~3.5 GB), but no /v1/chat/completions.
+    tokenizer template, so the server renders exactly the template the goldens were made with;
+    a model dir holding tekken.json runs --tokenizer-mode mistral instead (no template).
+    `render_only` starts vLLM's render server instead (render_command): the same chat rendering
+    at /v1/chat/completions/render and /tokenize, no engine and no weights loaded (29 s and
+    0.97 GiB against 58 s and 3.41 GiB, bench/vllm_render.py), but no /v1/chat/completions.
+    `date` pins the date gpt-oss's harmony system message names (VLLM_SYSTEM_START_DATE).
     """
 
     def __init__(
