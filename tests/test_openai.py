@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from conftest import GOLDENS, ROOT, server_of
+from conftest import GOLDENS, ROOT
 
 from generator.cli import main
 from generator.engines import EngineError, Ids, PromptCount
@@ -48,10 +48,10 @@ def llama(tmp_path_factory):
 
 
 @pytest.fixture
-def vllm(pool):
-    """The session pool's vLLM on the tiny Qwen3 model (~3.5 GB, ~60 s to start): the tests that
-    use it are marked, so they run beside the other qwen3 vLLM tests on the same server."""
-    return server_of(pool, "vllm", "qwen3")
+def vllm(vllm_serving):
+    """The suite's one serving vLLM on the tiny Qwen3 model (conftest.py; the pool's vLLM is a
+    render server, which has no /v1/chat/completions)."""
+    return vllm_serving
 
 
 def golden(case: str, root: Path = GOLDENS) -> golden_file.Golden:
@@ -134,7 +134,7 @@ def test_a_count_cannot_be_recorded_as_a_ledger_entry(llama, tmp_path):
 # -------------------------------------------------------------------------------------- vLLM
 
 
-@pytest.mark.server("vllm", "qwen3")
+@pytest.mark.integration
 def test_vllm_gives_the_prompt_ids(vllm):
     engine = OpenAIEngine(vllm.url + "/v1", vllm.model_name)
     item = golden("qwen3/plain")
@@ -142,7 +142,7 @@ def test_vllm_gives_the_prompt_ids(vllm):
     assert isinstance(ids, Ids) and ids == item.ids and ids.prompt == item.prompt
 
 
-@pytest.mark.server("vllm", "qwen3")
+@pytest.mark.integration
 def test_vllm_through_check_is_token_level(vllm, tmp_path):
     result = check(vllm.url + "/v1", tmp_path, "--served-model", f"qwen3={vllm.model_name}")
     assert result.exit_code == 1, (result.stdout, result.stderr)
@@ -159,7 +159,7 @@ def test_vllm_through_check_is_token_level(vllm, tmp_path):
     assert "count_only" not in (tmp_path / "out.xml").read_text()
 
 
-@pytest.mark.server("vllm", "qwen3")
+@pytest.mark.integration
 def test_a_ledger_entry_from_vllm_ids_judges_llama_servers_count(vllm, llama, tmp_path):
     """Recorded at token level on vLLM, the reviewed divergence (168 tokens) is then met by
     llama-server's count: a known divergence, marked count only."""

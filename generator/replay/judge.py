@@ -268,8 +268,10 @@ def _stand_in(engine: Engine) -> str:
 
 
 def _serve(engine: Engine, request: dict, got: Answer) -> Served | None:
-    """The serving path's answer, for an engine whose registry entry declares a stand-in."""
-    if not engine_registry.capabilities(engine.name).stand_in:
+    """The serving path's answer, for an engine whose registry entry declares a stand-in and
+    that reads one now (vLLM's managed render server does not: its render endpoint is the
+    serving path's own renderer, `reads_stand_in` False)."""
+    if not engine_registry.capabilities(engine.name).stand_in or not getattr(engine, "reads_stand_in", True):
         return None
     return engine.serve(request, None if isinstance(got, (Refused, PromptCount)) else list(got))
 

