@@ -68,8 +68,8 @@ def read(root: Path, case_id: str, engine: str, stand_in: bool = False) -> Entry
 
 
 def write(root: Path, golden: golden_file.Golden, engine: str, reason: str,
-                 ids: Sequence[int], pieces: Sequence[str], prompt: str | None,
-                 refused: str | None = None, engine_version: str = "", stand_in: str | None = None) -> Path:
+          ids: Sequence[int], pieces: Sequence[str], prompt: str | None,
+          refused: str | None = None, engine_version: str = "", stand_in: str | None = None) -> Path:
     """Record a reviewed divergence beside its golden (same format, plus engine and reason);
     `refused` records that the engine declines a request the reference renders,
     `engine_version` what the engine reported itself as when it was reviewed, and `stand_in`
@@ -85,3 +85,60 @@ def write(root: Path, golden: golden_file.Golden, engine: str, reason: str,
     path = entry_path(root, golden.case, engine, stand_in=stand_in is not None)
     files.atomic_write(path, golden_file.dumps(entry), within=root)
     return path
+
+
+def command(config_path: Path, engine_name: str, case_ids: tuple[str, ...], reason: str, url: str | None,
+            root: Path, stand_in: bool, cause_name: str | None, edit_text: str | None,
+            model_names: tuple[str, ...], replace_entries: bool) -> None:
+    """`goldens ledger`: record a reviewed divergence: the engine's own ids for a case, beside its
+    golden, with a reason; or with --cause, one edit the engine makes on every case of the models
+    named."""
+    import click
+
+    from generator import redaction, reference
+    from generator.config import models
+    from generator.config.cases import case_of, model_cases, replays
+    from generator.engines.pool import EnginePool
+    from generator.replay import causes
+    from generator.replay.judge import load_goldens, record, record_cause
+    from generator.sources.source import resolve
+
+    redaction.register(*redaction.url_secrets(url or ""))
+    config = models.load(config_path)
+    if cause_name is not None:
+        if case_ids or stand_in or not edit_text or not model_names:
+            raise GoldensError("--cause records one edit for whole models: give --edit and --model, not --case "
+                               "or --stand-in")
+        causes.check_name(cause_name)
+        config.select(list(model_names))
+    elif edit_text or model_names or replace_entries:
+        raise GoldensError("--edit, --model and --replace-entries go with --cause NAME")
+    elif not case_ids:
+        raise GoldensError("name the cases with --case M/SHAPE, or record a cause with --cause NAME")
+    by_model: dict[str, list[str]] = {}
+    for case_id in case_ids:
+        case = case_of(config, case_id)
+        by_model.setdefault(case.model, []).append(case.id)
+    config.select(list(by_model))
+    with EnginePool(config.date, {engine_name.partition("@")[0]: url} if url else None, versions=config.engine_versions,
+                    on_start=lambda message: click.echo(message, err=True)) as pool:
+        if cause_name is None:
+            for model_name, ids in by_model.items():
+                model = config.models[model_name]
+                engine = pool.engine(engine_name, model, resolve(model, config))
+                for item in load_goldens(root, ids):
+                    click.echo(f"recorded {record(engine, item, root, reason, stand_in=stand_in)}")
+            return
+        per_model = []
+        for model_name in model_names:
+            model, source = config.models[model_name], resolve(config.models[model_name], config)
+            ids = [c.id for c in model_cases(model) if replays(c, engine_name.partition("@")[0])]
+            per_model.append((model_name, pool.engine(engine_name, model, source), load_goldens(root, ids)))
+        tokenizer = reference.load_tokenizer(resolve(config.models[model_names[0]], config).tokenizer_dir)
+        edit = causes.parse(edit_text, lambda ids: reference.pieces(tokenizer, ids))
+        path, explained, redundant = record_cause(root, cause_name, edit, engine_name.partition("@")[0],
+                                                  per_model, reason, replace_entries)
+        click.echo(f"recorded {path}: {edit.describe()} explains {len(explained)} case"
+                   f"{'s' if len(explained) != 1 else ''}: {', '.join(explained)}")
+        for entry in redundant:
+            click.echo(f"{'removed' if replace_entries else 'not needed any more'}: {entry} (the cause explains it)")

@@ -86,3 +86,40 @@ def merged_durations(path: Path, measured: Mapping[str, float]) -> str:
     old = read_durations(path) if Path(path).exists() else {}
     old.update({k: round(v, 3) for k, v in measured.items()})
     return json.dumps(dict(sorted(old.items())), indent=1) + "\n"
+
+
+def select(groups: Sequence, shard_text: str | None,
+           durations_path: Path | None) -> tuple[set[int] | None, tuple[int, int] | None]:
+    """`--shard K/N` (and `--durations F`) over check's (model, engine spec, cases) groups: the
+    indexes of the groups shard K replays and (K, N); (None, None) without --shard."""
+    only, part = None, None
+    if shard_text is not None:
+        part = parse(shard_text)
+        durations = read_durations(durations_path) if durations_path is not None else None
+        only = set(partition([(f"{m} {spec.label}", len(c)) for m, spec, c in groups], part[1],
+                             durations)[part[0] - 1])
+    elif durations_path is not None:
+        raise GoldensError("--durations balances --shard; give --shard K/N too")
+    return only, part
+
+
+def empty(config, work, groups: Sequence, part: tuple[int, int], no_confirm: bool, junit_path: Path | None,
+          report_path: Path | None, results_path: Path | None, as_json: bool) -> None:
+    """An empty shard: its reports say so (for `report merge`), and it exits 0 having started nothing."""
+    import sys
+
+    import click
+
+    from generator.replay import check as checking
+    from generator.replay import destination, publish
+    from generator.replay import results as results_data
+
+    results = results_data.Results(checking.selection(config, work), [], shard=part,
+                                   notes=[checking.NO_CONFIRM] if no_confirm else [])
+    with destination.claim(junit_path, report_path, results_path):
+        publish.write_files(results, junit_path, report_path, results_path)
+    if as_json:
+        click.echo(results_data.dumps(results), nl=False)
+    click.echo(f"nothing to check: shard {part[0]}/{part[1]} is empty (the partition gives all "
+               f"{len(groups)} (model, engine) groups to other shards)", err=as_json)
+    sys.exit(0)

@@ -1,0 +1,80 @@
+"""`goldens models` and `goldens engines`: the matrix and the engine registry as text tables
+(or their JSON documents); cli.py only parses their options.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from generator.config.cases import model_cases
+
+
+def models_command(config_path: Path, do_resolve: bool, as_json: bool) -> None:
+    """The matrix: each model's sources, shapes, variants, engines and pins."""
+    from generator.config import models
+    from generator.sources.source import resolve
+
+    config = models.load(config_path)
+    if as_json:
+        from generator import documents
+
+        resolved = {m.name: resolve(m, config) for m in config.models.values()} if do_resolve else None
+        click.echo(documents.dumps("models", documents.models(config, resolved)), nl=False)
+        return
+    if config.engine_versions:
+        pins = ", ".join(f"{name} {'b' if name == 'llama-server' else ''}{version}"
+                         for name, version in config.engine_versions.items())
+        click.echo(f"engine versions: {pins}")
+    for model in config.models.values():
+        spec = model.tokenizer
+        where = f"{spec.kind}:{spec.value}" + (f"@{spec.revision}" if spec.revision else "")
+        if spec.config:
+            where += f" with tokenizer_config {json.dumps(spec.config, sort_keys=True)}"
+        template = model.template.kind if model.template.kind == "tokenizer" else f"{model.template.kind}:{model.template.value}"
+        variants = ", ".join(v or "default" for v in model.variants)
+        click.echo(f"{model.name}: {len(model_cases(model))} cases")
+        click.echo(f"  tokenizer: {where}")
+        click.echo(f"  template:  {template}" + (f" (name {model.template.name})" if model.template.name else ""))
+        click.echo(f"  shapes:    {', '.join(model.shapes)}")
+        click.echo(f"  variants:  {variants}")
+        if model.dialects:
+            kept = ("not chosen yet (goldens regenerate chooses them)" if model.dialect_cases is None
+                    else f"{len(model.dialect_cases)} cases kept of {len(model.dialects)} selected (dialects.lock)")
+            click.echo(f"  dialects:  {kept}")
+        click.echo(f"  engines:   {', '.join(model.engines)}")
+        if model.processor is not None:
+            click.echo(f"  processor: {model.processor.origin}")
+        for key, value in sorted(model.pins.items()):
+            click.echo(f"  pin {key}: {value}")
+        if do_resolve:
+            source = resolve(model, config)
+            click.echo(f"  resolved:  {source.origin}; template from {source.template_origin}")
+            click.echo(f"  now template_sha256: {source.template_sha256}")
+            click.echo(f"  now tokenizer_sha256: {source.tokenizer_sha256}")
+
+
+def engines_command(config_path: Path, as_json: bool, as_matrix: bool) -> None:
+    """The engines goldens can replay through: built-in, and those installed packages register
+    in the `goldens.engines` entry-point group, each with where it came from."""
+    from generator.config import engine_registry
+
+    if as_matrix:
+        from generator.config import engine_matrix, models
+
+        click.echo(engine_matrix.markdown(engine_matrix.matrix(models.load(config_path))), nl=False)
+        return
+    if as_json:
+        from generator import documents
+
+        click.echo(documents.dumps("engines", documents.engines(engine_registry.registered())), nl=False)
+        return
+
+    rows = [(info.name, info.origin, info.summary + engine_registry.declares(info)
+             + (f" [not usable: {info.problem}]" if info.problem else ""))
+            for info in engine_registry.registered()]
+    widths = [max(len(row[i]) for row in rows) for i in (0, 1)]
+    for name, origin, summary in rows:
+        click.echo(f"{name.ljust(widths[0])}  {origin.ljust(widths[1])}  {summary}")
