@@ -18,6 +18,7 @@ import threading
 from pathlib import Path
 
 from generator.engines import EngineBase, EngineContext, EngineError, Ids, Refused, Request, strict_ids
+from generator import heavy
 from generator.errors import GoldensError
 from generator.files import cache_dir
 from generator.sources import pack
@@ -33,6 +34,7 @@ class NodeWorker:
     """One Node process for one model; `render` is thread-safe (one request at a time)."""
 
     def __init__(self, tokenizer_dir: Path, template: str, date: str):
+        heavy.require("starting transformers-js' Node worker")
         node = shutil.which("node")
         if node is None:
             raise GoldensError("transformers-js: node is not installed (it runs transformers.js's render)")
