@@ -67,6 +67,7 @@ def check(url: str, tmp_path: Path, *args, env=None, root: Path = GOLDENS):
 # ------------------------------------------------------------------------------ llama-server
 
 
+@pytest.mark.integration
 def test_llama_server_gives_a_count(llama):
     engine = OpenAIEngine(llama.url, "any", Connection(api_key=KEY))
     count = engine.ids(golden("qwen3/plain").request)
@@ -74,6 +75,7 @@ def test_llama_server_gives_a_count(llama):
     assert engine.flags  # llama-server ignores the id flags rather than rejecting them
 
 
+@pytest.mark.integration
 def test_llama_server_through_check_is_count_level_everywhere(llama, tmp_path):
     result = check(llama.url, tmp_path, "--model", "qwen3", "--api-key-env", "GOLDENS_TEST_KEY", env=ENV)
     assert result.exit_code == 1, (result.stdout, result.stderr)
@@ -104,6 +106,7 @@ def test_llama_server_through_check_is_count_level_everywhere(llama, tmp_path):
         assert KEY not in text
 
 
+@pytest.mark.integration
 def test_llama_server_without_the_key_is_one_line_exit_2(llama, tmp_path):
     result = check(llama.url, tmp_path, "--model", "qwen3")
     assert result.exit_code == 2, (result.stdout, result.stderr)
@@ -114,6 +117,7 @@ def test_llama_server_without_the_key_is_one_line_exit_2(llama, tmp_path):
     assert "36 error" in (tmp_path / "out.md").read_text()
 
 
+@pytest.mark.integration
 def test_llama_server_with_the_key_in_another_header(llama, tmp_path):
     """--header for auth that is not a Bearer token (llama-server also reads X-Api-Key)."""
     result = check(llama.url, tmp_path, "--served-model", "qwen3=tiny", "--header", f"X-Api-Key: {KEY}")
@@ -123,6 +127,7 @@ def test_llama_server_with_the_key_in_another_header(llama, tmp_path):
         assert KEY not in text
 
 
+@pytest.mark.integration
 def test_a_count_cannot_be_recorded_as_a_ledger_entry(llama, tmp_path):
     engine = OpenAIEngine(llama.url, "any", Connection(api_key=KEY))
     with pytest.raises(GoldensError, match=r"^qwen3/tools: openai reports only a prompt token count; "
@@ -134,6 +139,7 @@ def test_a_count_cannot_be_recorded_as_a_ledger_entry(llama, tmp_path):
 # -------------------------------------------------------------------------------------- vLLM
 
 
+@pytest.mark.integration
 @pytest.mark.server("vllm", "qwen3")
 def test_vllm_gives_the_prompt_ids(vllm):
     engine = OpenAIEngine(vllm.url + "/v1", vllm.model_name)
@@ -142,6 +148,7 @@ def test_vllm_gives_the_prompt_ids(vllm):
     assert isinstance(ids, Ids) and ids == item.ids and ids.prompt == item.prompt
 
 
+@pytest.mark.integration
 @pytest.mark.server("vllm", "qwen3")
 def test_vllm_through_check_is_token_level(vllm, tmp_path):
     result = check(vllm.url + "/v1", tmp_path, "--served-model", f"qwen3={vllm.model_name}")
@@ -159,6 +166,7 @@ def test_vllm_through_check_is_token_level(vllm, tmp_path):
     assert "count_only" not in (tmp_path / "out.xml").read_text()
 
 
+@pytest.mark.integration
 @pytest.mark.server("vllm", "qwen3")
 def test_a_ledger_entry_from_vllm_ids_judges_llama_servers_count(vllm, llama, tmp_path):
     """Recorded at token level on vLLM, the reviewed divergence (168 tokens) is then met by

@@ -82,6 +82,7 @@ def vllm(pool):
     return engine_of(pool, "vllm", "qwen3")
 
 
+@pytest.mark.integration
 @ON_QWEN3_VLLM
 def test_plain_chat_matches_transformers(vllm, reference):
     ids = vllm.ids(PLAIN)
@@ -90,6 +91,7 @@ def test_plain_chat_matches_transformers(vllm, reference):
     assert ids.pieces == reference.convert_ids_to_tokens(ids)
 
 
+@pytest.mark.integration
 @ON_QWEN3_VLLM
 def test_enable_thinking_false_reaches_the_template(vllm, reference):
     ids = vllm.ids(THINK_OFF)
@@ -98,6 +100,7 @@ def test_enable_thinking_false_reaches_the_template(vllm, reference):
     assert ids == render(reference, THINK_OFF)
 
 
+@pytest.mark.integration
 @ON_QWEN3_VLLM
 def test_tools_lose_the_return_key(vllm, reference):
     """vLLM parses tools into its FunctionDefinition model, which keeps only name, description,
@@ -116,6 +119,7 @@ def test_tools_lose_the_return_key(vllm, reference):
     assert '"get_weather"' in served.prompt and '"return"' not in served.prompt
 
 
+@pytest.mark.integration
 @ON_QWEN3_VLLM
 def test_continue_final_message_matches_transformers(vllm, reference):
     ids = vllm.ids(CONTINUE)
@@ -123,6 +127,7 @@ def test_continue_final_message_matches_transformers(vllm, reference):
     assert ids.pieces[-1] == "Hel"
 
 
+@pytest.mark.integration
 @ON_QWEN3_VLLM
 @pytest.mark.parametrize("case", sorted(ALL))
 def test_chat_completions_prompt_equals_tokenize(vllm, case):
@@ -130,6 +135,7 @@ def test_chat_completions_prompt_equals_tokenize(vllm, case):
     assert vllm.serve(ALL[case]).ids == vllm.ids(ALL[case])
 
 
+@pytest.mark.integration
 @ON_QWEN3_VLLM
 def test_render_only_server_tokenizes_identically(vllm, qwen3_model):
     """The cheap render server (no engine, no weights) gives the same /tokenize answers."""
@@ -141,6 +147,7 @@ def test_render_only_server_tokenizes_identically(vllm, qwen3_model):
             assert got.pieces == vllm.ids(request).pieces, case
 
 
+@pytest.mark.integration
 @ON_QWEN3_VLLM
 def test_http_error_carries_status_and_body(vllm):
     wrong = VllmEngine(vllm.url, "no-such-model")
@@ -226,6 +233,7 @@ def test_tiny_model_is_deterministic_and_carries_the_template(tmp_path, monkeypa
     assert other != again and (other / "chat_template.jinja").read_text() == template + "\n"
 
 
+@pytest.mark.integration
 def test_failed_venv_install_leaves_nothing_marked_complete(tmp_path, monkeypatch):
     """A torch version no index has: pip fails fast, the error is one line, the half venv is gone."""
     from generator.servers import venv
@@ -248,6 +256,7 @@ def gemma3_vision_model():
                          architecture="Gemma3ForConditionalGeneration")
 
 
+@pytest.mark.integration
 def test_tiny_gemma3_vision_model_is_what_transformers_builds(gemma3_vision_model):
     """Transformers' own Gemma3ForConditionalGeneration (torch, in the vLLM venv) loads every
     weight of the tiny model by name and shape and runs a forward pass over an image's 256
@@ -272,6 +281,7 @@ def test_tiny_gemma3_vision_model_is_what_transformers_builds(gemma3_vision_mode
     assert result.stdout.strip().splitlines()[-1] == "(1, 263, 262145)"
 
 
+@pytest.mark.integration
 def test_gemma3_vision_model_needs_torchvision(gemma3_vision_model):
     """Why vLLM replays the image goldens on a text model and records a refusal: its Gemma 3
     vision path imports Transformers' torchvision image processor, and torchvision is not in
