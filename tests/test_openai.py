@@ -198,11 +198,10 @@ def openai_reply(body: dict, **extra) -> tuple[int, bytes, dict]:
 
 @pytest.fixture
 def stand_in():
+    """test_ollama's stand-in, in this process: the engine reaches it through its transport."""
     from test_ollama import StandIn
 
-    server = StandIn()
-    yield server
-    server.stop()
+    return StandIn(listen=False)
 
 
 def test_a_server_that_rejects_unknown_fields_gets_plain_requests(stand_in):
@@ -216,7 +215,7 @@ def test_a_server_that_rejects_unknown_fields_gets_plain_requests(stand_in):
         return openai_reply(body)
 
     stand_in.reply = strict
-    engine = OpenAIEngine(stand_in.url + "/v1", "gpt-x", Connection(api_key=KEY))
+    engine = OpenAIEngine(stand_in.url + "/v1", "gpt-x", Connection(api_key=KEY), stand_in.transport)
     first = engine.ids(golden("qwen3/plain").request)
     second = engine.ids(golden("qwen3/plain").request)
     assert isinstance(first, PromptCount) and first.tokens == second.tokens == 25
@@ -232,7 +231,7 @@ def test_sglang_returns_the_ids_in_its_choice(stand_in):
     stand_in.reply = lambda body: openai_reply(body, choices=[{
         "index": 0, "message": {"role": "assistant", "content": "4"}, "finish_reason": "length",
         "prompt_token_ids": item.ids}]) if body.get("return_prompt_token_ids") else None
-    ids = OpenAIEngine(stand_in.url, "qwen").ids(item.request)
+    ids = OpenAIEngine(stand_in.url, "qwen", transport=stand_in.transport).ids(item.request)
     assert isinstance(ids, Ids) and ids == item.ids
 
 
@@ -246,6 +245,6 @@ def test_sglang_returns_the_ids_in_its_choice(stand_in):
 def test_malformed_openai_replies_are_one_line_engine_errors(stand_in, extra, message):
     stand_in.reply = lambda body: openai_reply(body, **extra)
     with pytest.raises(EngineError) as error:
-        OpenAIEngine(stand_in.url, "m").ids(golden("qwen3/plain").request)
+        OpenAIEngine(stand_in.url, "m", transport=stand_in.transport).ids(golden("qwen3/plain").request)
     assert str(error.value).startswith(f"openai at {stand_in.url}/v1/chat/completions")
     assert message in str(error.value) and "\n" not in str(error.value)
