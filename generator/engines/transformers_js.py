@@ -34,10 +34,10 @@ class NodeWorker:
     """One Node process for one model; `render` is thread-safe (one request at a time)."""
 
     def __init__(self, tokenizer_dir: Path, template: str, date: str):
-        heavy.require("starting transformers-js' Node worker")
         node = shutil.which("node")
         if node is None:
             raise GoldensError("transformers-js: node is not installed (it runs transformers.js's render)")
+        heavy.require("starting transformers-js' Node worker")
         packages = [pack.fetch(artifact) / "package" for artifact in (JINJA, TOKENIZERS)]
         self._lock = threading.Lock()
         self._process = subprocess.Popen(
