@@ -104,9 +104,25 @@ def _deliver(render: _Render, exception: type[BaseException]) -> None:
         ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(render.ident), ctypes.py_object(exception))
 
 
+class _Withdrawn(BaseException):
+    """Raised once on a render's own thread, in place of its withdrawn expiry."""
+
+
 def _withdraw(render: _Render) -> None:
-    """Clear an expiry delivered but not yet raised (the thread sat in C code meanwhile)."""
-    ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(render.ident), ctypes.c_void_p(0))
+    """Clear an expiry delivered but not yet raised (the thread sat in C code meanwhile), on the
+    render's own thread. Not by PyThreadState_SetAsyncExc(id, NULL): CPython (3.11) then still
+    signals every thread's eval loop and clears that signal only when a thread raises an
+    asynchronous exception, so every later bytecode of the process takes the slow path (a
+    traced render afterwards ran minutes instead of seconds). The pending expiry is replaced by
+    _Withdrawn, raised at the next bytecode and caught here."""
+    assert render.ident == threading.get_ident(), "an expiry is withdrawn on its render's thread"
+    try:
+        ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(render.ident), ctypes.py_object(_Withdrawn))
+        for _ in range(1 << 30):  # raised at the first backward jump: the eval loop is signalled
+            pass
+    except _Withdrawn:
+        return
+    raise AssertionError("the withdrawn expiry was never raised")
 
 
 @contextlib.contextmanager

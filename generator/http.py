@@ -13,6 +13,13 @@ is always an EngineError naming the engine, the URL and the fault; an HTTP 4xx o
 request (400, 422, 500, ...; not 401, 404, 429, 503, ...) is `Refused`, the engine's answer that
 it will not render this request (`failure`, the one status mapping every engine uses).
 
+Every request goes through one method, `Transport.exchange` (what httpx calls a transport's
+handle_request): a subclass that overrides it changes how all of them are answered and keeps
+everything above it (status mapping, JSON checks, retries, redaction). `HandlerTransport` is the
+one tests use (httpx's MockTransport): a function answers each exchange in this process, so a
+test of an engine's request and reply shapes opens no socket and starts no thread. A test about
+the socket itself (a slow byte, a cut reply, a reset) keeps a real server.
+
 Connections are kept alive and shared by the threads replay runs requests from, at most
 MAX_IDLE idle per server, so a run does not pay a connection per request. HTTP_PROXY,
 HTTPS_PROXY and NO_PROXY are honoured as curl and httpx do (http through the proxy in
@@ -23,6 +30,7 @@ manages listen on 127.0.0.1 and no proxy can reach them.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import http.client
 import io
 import json
@@ -62,8 +70,9 @@ class Transport:
         return cls(cap=request, until=None if run is None else time.monotonic() + run)
 
     def with_timeout(self, timeout: float) -> Transport:
-        """The same bounds, with another per-request timeout (a health probe, a model listing)."""
-        return Transport(timeout, self.cap, self.until)
+        """The same bounds (and the same kind of transport), with another per-request timeout
+        (a health probe, a model listing)."""
+        return dataclasses.replace(self, timeout=timeout)
 
     def budget(self) -> float:
         """Seconds the next request may take."""
@@ -76,6 +85,8 @@ class Transport:
 
     def exchange(self, method: str, url: str, body: Any = None, *, where: str,
                  headers: dict[str, str] | None = None) -> tuple[int, dict[str, str], bytes]:
+        """One exchange: (status, the reply's headers lower-cased, body). Every request made
+        through a Transport comes here; override it to answer them another way."""
         return _exchange(method, url, body, where=where, budget=self.budget(), headers=headers)
 
     def post_json(self, url: str, body: dict[str, Any], *, where: str) -> dict[str, Any]:
@@ -91,6 +102,53 @@ class Transport:
 
 
 DEFAULT = Transport()
+
+
+@dataclass(frozen=True)
+class Exchange:
+    """A request as a HandlerTransport's handler sees it: `body` is the JSON value sent (None
+    for none), `headers` what the caller added (auth), `path` the URL's path and query."""
+
+    method: str
+    url: str
+    path: str
+    body: Any
+    headers: dict[str, str]
+
+
+Reply = tuple  # (status, body) or (status, body, headers); body: bytes, or a JSON value to encode
+
+
+@dataclass(frozen=True)
+class HandlerTransport(Transport):
+    """A Transport whose exchanges `handler` answers in this process (httpx's MockTransport):
+    handler(Exchange) -> (status, body[, headers]). The request body goes through the same JSON
+    encoding as on the wire and the reply through the same size bound, so what an engine does
+    with a reply is what it does over a socket. A handler that raises TimeoutError is a timeout,
+    ConnectionError a failed connection, as a socket would report them."""
+
+    handler: Callable[[Exchange], Reply] | None = None
+
+    def exchange(self, method: str, url: str, body: Any = None, *, where: str,
+                 headers: dict[str, str] | None = None) -> tuple[int, dict[str, str], bytes]:
+        assert self.handler is not None, "HandlerTransport needs a handler"
+        parts = urllib.parse.urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise EngineError(f"{where}: {url!r} is not an http(s) URL")
+        sent = None if body is None else json.loads(json.dumps(body, ensure_ascii=False))  # as encoded
+        path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+        try:
+            reply = self.handler(Exchange(method, url, path, sent, dict(headers or {})))
+        except TimeoutError:
+            raise Unreachable(f"{where}: timed out: no complete reply within {max(self.budget(), 0):g}s") from None
+        except ConnectionError as error:
+            raise Unreachable(f"{where}: connection failed ({error.strerror or error or type(error).__name__})") from None
+        status, raw, replied = (*reply, {}) if len(reply) == 2 else reply
+        if not isinstance(raw, bytes):
+            raw = json.dumps(raw, ensure_ascii=False).encode("utf-8")
+        if len(raw) > MAX_REPLY:
+            raise EngineError(f"{where}: reply larger than {MAX_REPLY // 2**20} MB")
+        return status, {str(k).lower(): str(v) for k, v in replied.items()}, raw
 
 
 _idle: dict[tuple, list[http.client.HTTPConnection]] = {}  # route -> idle connections

@@ -66,6 +66,17 @@ def goldens_root() -> Path:
     return GOLDENS
 
 
+# The engines that render in this process (the reference stack of this venv, minijinja,
+# mistral-common): the fast tier keeps their tests. Every other engine needs a managed server, a
+# worker in its own venv or Node, so a test that drives one carries `integration`.
+IN_PROCESS_ENGINES = frozenset({"transformers", "minijinja", "mistral-common"})
+
+
+def engine_marks(engine: str) -> list:
+    """`integration` for an engine that is not rendered in this process (IN_PROCESS_ENGINES)."""
+    return [] if engine in IN_PROCESS_ENGINES else [pytest.mark.integration]
+
+
 def one_line_error(result) -> str:
     """A click result that failed the way bad input must: exit 2, one `goldens: error:` line on
     stderr, no traceback."""

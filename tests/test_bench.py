@@ -36,6 +36,7 @@ SMOKE = {
 }
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("script", sorted(SMOKE))
 def test_bench_script_runs_at_small_size(script):
     args, needles = SMOKE[script]

@@ -15,8 +15,11 @@ import time
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
+from conftest import one_line_error
 
 from generator import budget
+from generator.cli import main
 from generator.goldens import golden_file
 from faults import wait_for
 
@@ -150,10 +153,9 @@ def test_a_render_that_ends_in_time_leaves_nothing_behind(monkeypatch):
 
 @pytest.mark.parametrize("value", ["nan", "inf", "1e308", "-1", "0", "soon"])
 def test_a_bad_render_deadline_is_one_line_not_a_template_error(value):
-    done = _goldens("models", cwd=ROOT, env={"GOLDENS_RENDER_DEADLINE": value}, timeout=60)
-    assert done.returncode == 2, done.stderr
-    lines = done.stderr.splitlines()
-    assert len(lines) == 1 and lines[0].startswith("goldens: error: GOLDENS_RENDER_DEADLINE="), lines
+    result = CliRunner(env={"GOLDENS_RENDER_DEADLINE": value}).invoke(
+        main, ["models", "--config", str(ROOT / "models.yaml")])  # in this process: no interpreter start per value
+    assert one_line_error(result).startswith("goldens: error: GOLDENS_RENDER_DEADLINE="), result.stderr
 
 
 def test_a_huge_prompt_is_recorded_before_anything_tokenizes_it(tmp_path):
@@ -164,3 +166,34 @@ def test_a_huge_prompt_is_recorded_before_anything_tokenizes_it(tmp_path):
     golden = golden_file.read(folder / "goldens" / "m" / "tools.json")
     assert golden.outcome == "error" and "PromptTooLarge" in golden.error, golden.error
     assert (folder / "goldens" / "m" / "tools.json").stat().st_size < 1 << 20
+
+
+
+AFTER_AN_EXPIRY = """
+import sys, threading
+from generator import budget
+def spin():
+    try:
+        with budget.deadline():
+            while True:
+                pass
+    except budget.RenderDeadline:
+        print("expired")
+worker = threading.Thread(target=spin)
+worker.start()
+worker.join()
+def call():
+    return 1
+sys.settrace(lambda frame, event, arg: None)
+print(sum(call() for _ in range(10000)))
+"""
+
+
+def test_an_expired_render_leaves_a_traced_render_able_to_run():
+    """A withdrawn expiry must not leave CPython's eval loop signalled: withdrawn with
+    PyThreadState_SetAsyncExc(id, NULL), the signal stayed set, and the next traced function
+    call (goldens coverage's renders) never returned. In a process of its own, so a regression
+    is a failure, not a hung suite."""
+    done = subprocess.run([sys.executable, "-c", AFTER_AN_EXPIRY], capture_output=True, text=True, cwd=ROOT,
+                          env={**os.environ, "GOLDENS_RENDER_DEADLINE": "0.2", "PYTHONPATH": str(ROOT)}, timeout=60)
+    assert (done.returncode, done.stdout) == (0, "expired\n10000\n"), done.stderr[-2000:]

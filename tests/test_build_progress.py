@@ -62,6 +62,7 @@ add_executable(probe {sources})
 """
 
 
+@pytest.mark.integration
 def test_a_build_in_ci_mode_prints_progress_from_the_log_path_to_the_end(tmp_path):
     source = tmp_path / "src"
     source.mkdir()
@@ -95,6 +96,7 @@ def test_a_build_in_ci_mode_prints_progress_from_the_log_path_to_the_end(tmp_pat
     assert (tmp_path / "build" / "probe").exists()
 
 
+@pytest.mark.integration
 def test_a_failed_build_names_its_log_in_one_error(tmp_path):
     source = tmp_path / "src"
     source.mkdir()
@@ -115,6 +117,7 @@ STEP_LINE = re.compile(rf"^building llama-server b{REAL_BUILD}: compile step (\d
                        r"(?:\d+m\d\ds|\d+s)$")
 
 
+@pytest.mark.integration
 def test_a_real_llama_cpp_release_build_in_ci_mode_prints_progress_and_runs_on_every_core(tmp_path):
     """The whole of build_llama_server on a real release (download, unpack, configure, compile,
     version check) in a subprocess with CI=true and stderr a pipe."""
@@ -156,6 +159,7 @@ def _running_under(path: Path) -> list[str]:
     return [argv for _, state, _, argv in processes() if state != "Z" and str(path) in argv]
 
 
+@pytest.mark.integration
 def test_the_background_build_of_a_first_check_ends_with_its_pool(tmp_path, monkeypatch):
     """issue 22: a first `goldens check` starts the pinned llama.cpp build in a process group of
     its own before its first case (EnginePool.prepare), so the cases that need no server run

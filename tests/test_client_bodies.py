@@ -58,7 +58,8 @@ def test_openai_format_keeps_text_parts_and_passes_null_as_an_empty_list():
 
 
 REPLAYS = [pytest.param(case_id, engine, id=f"{case_id}@{engine}",
-                        marks=[pytest.mark.server("vllm", case_id.split("/")[0])] if engine == "vllm" else [])
+                        marks=[pytest.mark.integration]
+                        + ([pytest.mark.server("vllm", case_id.split("/")[0])] if engine == "vllm" else []))
            for case_id in CLIENT_CASES + [c + "--thinking-off" for c in CLIENT_CASES if c.startswith("qwen3")]
            for engine in ("llama-server", "vllm")
            if engine in CONFIG.models[case_id.split("/")[0]].engines]

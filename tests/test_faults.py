@@ -159,3 +159,30 @@ def test_a_4xx_or_5xx_about_the_request_is_a_refusal_and_one_about_the_server_is
         assert type(error) is EngineError, status
         assert str(error) == f"engine: HTTP {status}: said"
     assert http.failure(200, "engine", "") is None
+
+
+def test_a_handler_transport_answers_in_process_with_the_wire_s_rules():
+    """http.HandlerTransport (httpx's MockTransport): the handler sees the request as encoded,
+    its reply goes through the same checks as a socket's, and a timeout or a refused connection
+    it raises is the same one-line EngineError."""
+    seen = []
+
+    def handler(exchange: http.Exchange):
+        seen.append(exchange)
+        if exchange.path == "/slow":
+            raise TimeoutError
+        if exchange.path == "/down":
+            raise ConnectionRefusedError(111, "Connection refused")
+        return 200, {"tokens": [1, 2]}, {"X-Served": "here"}
+
+    transport = http.HandlerTransport(handler=handler).with_timeout(2)
+    assert isinstance(transport, http.HandlerTransport) and transport.timeout == 2
+    assert transport.post_json("http://e.invalid/tokenize?x=1", {"a": ("b",)}, where="e") == {"tokens": [1, 2]}
+    assert (seen[0].method, seen[0].path, seen[0].body) == ("POST", "/tokenize?x=1", {"a": ["b"]})
+    assert transport.exchange("GET", "http://e.invalid/", where="e")[1] == {"x-served": "here"}
+    with pytest.raises(Unreachable, match=r"^e: timed out: no complete reply within 2s$"):
+        transport.get_json("http://e.invalid/slow", where="e")
+    with pytest.raises(Unreachable, match=r"^e: connection failed \(Connection refused\)$"):
+        transport.get_json("http://e.invalid/down", where="e")
+    with pytest.raises(EngineError, match="is not an http"):
+        transport.get_json("ftp://e.invalid/", where="e")

@@ -17,6 +17,8 @@ from conftest import CONFIG, GOLDENS, ROOT, server_of
 from generator.config import engine_registry
 from generator.replay import check, junit, markdown_report, terminal
 
+pytestmark = pytest.mark.integration  # managed llama-server and vLLM, whole gates
+
 def _kinds(model) -> list[str]:
     """The kinds of the model's managed servers (the registry's)."""
     return sorted({info.server.kind for info in map(engine_registry.lookup, model.engines)

@@ -134,7 +134,8 @@ BAD_INPUT = {
 }
 
 
-@pytest.mark.parametrize("case", sorted(BAD_INPUT))
+@pytest.mark.parametrize("case", [pytest.param(case, marks=[pytest.mark.integration] if case == "unpublished" else [])
+                                  for case in sorted(BAD_INPUT)])  # "never published" is the package index's word
 def test_bad_history_input_is_one_line_exit_2(case):
     args, needles = BAD_INPUT[case]
     line = one_line_error(run(*args))

@@ -22,6 +22,8 @@ from generator.servers.process import ManagedServer
 from generator.servers.tiny_gguf import tiny_gguf
 from generator.sources import pack, vectors
 
+pytestmark = pytest.mark.integration  # llama-server builds and starts, ManagedServer starts
+
 QUESTION = [
     {"role": "system", "content": "You are terse."},
     {"role": "user", "content": "What is 2 + 2?"},

@@ -233,6 +233,7 @@ def test_an_image_seq_length_that_does_not_tile_the_image_is_an_error():
         tiny_mmproj("gemma3", _processor(200), 64)
 
 
+@pytest.mark.integration
 def test_llama_server_with_a_changed_projector_drifts_at_the_first_image_token(fewer_tokens_server):
     """The same server build and text model, a projector made for 64 tokens: the replay moves
     from its reviewed ledger entry at token 4 + 1, the first image position."""
@@ -248,6 +249,7 @@ def test_llama_server_with_a_changed_projector_drifts_at_the_first_image_token(f
     assert "'<image_soft_token>' repeated 256 times in ledger, 64 in llama-server" in outcome.detail
 
 
+@pytest.mark.integration
 def test_a_framing_the_server_does_not_use_is_an_error_not_a_guess(fewer_tokens_server):
     from generator.engines import EngineError
     from generator.engines.llama_server import LlamaServerEngine
@@ -301,6 +303,7 @@ def test_build_once_builds_a_cached_file_once_and_leaves_nothing_on_failure(tmp_
     assert sorted(p.name for p in other.parent.iterdir()) == [".other.bin.lock", ".thing.bin.lock", "thing.bin"]
 
 
+@pytest.mark.integration
 def test_goldens_check_against_a_server_with_a_changed_projector(fewer_tokens_server, tmp_path):
     """The gate as a user runs it, --url at a llama-server whose projector gives 64 positions:
     exit 1, both image goldens drift at their first image token, everything else still holds."""

@@ -1,7 +1,8 @@
 """The ollama engine against a stand-in Ollama on 127.0.0.1 (Ollama cannot be installed here).
 
 The stand-in speaks Ollama's /api/chat and /api/tags shapes (api/types.go: ChatRequest, Message,
-ChatResponse with prompt_eval_count; errors as {"error": ...}) over a real socket. It reads the
+ChatResponse with prompt_eval_count; errors as {"error": ...}): to the engine in this process
+through a HandlerTransport (generator/http.py), and over a real socket to `goldens check --url`. It reads the
 request the way Ollama's Go decoder does (a tool function keeps only name, description and
 parameters: get_json_schema's `return` key is dropped) and counts the prompt with the reference
 tokenizer and template, so its counts are real token counts of what it was sent. Also here:
@@ -21,7 +22,7 @@ import pytest
 from click.testing import CliRunner
 from conftest import CONFIG, GOLDENS, ROOT, source_of
 
-from generator import reference
+from generator import http, reference
 from generator.cli import main
 from generator.engines import EngineError, PromptCount, Refused
 from generator.engines.ollama import OllamaEngine
@@ -58,9 +59,11 @@ def to_reference(body: dict) -> dict:
 
 class StandIn:
     """The stand-in Ollama. `reply` overrides the answer: a (status, bytes, headers) tuple, or a
-    function of the request body (None for a GET) returning one, or None to answer normally."""
+    function of the request body (None for a GET) returning one, or None to answer normally.
+    An engine given `transport` reaches it with no socket; with `listen`, it also serves `url`
+    on 127.0.0.1 (for `goldens check --url`, which makes its own transport)."""
 
-    def __init__(self):
+    def __init__(self, listen: bool = True):
         source = source_of("qwen3")
         self.tokenizer = reference.load_tokenizer(source.tokenizer_dir)
         self.template = source.template
@@ -70,13 +73,34 @@ class StandIn:
         self.auth: list[str | None] = []
         self.in_flight = self.most_in_flight = 0
         self.lock = threading.Lock()
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.transport = http.HandlerTransport(handler=self.handle)
+        self.server = None
+        self.url = "http://ollama.invalid:11434"  # what the engine names; nothing listens there
+        if listen:
+            self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+            self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+            threading.Thread(target=self.server.serve_forever, args=(0.05,), daemon=True).start()  # shutdown within 0.05 s
 
     def stop(self):
-        self.server.shutdown()
-        self.server.server_close()
+        if self.server is not None:
+            self.server.shutdown()
+            self.server.server_close()
+
+    def handle(self, exchange: http.Exchange) -> tuple[int, bytes, dict]:
+        """One request, from the socket or a HandlerTransport: recorded, then answered."""
+        body = exchange.body
+        with self.lock:
+            self.in_flight += 1
+            self.most_in_flight = max(self.most_in_flight, self.in_flight)
+            if body is not None:
+                self.auth.append(next((v for k, v in exchange.headers.items() if k.lower() == "authorization"), None))
+                self.bodies.append(body)
+        try:
+            time.sleep(self.delay)
+            return self.answer(exchange.method, exchange.path, body)
+        finally:
+            with self.lock:
+                self.in_flight -= 1
 
     def count(self, body: dict) -> int:
         rendered = reference.render(self.tokenizer, self.template, to_reference(body), CONFIG.date)
@@ -108,18 +132,8 @@ class StandIn:
             def _serve(self, method):
                 length = int(self.headers.get("Content-Length", 0))
                 body = json.loads(self.rfile.read(length)) if length else None
-                with stand_in.lock:
-                    stand_in.in_flight += 1
-                    stand_in.most_in_flight = max(stand_in.most_in_flight, stand_in.in_flight)
-                    if body is not None:
-                        stand_in.auth.append(self.headers.get("Authorization"))
-                        stand_in.bodies.append(body)
-                try:
-                    time.sleep(stand_in.delay)
-                    status, data, headers = stand_in.answer(method, self.path, body)
-                finally:
-                    with stand_in.lock:
-                        stand_in.in_flight -= 1
+                status, data, headers = stand_in.handle(http.Exchange(
+                    method, stand_in.url + self.path, self.path, body, dict(self.headers.items())))
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json; charset=utf-8")
                 for name, value in headers.items():
@@ -142,9 +156,20 @@ class StandIn:
 
 @pytest.fixture
 def ollama():
+    """The stand-in on a socket: for `goldens check --url`."""
     stand_in = StandIn()
     yield stand_in
     stand_in.stop()
+
+
+@pytest.fixture
+def here():
+    """The stand-in in this process: the engine's requests reach it through its transport."""
+    return StandIn(listen=False)
+
+
+def engine_on(stand_in: StandIn, connection: Connection | None = None) -> OllamaEngine:
+    return OllamaEngine(stand_in.url, SERVED, connection, transport=stand_in.transport)
 
 
 def golden(case: str) -> golden_file.Golden:
@@ -164,12 +189,12 @@ def check(url: str, tmp_path: Path, *args, env=None):
 # ------------------------------------------------------------------------------- the engine
 
 
-def test_the_request_is_ollamas_shape(ollama):
+def test_the_request_is_ollamas_shape(here):
     item = golden("qwen3/tool-result-json-args--thinking-off")
-    engine = OllamaEngine(ollama.url, SERVED)
+    engine = engine_on(here)
     count = engine.ids(item.request)
     assert isinstance(count, PromptCount) and count.field == "prompt_eval_count"
-    body = ollama.bodies[-1]
+    body = here.bodies[-1]
     assert body["stream"] is False and body["truncate"] is False and body["think"] is False
     assert body["options"] == {"num_predict": 1, "temperature": 0}
     call = body["messages"][2]["tool_calls"][0]
@@ -179,8 +204,8 @@ def test_the_request_is_ollamas_shape(ollama):
     assert "chat_template_kwargs" not in body
 
 
-def test_counts_are_judged_as_counts_and_say_so(ollama):
-    engine = OllamaEngine(ollama.url, SERVED)
+def test_counts_are_judged_as_counts_and_say_so(here):
+    engine = engine_on(here)
     plain = judge(engine, golden("qwen3/plain"), GOLDENS)
     assert (plain.status, plain.level) == ("count", "count") and plain.ok
     assert "the golden's length" in plain.detail and "not returned" in plain.detail
@@ -189,8 +214,8 @@ def test_counts_are_judged_as_counts_and_say_so(ollama):
     assert tools.detail == "count only: prompt_eval_count 168, 9 tokens shorter than the golden's 177"
 
 
-def test_reading_a_count_as_ids_is_an_engine_error(ollama):
-    count = OllamaEngine(ollama.url, SERVED).ids(golden("qwen3/plain").request)
+def test_reading_a_count_as_ids_is_an_engine_error(here):
+    count = engine_on(here).ids(golden("qwen3/plain").request)
     with pytest.raises(EngineError, match=r"returns only a prompt token count \(prompt_eval_count 25\), not token ids"):
         list(count)
 
@@ -201,11 +226,11 @@ def test_reading_a_count_as_ids_is_an_engine_error(ollama):
     ({"messages": [{"role": "user", "content": [{"type": "video"}]}]}, "'video' content part"),
     ({"add_generation_prompt": False}, "always adds the generation prompt"),
 ])
-def test_what_ollama_cannot_express_is_refused_not_dropped(ollama, change, message):
+def test_what_ollama_cannot_express_is_refused_not_dropped(here, change, message):
     request = {**golden("qwen3/plain").request, **change}
     with pytest.raises(Refused, match=message):
-        OllamaEngine(ollama.url, SERVED).ids(request)
-    assert ollama.bodies == []
+        engine_on(here).ids(request)
+    assert here.bodies == []
 
 
 @pytest.mark.parametrize("status, body, message", [
@@ -221,38 +246,38 @@ def test_what_ollama_cannot_express_is_refused_not_dropped(ollama, change, messa
     (503, b'{"error": "server busy, please try again"}', "HTTP 503"),
     (200, b"[" * 100_000 + b"]" * 100_000, "reply: nested deeper than 100 levels"),
 ])
-def test_malformed_replies_are_one_line_engine_errors(ollama, status, body, message):
-    ollama.reply = (status, body, {})
+def test_malformed_replies_are_one_line_engine_errors(here, status, body, message):
+    here.reply = (status, body, {})
     with pytest.raises(EngineError) as error:
-        OllamaEngine(ollama.url, SERVED).ids(golden("qwen3/plain").request)
+        engine_on(here).ids(golden("qwen3/plain").request)
     assert not isinstance(error.value, Refused)
     text = str(error.value)
-    assert text.startswith(f"ollama at {ollama.url}/api/chat: ") and message in text and "\n" not in text
+    assert text.startswith(f"ollama at {here.url}/api/chat: ") and message in text and "\n" not in text
 
 
-def test_requests_in_flight_are_bounded(ollama):
+def test_requests_in_flight_are_bounded(here):
     """--jobs bounds the engine itself: eight replay threads, two requests at a time."""
-    ollama.delay = 0.05
+    here.delay = 0.05
     items = [golden(f"qwen3/{stem}") for stem in ("plain", "no-system", "cjk-emoji", "whitespace") * 3]
-    engine = OllamaEngine(ollama.url, SERVED, Connection(jobs=2))
+    engine = engine_on(here, Connection(jobs=2))
     outcomes = replay(engine, items, GOLDENS, jobs=8)
     assert [o.status for o in outcomes] == ["count"] * len(items)
-    assert ollama.most_in_flight == 2
+    assert here.most_in_flight == 2
 
 
-def test_rate_limits_are_retried_after_the_servers_wait(ollama):
+def test_rate_limits_are_retried_after_the_servers_wait(here):
     limited = [(429, b'{"error": "slow down"}', {"Retry-After": "0"})] * 2
-    ollama.reply = lambda body: limited.pop() if limited else None
-    count = OllamaEngine(ollama.url, SERVED).ids(golden("qwen3/plain").request)
-    assert count.tokens == 25 and len(ollama.auth) == 3
+    here.reply = lambda body: limited.pop() if limited else None
+    count = engine_on(here).ids(golden("qwen3/plain").request)
+    assert count.tokens == 25 and len(here.auth) == 3
 
 
-def test_a_long_retry_after_is_an_error_not_a_stall(ollama):
-    ollama.reply = (429, b'{"error": "rate limited"}', {"Retry-After": "3600"})
+def test_a_long_retry_after_is_an_error_not_a_stall(here):
+    here.reply = (429, b'{"error": "rate limited"}', {"Retry-After": "3600"})
     started = time.monotonic()
     with pytest.raises(EngineError, match="HTTP 429: .*rate limited"):
-        OllamaEngine(ollama.url, SERVED).ids(golden("qwen3/plain").request)
-    assert time.monotonic() - started < 5 and len(ollama.auth) == 1
+        engine_on(here).ids(golden("qwen3/plain").request)
+    assert time.monotonic() - started < 5 and len(here.auth) == 1
 
 
 # --------------------------------------------------------------------------- goldens check

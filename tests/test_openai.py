@@ -67,6 +67,7 @@ def check(url: str, tmp_path: Path, *args, env=None, root: Path = GOLDENS):
 # ------------------------------------------------------------------------------ llama-server
 
 
+@pytest.mark.integration
 def test_llama_server_gives_a_count(llama):
     engine = OpenAIEngine(llama.url, "any", Connection(api_key=KEY))
     count = engine.ids(golden("qwen3/plain").request)
@@ -74,6 +75,7 @@ def test_llama_server_gives_a_count(llama):
     assert engine.flags  # llama-server ignores the id flags rather than rejecting them
 
 
+@pytest.mark.integration
 def test_llama_server_through_check_is_count_level_everywhere(llama, tmp_path):
     result = check(llama.url, tmp_path, "--model", "qwen3", "--api-key-env", "GOLDENS_TEST_KEY", env=ENV)
     assert result.exit_code == 1, (result.stdout, result.stderr)
@@ -104,6 +106,7 @@ def test_llama_server_through_check_is_count_level_everywhere(llama, tmp_path):
         assert KEY not in text
 
 
+@pytest.mark.integration
 def test_llama_server_without_the_key_is_one_line_exit_2(llama, tmp_path):
     result = check(llama.url, tmp_path, "--model", "qwen3")
     assert result.exit_code == 2, (result.stdout, result.stderr)
@@ -114,6 +117,7 @@ def test_llama_server_without_the_key_is_one_line_exit_2(llama, tmp_path):
     assert "36 error" in (tmp_path / "out.md").read_text()
 
 
+@pytest.mark.integration
 def test_llama_server_with_the_key_in_another_header(llama, tmp_path):
     """--header for auth that is not a Bearer token (llama-server also reads X-Api-Key)."""
     result = check(llama.url, tmp_path, "--served-model", "qwen3=tiny", "--header", f"X-Api-Key: {KEY}")
@@ -123,6 +127,7 @@ def test_llama_server_with_the_key_in_another_header(llama, tmp_path):
         assert KEY not in text
 
 
+@pytest.mark.integration
 def test_a_count_cannot_be_recorded_as_a_ledger_entry(llama, tmp_path):
     engine = OpenAIEngine(llama.url, "any", Connection(api_key=KEY))
     with pytest.raises(GoldensError, match=r"^qwen3/tools: openai reports only a prompt token count; "
@@ -190,11 +195,10 @@ def openai_reply(body: dict, **extra) -> tuple[int, bytes, dict]:
 
 @pytest.fixture
 def stand_in():
+    """test_ollama's stand-in, in this process: the engine reaches it through its transport."""
     from test_ollama import StandIn
 
-    server = StandIn()
-    yield server
-    server.stop()
+    return StandIn(listen=False)
 
 
 def test_a_server_that_rejects_unknown_fields_gets_plain_requests(stand_in):
@@ -208,7 +212,7 @@ def test_a_server_that_rejects_unknown_fields_gets_plain_requests(stand_in):
         return openai_reply(body)
 
     stand_in.reply = strict
-    engine = OpenAIEngine(stand_in.url + "/v1", "gpt-x", Connection(api_key=KEY))
+    engine = OpenAIEngine(stand_in.url + "/v1", "gpt-x", Connection(api_key=KEY), stand_in.transport)
     first = engine.ids(golden("qwen3/plain").request)
     second = engine.ids(golden("qwen3/plain").request)
     assert isinstance(first, PromptCount) and first.tokens == second.tokens == 25
@@ -224,7 +228,7 @@ def test_sglang_returns_the_ids_in_its_choice(stand_in):
     stand_in.reply = lambda body: openai_reply(body, choices=[{
         "index": 0, "message": {"role": "assistant", "content": "4"}, "finish_reason": "length",
         "prompt_token_ids": item.ids}]) if body.get("return_prompt_token_ids") else None
-    ids = OpenAIEngine(stand_in.url, "qwen").ids(item.request)
+    ids = OpenAIEngine(stand_in.url, "qwen", transport=stand_in.transport).ids(item.request)
     assert isinstance(ids, Ids) and ids == item.ids
 
 
@@ -238,6 +242,6 @@ def test_sglang_returns_the_ids_in_its_choice(stand_in):
 def test_malformed_openai_replies_are_one_line_engine_errors(stand_in, extra, message):
     stand_in.reply = lambda body: openai_reply(body, **extra)
     with pytest.raises(EngineError) as error:
-        OpenAIEngine(stand_in.url, "m").ids(golden("qwen3/plain").request)
+        OpenAIEngine(stand_in.url, "m", transport=stand_in.transport).ids(golden("qwen3/plain").request)
     assert str(error.value).startswith(f"openai at {stand_in.url}/v1/chat/completions")
     assert message in str(error.value) and "\n" not in str(error.value)

@@ -90,6 +90,7 @@ def _probe_in_find_links(configured: Path, tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setenv("GOLDENS_CACHE", str(tmp_path / "cache"))
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("installer", ["uv", "pip"])
 def test_a_venv_installs_from_the_find_links_pip_conf_names(configured, tmp_path, monkeypatch, installer):
     """The wheel is only in the find-links directory, the index is an empty local one: the venv
@@ -140,6 +141,7 @@ class _Index:
         self.server.server_close()
 
 
+@pytest.mark.integration
 def test_a_warm_uv_cache_makes_a_venv_without_asking_the_index(configured, tmp_path, monkeypatch):
     """The second venv of the same pins is made from uv's cache alone: the index (a real one on
     a socket) is not asked again. A pin the cache lacks still goes to the index."""
@@ -171,6 +173,7 @@ def test_a_warm_uv_cache_makes_a_venv_without_asking_the_index(configured, tmp_p
         index.close()
 
 
+@pytest.mark.integration
 def test_the_next_venv_compiles_what_the_last_check_imported_beside_its_own_check(configured, tmp_path,
                                                                                    monkeypatch):
     """The modules a check imported are recorded; the next venv for the same check compiles them
@@ -197,6 +200,7 @@ def test_the_next_venv_compiles_what_the_last_check_imported_beside_its_own_chec
     assert "goldens_probe.py" not in listing.read_text().splitlines()  # what this check imported
 
 
+@pytest.mark.integration
 def test_the_next_venv_imports_the_bytecode_an_earlier_venv_compiled_for_the_same_source(configured, tmp_path,
                                                                                           monkeypatch):
     """A check's bytecode is kept under the sha256 of each module's source, and the next venv is
@@ -224,6 +228,7 @@ def test_the_next_venv_imports_the_bytecode_an_earlier_venv_compiled_for_the_sam
     assert "goldens_probe.py" in next((tmp_path / "cache" / "venv-imports").iterdir()).read_text()
 
 
+@pytest.mark.integration
 def test_a_venv_whose_check_fails_is_not_trusted(configured, tmp_path, monkeypatch):
     _probe_in_find_links(configured, tmp_path, monkeypatch)
     plan = lambda: [("install goldens_probe", venv.INSTALL, ["goldens_probe==1.0"])]  # noqa: E731
@@ -232,7 +237,8 @@ def test_a_venv_whose_check_fails_is_not_trusted(configured, tmp_path, monkeypat
     assert not (tmp_path / "cache" / "probe").exists()
 
 
-def test_a_download_reports_progress_on_stderr_and_checks_its_sha256(tmp_path, capfd):
+def test_a_download_reports_progress_on_stderr_and_checks_its_sha256(tmp_path, capfd, monkeypatch):
+    monkeypatch.delenv("GOLDENS_LIGHT", raising=False)  # a file: URL in tmp_path, nothing heavy: the fast tier keeps it
     blob = b"x" * (3 << 20)
     (tmp_path / "a-1.0.tar.gz").write_bytes(blob)
     url = (tmp_path / "a-1.0.tar.gz").as_uri()
@@ -252,6 +258,7 @@ def test_the_index_and_a_redirected_download_go_through_goldens_http(configured,
     """The registry reads an index and downloads a file through generator/http.py (proxy settings,
     one deadline): a listing over a real socket, and a file behind a redirect, streamed and
     checked. A missing project is one line naming the index."""
+    monkeypatch.delenv("GOLDENS_LIGHT", raising=False)  # an index this test serves on 127.0.0.1: nothing heavy
     import json
 
     blob = b"y" * (2 << 20)

@@ -121,6 +121,7 @@ def goldens(python: Path, *args, cwd: Path | None = None) -> subprocess.Complete
                           text=True, env=env, cwd=cwd, timeout=300, check=False)
 
 
+@pytest.mark.integration
 def test_engines_lists_the_plugin_with_its_package(venv):
     result = goldens(venv, "engines")
     assert result.returncode == 0, result.stderr
@@ -134,6 +135,7 @@ def test_engines_lists_the_plugin_with_its_package(venv):
     assert "not usable" not in by_name["broken"]  # its import fails only when it is used
 
 
+@pytest.mark.integration
 def test_the_plugin_is_replayed_like_any_engine(venv, tmp_path):
     result = goldens(venv, "check", "--config", ROOT / "models.yaml", "--goldens", GOLDENS,
                      "--engine", "in-house", "--model", "qwen3", "--junit", tmp_path / "out.xml",
@@ -147,6 +149,7 @@ def test_the_plugin_is_replayed_like_any_engine(venv, tmp_path):
     assert 'name="goldens.in-house"' in (tmp_path / "out.xml").read_text()
 
 
+@pytest.mark.integration
 def test_models_yaml_may_list_a_plugin_engine(venv, tmp_path):
     (tmp_path / "models.yaml").write_text(
         "models:\n  qwen3:\n    tokenizer: {pack: \"npm:qwen3\"}\n"
@@ -163,6 +166,7 @@ def test_models_yaml_may_list_a_plugin_engine(venv, tmp_path):
         "llama-server, client-completion, vllm, minijinja, mistral-common, transformers-js, harmony, openai, ollama)")]
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("engine, message", [
     ("broken", ("goldens: error: engine 'broken' (my_engines.missing:Nope from my-engines 0.1.0): cannot load: "
                "ModuleNotFoundError: No module named 'my_engines.missing'")),

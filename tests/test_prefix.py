@@ -272,6 +272,7 @@ def test_prefix_command_takes_one_recorded_conversation_from_stdin():
     assert "UNDECLARED break at token 25" in undeclared.output
 
 
+@pytest.mark.integration
 def test_prefix_command_on_a_running_llama_server(qwen3_llama_server):
     result = invoke("--model", "qwen3", "--engine", "llama-server", "--url", qwen3_llama_server.url, "--cache-busters")
     assert result.exit_code == 0, result.output

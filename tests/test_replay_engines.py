@@ -12,7 +12,7 @@ test_replay_transformers.py has its smoke test.
 from __future__ import annotations
 
 import pytest
-from conftest import CONFIG, GOLDENS, engine_of, golden_of
+from conftest import CONFIG, GOLDENS, engine_marks, engine_of, golden_of
 
 from generator.config import engine_registry
 from generator.config.cases import matrix, replays
@@ -27,7 +27,8 @@ def _memory_bound(engine: str):
 
 REPLAYED = [
     pytest.param(case, engine, id=f"{case.id}@{engine}",
-                 marks=[pytest.mark.server(server.kind, case.model)] if (server := _memory_bound(engine)) else [])
+                 marks=engine_marks(engine)
+                 + ([pytest.mark.server(server.kind, case.model)] if (server := _memory_bound(engine)) else []))
     for case in matrix(CONFIG)
     for engine in CONFIG.models[case.model].engines
     if engine != "transformers" and replays(case, engine)  # transformers: test_replay_transformers.py
@@ -45,6 +46,7 @@ CONFIRMED = [c for c in matrix(CONFIG) if c.shape in ("plain", "tools-reduced", 
              and "llama-server" in CONFIG.models[c.model].engines and not c.variant]
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("case", CONFIRMED, ids=[c.id for c in CONFIRMED])
 def test_llama_server_stand_in_matches_its_chat_path(case, pool):
     """/apply-template + /tokenize stands in for the chat path; confirm it on every run:

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from click.testing import CliRunner
 
 from generator.cli import main
@@ -47,6 +49,7 @@ def run(*args):
     return CliRunner().invoke(main, [str(a) for a in args])
 
 
+@pytest.mark.integration
 def test_request_files_are_goldened_replayed_and_bisected(tmp_path):
     config = workspace(tmp_path)
     out = tmp_path / "goldens"

@@ -631,6 +631,7 @@ def test_a_yaml_nested_thousands_deep_is_one_line(tmp_path):
     one_line(invoke("models", "--config", config), "nested too deeply")
 
 
+@pytest.mark.integration
 def test_a_venv_marker_without_its_python_is_made_again(tmp_path, monkeypatch):
     from generator.servers import venv
 

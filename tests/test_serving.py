@@ -40,6 +40,7 @@ def write(path: Path, text: str) -> Path:
 
 # ------------------------------------------------------------------------ serving-path confirmation
 
+@pytest.mark.integration
 def test_llama_server_check_confirms_every_case_on_the_serving_path(tmp_path):
     """The committed qwen3 goldens through a managed llama-server: every case also sent to
     /v1/chat/completions and /completion; the stand-in agrees, so no finding and exit 0. With
@@ -76,6 +77,7 @@ Documents:
 {% endif %}"""
 
 
+@pytest.mark.integration
 def test_a_vllm_stand_in_that_disagrees_with_serving_is_its_own_finding(tmp_path):
     """vLLM's chat form of /tokenize drops `documents`; /v1/chat/completions renders them, as the
     reference does. The verdict is the serving path's (match); the stand-in's disagreement is a
@@ -143,6 +145,7 @@ WITH_TEMPLATE = """\
 {% endif %}"""
 
 
+@pytest.mark.integration
 def test_a_managed_server_that_cannot_start_loses_only_its_own_cases(tmp_path):
     """`{% with %}` compiles in Transformers but llama-server b11434's Jinja engine refuses it
     at load, so its server exits before becoming healthy: its cases are errors, the
@@ -179,6 +182,7 @@ def _alive(pid: int) -> bool:
     return any(found == pid and state != "Z" for found, state, _, _ in processes())
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("signum, code", [(signal.SIGTERM, 143), (signal.SIGINT, 130)], ids=["SIGTERM", "SIGINT"])
 def test_a_signal_stops_every_managed_server_and_removes_the_claims(signum, code, tmp_path):
     """A CI job cancelled mid-run (SIGTERM), or Ctrl-C: a managed llama-server is up (qwen3's

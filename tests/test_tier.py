@@ -4,28 +4,72 @@ is not marked `integration` fails there instead of slipping a build into the one
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 
 from generator import heavy
+from generator.engines import harmony, transformers_js
 from generator.errors import GoldensError
-from generator.servers import llama_cpp, process, venv
-from generator.sources import registry
+from generator.files import file_lock
+from generator.servers import llama_cpp, process, transformers_reference, transformers_venv, venv
+from generator.sources import pack, registry
 
 
-def test_a_light_run_refuses_every_kind_of_heavy_work(monkeypatch, tmp_path):
+@pytest.fixture
+def light(monkeypatch, tmp_path):
     monkeypatch.setenv("GOLDENS_LIGHT", "1")
     monkeypatch.setenv("GOLDENS_CACHE", str(tmp_path))  # nothing cached: each would do the work
     registry._listing.cache_clear()
+    return tmp_path
+
+
+def test_a_light_run_refuses_every_kind_of_heavy_work(light):
     attempts = {
         "a server start": lambda: process.ManagedServer(["true"], name="tiny").start(),
+        "background work": lambda: process.Background(["true"]).start(),
         "a build": lambda: llama_cpp.build_llama_server(11434),
-        "a venv install": lambda: venv._install(tmp_path / "v", [], "print(1)", "1"),
+        "a venv install": lambda: venv._install(light / "v", [], "print(1)", "1"),
+        "a venv made on first use": lambda: venv.ensure("v", lambda: [], "print(1)", "1"),
         "a package-index look-up": lambda: registry.versions("transformers"),
+        "a download": lambda: pack._download(transformers_js.JINJA, light / "d"),
+        "transformers-js' Node worker": lambda: transformers_js.NodeWorker(light, "", "2026-01-01"),
+        "harmony's worker": lambda: harmony.HarmonyWorker("2026-01-01"),
+        "a transformers@V worker": lambda: transformers_venv.TransformersWorker("5.20.2").start(),
+        "the reference stack's venv": transformers_reference.reference_python,
     }
     for what, attempt in attempts.items():
         with pytest.raises(GoldensError, match="refused in a light run"):
             attempt()
-        assert not (tmp_path / "v").exists(), what
+        assert not (light / "v").exists(), what
+        assert not (light / "d").exists(), what
+
+
+def test_a_worker_is_refused_even_with_its_venv_made(light, monkeypatch):
+    """A cached venv is no licence: the worker process itself is what the light run refuses."""
+    monkeypatch.setattr(transformers_venv, "transformers_python", lambda version: light / "python")
+    with pytest.raises(GoldensError, match="transformers@5.20.2 worker: refused in a light run"):
+        transformers_venv.TransformersWorker("5.20.2").start()
+    monkeypatch.setattr(harmony, "harmony_python", lambda: light / "python")
+    with pytest.raises(GoldensError, match="harmony's worker: refused in a light run"):
+        harmony.HarmonyWorker("2026-01-01")
+
+
+def test_a_light_run_refuses_a_build_at_once_while_another_process_builds_it(light):
+    """Another process's build holds the lock for minutes: a light run must not wait for it."""
+    refused = []
+
+    def attempt():
+        try:
+            llama_cpp.build_llama_server(11434)
+        except GoldensError as error:
+            refused.append(str(error))
+
+    with file_lock(light / "llama.cpp" / "b11434" / ".build.lock"):
+        thread = threading.Thread(target=attempt, daemon=True)
+        thread.start()
+        thread.join(timeout=10)
+    assert refused and "refused in a light run" in refused[0]
 
 
 def test_an_ordinary_run_is_not_light(monkeypatch):

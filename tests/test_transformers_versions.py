@@ -32,11 +32,13 @@ def worker():
     worker.stop()
 
 
+@pytest.mark.integration
 def test_worker_runs_the_release_it_was_asked_for(worker):
     assert worker.versions["transformers"] == RELEASE
     assert worker.versions["tokenizers"].startswith("0.22.")  # what 4.57.6 pulls, not the project's 0.23
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("model", ["phi3.5", "llama3", "mistral-nemo", "gemma4", "command-r"])
 def test_built_tokenizer_directories_load_in_transformers_4(worker, model):
     """GGUF, llama-models and tekken directories name PreTrainedTokenizerFast, which 4.x knows
@@ -48,6 +50,7 @@ def test_built_tokenizer_directories_load_in_transformers_4(worker, model):
     assert answer["ids"] == golden_file.read(golden_file.golden_path(GOLDENS, case.id)).ids
 
 
+@pytest.mark.integration
 def test_whole_matrix_through_transformers_4_57_is_a_verdict(tmp_path):
     """`goldens check --engine transformers@4.57.6` over every model: exit 0 or 1, never 2."""
     junit = tmp_path / "goldens.xml"
@@ -62,6 +65,7 @@ def test_whole_matrix_through_transformers_4_57_is_a_verdict(tmp_path):
     assert suite.get("name") == f"goldens.transformers@{RELEASE}" and suite.get("tests") == str(cases)
 
 
+@pytest.mark.integration
 def test_prefix_puts_two_releases_side_by_side():
     result = CliRunner().invoke(main, ["prefix", "--config", str(ROOT / "models.yaml"), "--model", "qwen3",
                                        "--engine", f"transformers@{RELEASE}", "--engine", "transformers"])

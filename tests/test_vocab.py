@@ -117,6 +117,7 @@ def test_llama_bpe_needs_ignore_merges_and_has_no_extra_token():
     assert tokenizer.encode("Hi")[0] == 128000  # llama.cpp's default for llama-bpe: add BOS
 
 
+@pytest.mark.integration
 def test_llama_bpe_gguf_and_npm_pack_are_llama_3_0():
     npm = _auto(pack.npm_models_dir("llama3_1"))
     gguf = _auto(vocab_dir("llama-bpe"))
@@ -184,6 +185,7 @@ def test_llama31_vectors_and_31_special_tokens():
     assert tokenizer.encode("Hi") == [128000, 13347]
 
 
+@pytest.mark.integration
 def test_llama31_bpe_is_metas_hugging_face_bpe():
     ours = json.loads((model_dir("llama3") / "tokenizer.json").read_text(encoding="utf-8"))
     meta = json.loads((pack.npm_models_dir("llama3_1") / "tokenizer.json").read_text(encoding="utf-8"))

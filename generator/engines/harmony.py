@@ -21,6 +21,7 @@ import threading
 from pathlib import Path
 
 from generator.engines import EngineBase, EngineContext, EngineError, Ids, Refused, Request, strict_ids
+from generator import heavy
 from generator.errors import GoldensError
 from generator.files import cache_dir
 from generator.servers import venv
@@ -47,6 +48,7 @@ class HarmonyWorker:
     def __init__(self, date: str):
         from generator.sources.tiktoken_ranks import o200k_base_dir
 
+        heavy.require("starting harmony's worker")
         self.date = date
         env = {**os.environ, "TIKTOKEN_ENCODINGS_BASE": str(o200k_base_dir()), "PYTHONPATH": ""}
         self._lock = threading.Lock()

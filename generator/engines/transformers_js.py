@@ -18,6 +18,7 @@ import threading
 from pathlib import Path
 
 from generator.engines import EngineBase, EngineContext, EngineError, Ids, Refused, Request, strict_ids
+from generator import heavy
 from generator.errors import GoldensError
 from generator.files import cache_dir
 from generator.sources import pack
@@ -36,6 +37,7 @@ class NodeWorker:
         node = shutil.which("node")
         if node is None:
             raise GoldensError("transformers-js: node is not installed (it runs transformers.js's render)")
+        heavy.require("starting transformers-js' Node worker")
         packages = [pack.fetch(artifact) / "package" for artifact in (JINJA, TOKENIZERS)]
         self._lock = threading.Lock()
         self._process = subprocess.Popen(

@@ -22,6 +22,7 @@ starts with a dot, so nothing that lists goldens picks it up.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import platform
 from collections.abc import Iterable, Mapping
@@ -107,23 +108,33 @@ def _module_file(package: Path, name: str) -> Path | None:
 
 def _imports(path: Path) -> set[str]:
     """Every `generator...` name an import statement in the file names, wherever it is."""
+    return set(_imports_in(str(path), path.read_bytes()))
+
+
+@functools.lru_cache(maxsize=256)  # by content: a fingerprint after one edit parses only that file again
+def _imports_in(name: str, source: bytes) -> frozenset[str]:
     import ast
 
     found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_bytes(), str(path))):
+    for node in ast.walk(ast.parse(source, name)):
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
             found.add(node.module)
             found.update(f"{node.module}.{alias.name}" for alias in node.names)
-    return {name for name in found if name.split(".")[0] == "generator"}
+    return frozenset(name for name in found if name.split(".")[0] == "generator")
 
 
 def _code_of(path: Path) -> str:
     """A module as code: its syntax tree without docstrings (comments and layout are not in it)."""
+    return _code_in(str(path), path.read_bytes())
+
+
+@functools.lru_cache(maxsize=256)
+def _code_in(name: str, source: bytes) -> str:
     import ast
 
-    tree = ast.parse(path.read_bytes(), str(path))
+    tree = ast.parse(source, name)
     for node in ast.walk(tree):
         body = getattr(node, "body", None)
         if (isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and body

@@ -65,8 +65,8 @@ def bisect(config: Config, engine: str, good: str, bad: str, models: Sequence[st
     if jobs < 1:
         raise GoldensError(f"bisect --jobs: 1 or more, got {jobs}")
     started = time.monotonic()
+    cases = cases_for(config, engine, models, case_ids)  # bad input refused before the package index is read
     span = releases(engine, good, bad)
-    cases = cases_for(config, engine, models, case_ids)
     label = versions.label
     rounds_most = 1 + math.ceil(math.log(max(len(span) - 1, 1), jobs + 1))
     echo(f"bisect {engine}: {len(span)} published releases from {label(span[0])} to {label(span[-1])}, "

@@ -105,10 +105,10 @@ def history(config: Config, engine: str, first: str, last: str, models: Sequence
     if jobs < 1:
         raise GoldensError(f"history --jobs: 1 or more, got {jobs}")
     started = time.monotonic()
+    cases = cases_for(config, engine, models, case_ids)  # bad input refused before the package index is read
     releases = span(engine, first, last, ("--from", "--to"), COMMAND)
     if versions.order(releases[0]) > versions.order(releases[-1]):
         releases = releases[::-1]
-    cases = cases_for(config, engine, models, case_ids)
     store = store if store is not None else AnswerStore(config, engine)
     label = versions.label
     echo(f"history {engine}: {len(releases)} published releases from {label(releases[0])} to "

@@ -60,12 +60,12 @@ def span(engine: str, first: str, last: str, names: tuple[str, str] = ("--good",
          command: str = "bisect") -> list[str]:
     """The published releases from `first` to `last`, both included, in that direction."""
     versions = line(engine, command)
+    key = versions.order
+    if key(first) == key(last):  # before the package index is read
+        raise GoldensError(f"{names[0]} and {names[1]} are the same release ({first})")
     published = versions.published()
     for version in (first, last):
         versions.require_published(version)
-    key = versions.order
-    if key(first) == key(last):
-        raise GoldensError(f"{names[0]} and {names[1]} are the same release ({first})")
     low, high = sorted((key(first), key(last)))
     inside = [v for v in published if low <= key(v) <= high]
     return inside if key(first) < key(last) else inside[::-1]

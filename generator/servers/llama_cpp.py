@@ -121,6 +121,7 @@ def build_llama_server(build: int = pack.LLAMA_CPP_BUILD, jobs: int | None = Non
     if target.exists():
         _check_version(target, build)
         return Build(build, target, 0.0, False, "")
+    heavy.require(f"building llama-server b{build}")  # before the lock: a light run never waits on a build
     require_available(build)
     with file_lock(root / ".build.lock"):
         if target.exists():

@@ -73,7 +73,10 @@ print(transformers.__version__)"""
 
 def reference_python():
     """The python of the venv at the pins, installed on first use."""
+    from generator import heavy
     from generator.servers import venv
+
+    heavy.require("running the reference stack in its venv at the pins")
 
     wanted = requirements()
     digest = hashlib.sha256("\n".join(sorted(wanted)).encode()).hexdigest()[:12]

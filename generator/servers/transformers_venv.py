@@ -18,6 +18,7 @@ from importlib.metadata import version as installed
 from pathlib import Path
 from typing import Any
 
+from generator import heavy
 from generator.errors import GoldensError
 from generator.files import cache_dir
 from generator.servers import venv
@@ -82,6 +83,7 @@ class TransformersWorker:
         self.versions: dict[str, str] = {}
 
     def start(self) -> TransformersWorker:
+        heavy.require(f"starting the transformers@{self.release} worker")
         env = {**os.environ, "PYTHONPATH": str(_import_root()), "TRANSFORMERS_VERBOSITY": "error",
                "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
         self._process = subprocess.Popen(

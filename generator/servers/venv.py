@@ -99,6 +99,7 @@ def ensure(name: str, plan: Callable[[], Steps], check: str, expect: str) -> Pat
     venv = cache_dir() / name
     if trusted(venv):
         return python_in(venv)
+    heavy.require(f"installing the {venv.name} venv")  # before the lock: a light run never waits on an install
     with file_lock(venv.parent / f"{venv.name}.lock"):  # a concurrent installer finishes first
         if trusted(venv):
             return python_in(venv)
