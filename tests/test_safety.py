@@ -284,7 +284,9 @@ def test_a_fifo_or_device_is_refused_not_read(tmp_path, kind, what):
         _one_line(_cli("render", "--model", "qwen3", "--request", special), needle)
     else:
         path = _config(tmp_path, extra=f"    template: {{file: {special}}}\n")
-        _one_line(_cli("render", "--config", path, "--model", "m", "--request", request), needle)
+        # /dev lies outside the config's folder: named in GOLDENS_ALLOW_PATHS, it is still no file
+        _one_line(_cli("render", "--config", path, "--model", "m", "--request", request,
+                       env={"GOLDENS_ALLOW_PATHS": "/dev"}), needle)
 
 
 @pytest.mark.parametrize("what", ["golden", "index"])
