@@ -146,7 +146,7 @@ BAD_INPUT = {
 }
 
 
-NEEDS_THE_INDEX = {"unpublished-good", "unpublished-transformers"}  # "never published" is the index's word
+NEEDS_THE_INDEX = {"unpublished-good", "unpublished-transformers", "vllm-before-render"}  # the index names the releases
 
 
 @pytest.mark.parametrize("case", [pytest.param(case, marks=[pytest.mark.integration] if case in NEEDS_THE_INDEX else [])
