@@ -33,7 +33,7 @@ def transformers_engine():
     return TransformersEngine(source_of("qwen3"), CONFIG.date)
 
 
-@pytest.fixture(params=["transformers", "llama-server"])
+@pytest.fixture(params=["transformers", pytest.param("llama-server", marks=pytest.mark.integration)])
 def engine(request):
     if request.param == "transformers":
         return request.getfixturevalue("transformers_engine")
