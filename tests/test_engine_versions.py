@@ -69,7 +69,7 @@ UNAVAILABLE = {
 
 
 NEEDS_THE_INDEX = {"unpublished-build", "unpublished-client-build", "unpublished-transformers", "unpublished-vllm",
-                   "vllm-torch-not-served"}  # what the package index publishes and pins
+                   "vllm-torch-not-served", "vllm-before-render"}  # what the package index publishes and pins
 
 
 @pytest.mark.parametrize("case", [pytest.param(case, marks=[pytest.mark.integration] if case in NEEDS_THE_INDEX else [])

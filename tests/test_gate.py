@@ -21,6 +21,7 @@ from conftest import CONFIG, GOLDENS, ROOT
 
 from generator import files
 from generator.cli import main
+from generator.config import models
 from generator.config.cases import model_cases
 from generator.engines import Ids, Refused
 from generator.engines.transformers import TransformersEngine
@@ -145,13 +146,16 @@ def test_a_template_that_refuses_every_case_is_not_green(workspace):
     assert not (workspace / "out").exists()
     # goldens that recorded a refusal for every case (as an older goldens wrote them) check nothing
     model = CONFIG.models["qwen3"]
+    path = config(workspace, RAISES.replace("[plain, tools, multi-turn]",
+                                            "[" + ", ".join(c.shape for c in model_cases(model)[:3]) + "]"))
+    raising = models.load(path)
+    sha = resolve(raising.models["qwen3"], raising).template_sha256  # rendered from this template: not stale
     for case in model_cases(model)[:3]:
         item = golden_file.read(golden_file.golden_path(GOLDENS, case.id))
         item.outcome, item.ids, item.pieces, item.prompt = "error", [], [], None
         item.error, item.extra = "TemplateError: not this one", {}
+        item.provenance = {**item.provenance, "template_sha256": sha, "template": "inline"}
         files.atomic_write(golden_file.golden_path(workspace / "goldens", case.id), golden_file.dumps(item))
-    path = config(workspace, RAISES.replace("[plain, tools, multi-turn]",
-                                            "[" + ", ".join(c.shape for c in model_cases(model)[:3]) + "]"))
     out = workspace / "out.md"
     result = check(workspace, "--report", out, config_path=path)
     one_line(result, "transformers refused every case of qwen3 (3 of 3), so nothing was judged")

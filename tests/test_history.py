@@ -134,8 +134,9 @@ BAD_INPUT = {
 }
 
 
-@pytest.mark.parametrize("case", [pytest.param(case, marks=[pytest.mark.integration] if case == "unpublished" else [])
-                                  for case in sorted(BAD_INPUT)])  # "never published" is the package index's word
+@pytest.mark.parametrize("case", [pytest.param(case, marks=[pytest.mark.integration]
+                                               if case in ("unpublished", "vllm-before-render") else [])
+                                  for case in sorted(BAD_INPUT)])  # the package index names the releases
 def test_bad_history_input_is_one_line_exit_2(case):
     args, needles = BAD_INPUT[case]
     line = one_line_error(run(*args))

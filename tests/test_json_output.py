@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import shutil
 
+import pytest
+
 from click.testing import CliRunner
 from conftest import CONFIG, ROOT, source_of
 from test_diff import change_token, edit, git, repo  # noqa: F401 - the fixture
@@ -82,6 +84,7 @@ def test_diff_json_lists_what_moved_first(repo):  # noqa: F811 - the fixture
     assert second["fields"] == ["provenance.transformers_version"] and second["first_moved_token"] is None
 
 
+@pytest.mark.integration  # Transformers venvs from the package index
 def test_bisect_json_is_the_search_as_data():
     """The known answer (test_bisect.py: Transformers 5.21.0 began copying reasoning_content
     into `thinking`), as data; the human lines go to stderr."""

@@ -134,6 +134,7 @@ def _matrix_with(tmp_path, edit) -> str:
     path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
     shutil.copytree(ROOT / "requests", tmp_path / "requests")  # the request files it names
     shutil.copy(ROOT / "models.capabilities.lock", tmp_path / "models.capabilities.lock")  # its polyfilled cases
+    shutil.copy(ROOT / "dialects.lock", tmp_path / "dialects.lock")  # its dialect cases
     return str(path)
 
 
@@ -165,7 +166,7 @@ def test_a_changed_image_seq_length_is_drift_at_the_first_image_token(tmp_path):
         assert "drift at token 5 (271 vs 79 tokens)" in line[:200], line[:400]
         full = markdown[markdown.index(f"{case} · transformers: drift at token 5"):]
         assert "'<image_soft_token>' repeated 256 times in reference, 64 in transformers" in full[:600], full[:800]
-    assert "18 rendered and match, 4 both refuse, 0 known divergence, 2 drift, 0 error" in output, output
+    assert "26 rendered and match, 9 both refuse, 0 known divergence, 2 drift, 0 error" in output, output
 
 
 # ------------------------------------------------------------------ llama-server with a projector

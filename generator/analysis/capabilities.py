@@ -47,7 +47,11 @@ assert tuple(PROBES) == CAPABILITIES
 def probe(render: Callable[[dict[str, Any]], tuple[str | None, str | None]],
           kwargs: dict[str, Any] | None = None) -> dict[str, str]:
     """Each capability's state; `render(request)` gives (prompt, error); `kwargs` are the
-    model's own chat_template_kwargs (a date string some templates need)."""
+    model's own chat_template_kwargs (a date string some templates need). Nothing ({}) when the
+    template refuses even one user message: then nothing is polyfilled."""
+    base, error = render({"messages": [_USER], "add_generation_prompt": True, "chat_template_kwargs": dict(kwargs or {})})
+    if error is not None:  # a template that refuses a lone user turn: no probe can say what it lacks
+        return {}
     out = {}
     for name, (request, markers) in PROBES.items():
         prompt, error = render({**request, "add_generation_prompt": True, "chat_template_kwargs": dict(kwargs or {})})
