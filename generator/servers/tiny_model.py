@@ -38,6 +38,17 @@ HEAD_DIM = 32  # vLLM's CPU attention supports only some head sizes; 32 is among
 INTERMEDIATE = 128
 
 
+def keyed_dir(folder: str, name: str, header: tuple, sources: list[Path]):
+    """A model directory's place in the cache, keyed by what makes it (the header's fields and
+    each source file's name and bytes), and the digest (a build records its hexdigest): the
+    tiny models and vLLM's render directories share the recipe."""
+    digest = hashlib.sha256("".join(f"{part}\0" for part in header).encode())
+    for source in sources:
+        digest.update(source.name.encode() + b"\0" + source.read_bytes() + b"\0")
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
+    return cache_dir() / folder / f"{safe}-{digest.hexdigest()[:16]}", digest
+
+
 def tiny_hf_model(
     name: str, tokenizer_dir: Path, template: str, *, architecture: str = "Qwen3ForCausalLM"
 ) -> Path:
@@ -56,11 +67,7 @@ def tiny_hf_model(
     if not (tokenizer_dir / "tokenizer.json").is_file():
         raise GoldensError(f"tiny model {name}: no tokenizer.json in {tokenizer_dir}")
 
-    digest = hashlib.sha256(f"{_FORMAT}\0{name}\0{architecture}\0{template}\0".encode())
-    for source in sources:
-        digest.update(source.name.encode() + b"\0" + source.read_bytes() + b"\0")
-    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
-    target = cache_dir() / "tiny" / f"{safe}-{digest.hexdigest()[:16]}"
+    target, digest = keyed_dir("tiny", name, (_FORMAT, name, architecture, template), sources)
 
     def build(out: Path) -> str:
         try:

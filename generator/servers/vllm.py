@@ -240,23 +240,18 @@ def render_model_dir(name: str, tokenizer_dir: Path, template: str, *, model_typ
     """A weightless model directory for vLLM's render server (config.json, the tokenizer files,
     chat_template.jinja, and tekken.json for mistral-common's mode), cached by its inputs: the
     render server loads no weights, so none are written (tiny_model builds them for serving)."""
-    import hashlib
     import shutil
 
     from tokenizers import Tokenizer
 
     from generator.files import build_dir_once
-    from generator.servers.tiny_model import _TOKENIZER_FILES
+    from generator.servers.tiny_model import _TOKENIZER_FILES, keyed_dir
 
     tokenizer_dir = Path(tokenizer_dir)
     sources = [tokenizer_dir / f for f in _TOKENIZER_FILES if (tokenizer_dir / f).is_file()]
     if tekken is not None:
         sources.append(Path(tekken))
-    digest = hashlib.sha256(f"{RENDER_FORMAT}\0{name}\0{model_type}\0{template}\0".encode())
-    for source in sources:
-        digest.update(source.name.encode() + b"\0" + source.read_bytes() + b"\0")
-    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
-    target = cache_dir() / "vllm-render" / f"{safe}-{digest.hexdigest()[:16]}"
+    target, digest = keyed_dir("vllm-render", name, (RENDER_FORMAT, name, model_type, template), sources)
 
     def build(out: Path) -> str:
         for source in sources:
