@@ -132,8 +132,10 @@ def vllm_serving():
     from generator.servers.vllm import VllmServer
 
     source = source_of("qwen3")
-    with VllmServer(tiny_hf_model("qwen3", source.tokenizer_dir, source.template),
-                    served_model_name="qwen3") as server:
+    # served as Qwen3's docs serve it with tools: a named or required tool_choice is refused
+    # ("requires --tool-call-parser") by a server started without, which the render server is not
+    with VllmServer(tiny_hf_model("qwen3", source.tokenizer_dir, source.template), served_model_name="qwen3",
+                    extra_args=("--enable-auto-tool-choice", "--tool-call-parser", "hermes")) as server:
         yield server
 
 

@@ -22,6 +22,10 @@ PLAIN = {"messages": [{"role": "system", "content": "You are terse."},
 PARTS = {"messages": [{"role": "system", "content": [{"type": "text", "text": "You are terse."}]},
                       {"role": "user", "content": [{"type": "text", "text": "What is 2 + 2?"},
                                                    {"type": "text", "text": "Be brief."}]}]}
+# an image part: mistral-common's chunk and image paths, which no case of the matrix (text only,
+# its dialect cases included) reaches
+IMAGE = {"messages": [{"role": "user", "content": [{"type": "text", "text": "What is this?"},
+                                                   {"type": "image_url", "image_url": {"url": "https://example.com/a.png"}}]}]}
 TOOLS = [{"type": "function", "function": {"name": "get_weather", "description": "Weather in a city.",
                                            "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
                                                           "required": ["city"]}}}]
@@ -47,11 +51,12 @@ def test_mistral_common_text_parts_reach_its_chunk_validation():
     assert new_lines(reached, "mistral_common/"), "text parts reached no mistral-common line plain text did not"
 
 
-def test_mistral_common_matrix_coverage_rises_with_the_parts_body():
+def test_mistral_common_matrix_coverage_rises_with_an_image_part_body():
+    """Text parts no longer raise it: the dialect axis put them in the matrix; an image part does."""
     model = CONFIG.models["mistral-nemo"]
     before = engine.measure("mistral-common", CONFIG, ["mistral-nemo"])
-    parts = engine._request(model, PARTS, "parts")
-    after = engine.measure("mistral-common", CONFIG, ["mistral-nemo"], extra={"mistral-nemo": [parts]})
+    image = engine._request(model, IMAGE, "image")
+    after = engine.measure("mistral-common", CONFIG, ["mistral-nemo"], extra={"mistral-nemo": [image]})
     assert after.requests == before.requests + 1
     assert after.executed > before.executed, (before.executed, after.executed)
 
@@ -111,11 +116,11 @@ def test_search_keeps_a_variation_for_the_engine_lines_it_alone_reaches():
     from generator.coverage import search
 
     model = CONFIG.models["mistral-nemo"]
-    catalogue = {"parts": PARTS, "plain": PLAIN}  # neither reaches template code the matrix does not
+    catalogue = {"image": IMAGE, "plain": PLAIN}  # neither reaches template code the matrix does not
     template_only = search.search(model, source_of("mistral-nemo"), CONFIG, catalogue, prefix="t-")
     assert template_only.kept == []
     with_engine = search.search(model, source_of("mistral-nemo"), CONFIG, catalogue, prefix="t-",
                                 engines=("mistral-common",))
-    assert [candidate.name for candidate, _ in with_engine.kept] == ["t-parts"]
+    assert [candidate.name for candidate, _ in with_engine.kept] == ["t-image"]
     before, after = with_engine.engines["mistral-common"]
     assert after.executed > before.executed
