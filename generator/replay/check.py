@@ -81,6 +81,15 @@ def selection(config: Config, work: list[tuple[str, list[EngineSpec]]]) -> Plan:
                 fingerprint=fingerprint([(m, spec.label, c) for m, spec, c in parts]))
 
 
+def refuse_unavailable(config: Config, parts, chosen, urls: dict[str, str] | None) -> None:
+    """An engine version that was never published (or cannot run here) in one line, before
+    anything is downloaded, resolved or started for the run."""
+    for i in chosen:
+        spec = parts[i][1]
+        if spec.name not in (urls or {}):
+            check_available(spec, config.engine_versions)
+
+
 def run(config: Config, root: Path, engines: tuple[str, ...] = (), models: tuple[str, ...] = (),
         urls: dict[str, str] | None = None, jobs: int = 8,
         advance: Callable[[str], None] | None = None,
@@ -97,10 +106,7 @@ def run(config: Config, root: Path, engines: tuple[str, ...] = (), models: tuple
     work = plan(config, engines, models, urls)
     parts = groups(config, work)
     chosen = [i for i in range(len(parts)) if only is None or i in only]
-    for i in chosen:
-        spec = parts[i][1]
-        if spec.name not in (urls or {}):
-            check_available(spec, config.engine_versions)
+    refuse_unavailable(config, parts, chosen, urls)
     results = Results(plan=selection(config, work), groups=[], shard=shard,
                       notes=[] if confirm else [NO_CONFIRM])
     started = time.monotonic()

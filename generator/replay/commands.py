@@ -39,6 +39,7 @@ def check_command(config_path: Path, engines: tuple[str, ...], model_names: tupl
     groups = checking.groups(config, work)
     only, part = shard.select(groups, shard_text, durations_path)
     destination.check_destination(junit_path, report_path, results_path, store_durations)
+    checking.refuse_unavailable(config, groups, [i for i in range(len(groups)) if only is None or i in only], url_map)
     stale = staleness.find(config, root, [m for m, _ in work])  # before any verdict: an edit is not drift
     if stale:
         for item in stale:
