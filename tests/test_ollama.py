@@ -332,7 +332,7 @@ def test_a_malformed_model_listing_is_one_line_exit_2(ollama, tmp_path):
     assert result.exit_code == 2
     assert result.stderr.splitlines() == [
         f"goldens: error: [ollama] ollama unavailable for qwen3: ollama at {ollama.url}/api/tags: "
-        f"not a model list: {{'models': 'qwen3'}} (36 cases, from qwen3/plain)"]
+        f"not a model list: {{'models': 'qwen3'}} (53 cases, from qwen3/plain)"]
 
 
 def test_the_api_key_is_sent_and_never_shown(ollama, tmp_path):
