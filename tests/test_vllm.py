@@ -385,4 +385,4 @@ def test_bisect_runs_over_two_releases_of_render_servers():
     result = CliRunner().invoke(main, ["bisect", "--config", str(ROOT / "models.yaml"), "--engine", "vllm",
                                        "--good", "0.31.0", "--bad", "0.32.0", "--model", "qwen3"])
     assert result.exit_code == 1, result.output
-    assert "0.31.0 and 0.32.0 agree on all 36 case(s)" in result.stdout
+    assert "0.31.0 and 0.32.0 agree on all 53 case(s)" in result.stdout
