@@ -26,8 +26,8 @@ regenerate: setup        ## render every case with the reference and rewrite cha
 test: setup              ## replay the goldens through every engine (builds/starts real servers)
 	$(BIN)/pytest --durations=25
 
-test-fast: setup         ## the tier that starts no server, build, venv install or download (GOLDENS_LIGHT refuses them)
-	GOLDENS_LIGHT=1 $(BIN)/pytest -m "not integration" -q
+test-fast: setup         ## the one-minute tier: no server, build, venv install or download (GOLDENS_LIGHT refuses them), nothing `slow`
+	GOLDENS_LIGHT=1 $(BIN)/pytest -m "not integration and not slow" -q
 
 check: setup             ## the CI gate: replay the matrix, write JUnit and Markdown reports
 	$(BIN)/goldens check --junit out/goldens.xml --report out/goldens.md

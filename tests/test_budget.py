@@ -55,6 +55,7 @@ def looping(tmp_path_factory) -> Path:
 
 
 @pytest.mark.parametrize("engine", ["transformers", "minijinja"])
+@pytest.mark.slow
 def test_a_looping_case_ends_within_the_runs_timeout(looping, engine):
     started = time.monotonic()
     done = _goldens("check", "--engine", engine, "--timeout", "12", cwd=looping, timeout=60)
@@ -74,6 +75,7 @@ def _cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+@pytest.mark.slow
 def test_ctrl_c_ends_a_check_stuck_in_a_render_at_once(looping):
     # neither the run's timeout nor the render's deadline can end it within the test: only Ctrl-C
     process = subprocess.Popen([sys.executable, "-m", "generator.cli", "check", "--engine", "transformers",
@@ -161,6 +163,7 @@ def test_a_bad_render_deadline_is_one_line_not_a_template_error(value):
     assert one_line_error(result).startswith("goldens: error: GOLDENS_RENDER_DEADLINE="), result.stderr
 
 
+@pytest.mark.slow
 def test_a_huge_prompt_is_recorded_before_anything_tokenizes_it(tmp_path):
     folder = _config(tmp_path, '{% if tools %}{{ "{:>100000000}".format(1) }}{% endif %}'
                                '{{ messages[0].content }}')

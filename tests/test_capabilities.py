@@ -28,6 +28,7 @@ def run(*args):
     ("llama3", {"system_role": "yes", "tools": "yes", "tool_calls": "yes", "tool_responses": "yes",
                 "parallel_tool_calls": "refused"}),
 ])
+@pytest.mark.slow
 def test_the_probe_names_what_each_template_takes(model, expected):
     found = capabilities.of_source(source_of(model), CONFIG.date, CONFIG.models[model].kwargs)
     assert found == expected
@@ -91,6 +92,7 @@ REFUSES_SYSTEM = """{%- if messages[0].role == 'system' %}
 """
 
 
+@pytest.mark.slow
 def test_a_template_that_refuses_the_system_role_still_gets_most_of_the_matrix(tmp_path):
     (tmp_path / "small.jinja").write_text(REFUSES_SYSTEM, encoding="utf-8")
     config = tmp_path / "models.yaml"

@@ -35,6 +35,7 @@ def test_the_shape_spells_markers_of_several_families():
     assert control_tokens.spelled_markers(shapes.build("plain", {})) == []
 
 
+@pytest.mark.slow
 def test_transformers_turns_user_text_into_control_tokens():
     engine = TransformersEngine(source_of("qwen3"), CONFIG.date)
     classification = control_tokens.classify(engine, control_request(), tokenizer_of("qwen3"))

@@ -213,6 +213,7 @@ def test_a_changed_golden_in_the_committed_tree_reads_via_git_show(repo):
 SENTENCE = "You may call one or more functions to assist with the user query."
 
 
+@pytest.mark.slow
 def test_a_one_sentence_template_edit_reads_what_moved_first(tmp_path):
     """The reviewer's case: one sentence of Qwen3's template edited, `goldens regenerate`, then
     `goldens diff`. All 53 qwen3 goldens change; those whose tokens moved (the tool shapes, their

@@ -53,6 +53,7 @@ FAULTS = [
 
 
 @pytest.mark.parametrize("engine, fault, expected", FAULTS, ids=[f"{e}-{f}" for e, f, _ in FAULTS])
+@pytest.mark.slow
 def test_a_misbehaving_server_is_exit_2_with_one_line_naming_the_fault(engine, fault, expected, tmp_path):
     with FaultServer(fault) as server:
         result, elapsed, report = check(server, engine, tmp_path, "--request-timeout", DEADLINE)
@@ -65,6 +66,7 @@ def test_a_misbehaving_server_is_exit_2_with_one_line_naming_the_fault(engine, f
     assert "failed (53 error)" in text  # the report is still written, every case an error
 
 
+@pytest.mark.slow
 def test_the_run_has_an_overall_timeout(tmp_path):
     """A drip that each request's own deadline (60 s) would allow still ends the run at --timeout."""
     with FaultServer("drip") as server:
@@ -88,6 +90,7 @@ def test_an_unreachable_url_is_one_line_before_the_run(tmp_path):
 
 # ------------------------------------------------------------------------- generator/http.py itself
 
+@pytest.mark.slow
 def test_a_drip_cannot_outlast_the_total_deadline():
     with FaultServer("drip") as server:
         started = time.monotonic()
@@ -96,6 +99,7 @@ def test_a_drip_cannot_outlast_the_total_deadline():
         assert time.monotonic() - started < 2.5
 
 
+@pytest.mark.slow
 def test_the_run_deadline_caps_every_request():
     """A transport bounded by a 1 s run holds a request asking for 60 s to the run's end."""
     with FaultServer("hang") as server:

@@ -254,6 +254,7 @@ def test_a_report_is_written_only_to_a_regular_file_or_a_new_path(workspace, tmp
     assert os.readlink(to_null) == "/dev/null" and stat.S_ISCHR(os.stat("/dev/null").st_mode)
 
 
+@pytest.mark.slow
 def test_a_report_through_a_symlink_updates_its_target_and_keeps_its_mode(workspace, tmp_path):
     target = tmp_path / "reports" / "goldens.md"
     target.parent.mkdir()

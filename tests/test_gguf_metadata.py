@@ -61,6 +61,7 @@ def test_agrees_with_gguf_py_on_a_written_file(tmp_path, order):
         assert light == _scalars(gguf.GGUFReader(path).fields)
 
 
+@pytest.mark.slow
 def test_agrees_with_gguf_py_on_llama_cpp_vocabularies():
     import gguf
 

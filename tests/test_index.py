@@ -91,6 +91,7 @@ def matrix(tmp_path, monkeypatch) -> Matrix:
     return built
 
 
+@pytest.mark.slow
 def test_a_run_with_nothing_changed_loads_no_tokenizer(matrix):
     before = matrix.state()
     assert "regenerate.index" in before
@@ -98,6 +99,7 @@ def test_a_run_with_nothing_changed_loads_no_tokenizer(matrix):
     assert matrix.state() == before  # not a byte rewritten, not even the index
 
 
+@pytest.mark.slow
 def test_a_run_with_nothing_changed_imports_no_transformers(matrix):
     """The command a user types, in a fresh process: with the index holding, the template check
     and the sources resolve without Transformers (0.6 s of import), so a no-change run stays
@@ -157,6 +159,7 @@ CHANGES = {
 
 
 @pytest.mark.parametrize("name", CHANGES)
+@pytest.mark.slow
 def test_one_changed_input_renders_exactly_its_models(matrix, name):
     change, expected, written = CHANGES[name]
     change(matrix)
@@ -168,6 +171,7 @@ def test_one_changed_input_renders_exactly_its_models(matrix, name):
     assert matrix.state() == before
 
 
+@pytest.mark.slow
 def test_a_library_upgrade_renders_every_model(matrix, monkeypatch):
     _upgrade(monkeypatch, matrix.root, "jinja2", "9.9.9")
     (written, _, _), loaded = matrix.run()
@@ -176,12 +180,14 @@ def test_a_library_upgrade_renders_every_model(matrix, monkeypatch):
     assert data["provenance"]["jinja2"] == "9.9.9"
 
 
+@pytest.mark.slow
 def test_a_renderer_dependency_not_in_provenance_still_counts(matrix, monkeypatch):
     _upgrade(monkeypatch, matrix.root, "markupsafe", "0.0.1")
     assert matrix.run() == ((0, 4, 0), ["alpha", "beta"])
 
 
 @pytest.mark.parametrize("damage", ["edited", "deleted", "extra-line"])
+@pytest.mark.slow
 def test_a_golden_that_is_not_what_was_written_renders_its_model_again(matrix, damage):
     golden = matrix.out / "alpha" / "plain.json"
     original = golden.read_bytes()
@@ -197,6 +203,7 @@ def test_a_golden_that_is_not_what_was_written_renders_its_model_again(matrix, d
 
 
 @pytest.mark.parametrize("damage", ["missing", "empty", "merge-conflict", "other-format", "wrong-hash", "one-model-gone"])
+@pytest.mark.slow
 def test_a_missing_or_stale_index_renders_again_and_writes_nothing(matrix, damage):
     path = matrix.out / index.NAME
     text = path.read_text(encoding="utf-8")
@@ -222,6 +229,7 @@ def test_a_missing_or_stale_index_renders_again_and_writes_nothing(matrix, damag
     assert path.read_text(encoding="utf-8") == text  # rewritten as it was
 
 
+@pytest.mark.slow
 def test_model_option_keeps_the_other_models_entries(matrix):
     text = (matrix.out / index.NAME).read_text(encoding="utf-8")
     matrix.write(date="2026-03-01")
@@ -233,6 +241,7 @@ def test_model_option_keeps_the_other_models_entries(matrix):
     assert matrix.run() == ((2, 2, 0), ["alpha"])
 
 
+@pytest.mark.slow
 def test_a_removed_model_leaves_the_index(matrix):
     matrix.config.write_text(MATRIX.format(**DEFAULTS).split("  beta:")[0], encoding="utf-8")
     assert matrix.run() == ((0, 2, 0), [])  # beta's directory and index lines are left alone without --prune
@@ -241,6 +250,7 @@ def test_a_removed_model_leaves_the_index(matrix):
     assert " beta" not in (matrix.out / index.NAME).read_text(encoding="utf-8")
 
 
+@pytest.mark.slow
 def test_force_renders_everything_and_writes_nothing_on_a_clean_tree(matrix):
     before = matrix.state()
     result = CliRunner().invoke(main, ["regenerate", "--config", str(matrix.config), "--out",
@@ -251,6 +261,7 @@ def test_force_renders_everything_and_writes_nothing_on_a_clean_tree(matrix):
     assert matrix.run(force=True) == ((0, 4, 0), ["alpha", "beta"])
 
 
+@pytest.mark.slow
 def test_worker_processes_write_the_same_bytes(matrix, tmp_path):
     elsewhere = tmp_path / "workers"
     summary = regen.regenerate(models.load(matrix.config), elsewhere, workers=2)
@@ -263,6 +274,7 @@ def test_worker_processes_write_the_same_bytes(matrix, tmp_path):
 # --- the code the index hashes ----------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_every_module_a_render_imports_is_hashed_or_produces_hashed_data():
     """The import graph the index reads (index.code_files) holds every module a real render
     imports, the ones loaded by name (registry factories) included, or a change to one would
@@ -289,6 +301,7 @@ def test_every_module_a_render_imports_is_hashed_or_produces_hashed_data():
     assert missing == set()  # the import graph holds every module the render ran that shapes bytes
 
 
+@pytest.mark.slow
 def test_the_code_fingerprint_moves_with_each_hashed_module_only(tmp_path):
     package = tmp_path / "generator"
     shutil.copytree(index.PACKAGE, package, ignore=shutil.ignore_patterns("__pycache__"))

@@ -35,6 +35,7 @@ def files_in(directory: Path) -> dict[str, bytes]:
     return {str(p.relative_to(directory)): p.read_bytes() for p in sorted(directory.rglob("*")) if p.is_file()}
 
 
+@pytest.mark.slow
 def test_init_then_regenerate_with_nothing_edited(team):
     result = run("init", team, "--dir", team / "tokenizers" / "qwen3")
     assert result.exit_code == 0, result.output

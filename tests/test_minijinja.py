@@ -62,11 +62,13 @@ def with_description(request: dict, description: str) -> dict:
     return request
 
 
+@pytest.mark.slow
 def test_a_template_without_those_constructs_renders_identically():
     expected, engine = both(template("Qwen-Qwen3-0.6B.jinja"), shapes.build("tool-result", {}))
     assert divergence(expected, engine.ids(shapes.build("tool-result", {}))) is None
 
 
+@pytest.mark.slow
 def test_tojson_html_escaping_is_detected():
     """MiniJinja's tojson escapes < > & ' as \\u00XX (TGI adds no override); Transformers' json.dumps
     does not. Non-ASCII stays as is in both (ensure_ascii off), so the first difference is the '."""

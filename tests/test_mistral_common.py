@@ -57,6 +57,7 @@ def divergence(expected: reference.Rendered, actual):
 
 
 @pytest.mark.parametrize("shape", ["plain", "no-system", "multi-turn", "cjk-emoji", "whitespace"])
+@pytest.mark.slow
 def test_plain_conversations_match_the_template(shape):
     request = shapes.build(shape, {})
     expected, actual = render(request), engine().ids(request)
@@ -65,6 +66,7 @@ def test_plain_conversations_match_the_template(shape):
 
 
 @pytest.mark.parametrize("shape", ["tools-reduced", "tools"])
+@pytest.mark.slow
 def test_tools_match_the_template(shape):
     """Both write [AVAILABLE_TOOLS] with name/description/parameters only: the template skips the
     `return` key, the engine keeps what vLLM's request model keeps.

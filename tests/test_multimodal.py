@@ -84,6 +84,7 @@ def test_views_of_the_gemma3_cases():
     assert views["image-expanded"] == EXPANDED_VIEW == views["image-expanded-wide"]
 
 
+@pytest.mark.slow
 def test_gemma3_expands_its_image_marker_into_256_soft_tokens():
     """Gemma3Processor replaces the template's <start_of_image> with \\n\\n, the marker, 256 soft
     tokens, <end_of_image>, \\n\\n; the newlines merge with the template's own."""
@@ -154,6 +155,7 @@ def test_goldens_check_passes_with_the_committed_processor_settings(tmp_path):
     assert code == 0, output
 
 
+@pytest.mark.slow
 def test_a_changed_image_seq_length_is_drift_at_the_first_image_token(tmp_path):
     def fewer_soft_tokens(processor):
         processor["processor_config"]["image_seq_length"] = 64

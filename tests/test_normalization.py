@@ -29,6 +29,7 @@ def _tool_call_turn(content: object) -> dict:
 
 @pytest.mark.parametrize("model", TOOL_MODELS)
 @pytest.mark.parametrize("content", [..., []], ids=["no-content-key", "empty-list"])
+@pytest.mark.slow
 def test_a_tool_call_turn_without_content_renders_ok(model, content):
     source = source_of(model)
     request = _tool_call_turn(content)

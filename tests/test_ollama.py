@@ -283,6 +283,7 @@ def test_a_long_retry_after_is_an_error_not_a_stall(here):
 # --------------------------------------------------------------------------- goldens check
 
 
+@pytest.mark.slow
 def test_check_marks_every_count_verdict_in_every_report(ollama, tmp_path):
     result = check(ollama.url, tmp_path, "--served-model", f"qwen3={SERVED}")
     assert result.exit_code == 1, (result.stdout, result.stderr)
@@ -311,6 +312,7 @@ def test_the_served_model_is_the_one_ollama_lists(ollama, tmp_path):
     assert {body["model"] for body in ollama.bodies} == {SERVED}
 
 
+@pytest.mark.slow
 def test_malformed_replies_through_check_exit_2_one_line_each(ollama, tmp_path):
     ollama.reply = lambda body: (200, b'{"done": true}', {}) if body else None
     result = check(ollama.url, tmp_path, "--served-model", f"qwen3={SERVED}")
@@ -335,6 +337,7 @@ def test_a_malformed_model_listing_is_one_line_exit_2(ollama, tmp_path):
         f"not a model list: {{'models': 'qwen3'}} (53 cases, from qwen3/plain)"]
 
 
+@pytest.mark.slow
 def test_the_api_key_is_sent_and_never_shown(ollama, tmp_path):
     """A proxy in front of Ollama that quotes the key it rejects: the key is redacted from
     every error, and appears in no output, report or file goldens wrote."""

@@ -207,6 +207,7 @@ def readme_block(marker: str) -> str:
     return match.group(1) + "\n"
 
 
+@pytest.mark.slow
 def test_a_built_in_engine_is_one_module_and_one_registry_entry(tmp_path):
     """docs/engines.md's toy engine added exactly as the page says (its module, its line in BUILT_IN) to a
     copy of generator/, then listed and replayed like every built-in."""

@@ -54,6 +54,7 @@ def passed(result) -> list[str]:
     return sorted(line.split(" ", 1)[1] for line in result.stdout.splitlines() if line.startswith("PASSED "))
 
 
+@pytest.mark.slow
 def test_one_test_per_case_per_engine_and_the_reference(team):
     result = pytest_in(team, "--goldens", "-v")  # -v undoes -q: the header says what was collected
     assert result.returncode == 0, result.stdout + result.stderr
@@ -62,6 +63,7 @@ def test_one_test_per_case_per_engine_and_the_reference(team):
                                     for engine in ("reference", "transformers", "minijinja"))
 
 
+@pytest.mark.slow
 def test_a_moved_token_fails_each_engine_with_its_first_divergence(team):
     path = team / "goldens" / "q" / "plain.json"
     path.write_text(path.read_text(encoding="utf-8").replace('[8948, "system"]', '[8949, "system"]', 1),
@@ -76,6 +78,7 @@ def test_a_moved_token_fails_each_engine_with_its_first_divergence(team):
     assert len(passed(result)) == 2 * len(SHAPES) - 2  # transformers not chosen: reference + minijinja
 
 
+@pytest.mark.slow
 def test_snapshot_update_writes_what_regenerate_writes(team, made):
     goldens = team / "goldens" / "q"
     (goldens / "tools.json").unlink()
@@ -89,6 +92,7 @@ def test_snapshot_update_writes_what_regenerate_writes(team, made):
     assert result.stdout.splitlines()[-1] == f"0 written, {len(SHAPES)} unchanged, 0 removed"
 
 
+@pytest.mark.slow
 def test_a_missing_golden_says_how_to_make_it(team):
     (team / "goldens" / "q" / "tools.json").unlink()
     result = pytest_in(team, "--goldens", "-k", "tools")
@@ -143,6 +147,7 @@ def move_a_token(team: Path) -> None:
                     encoding="utf-8")
 
 
+@pytest.mark.slow
 def test_a_printed_node_id_passed_back_selects_its_test(team):
     result = pytest_in(team, "--goldens", "models.yaml::q/tools[minijinja]", "models.yaml::q/plain[reference]", "-v")
     assert result.returncode == 0, result.stdout + result.stderr
@@ -150,6 +155,7 @@ def test_a_printed_node_id_passed_back_selects_its_test(team):
     assert "collected 2 items" in result.stdout
 
 
+@pytest.mark.slow
 def test_last_failed_reruns_only_the_failures_and_failed_first_orders_them(team):
     move_a_token(team)
     first = pytest_in(team, "--goldens", cache=True)
@@ -166,6 +172,7 @@ def test_last_failed_reruns_only_the_failures_and_failed_first_orders_them(team)
 
 
 @pytest.mark.parametrize("flag", ["--snapshot-update", "--force-regen"])
+@pytest.mark.slow
 def test_an_update_does_what_regenerate_does_and_says_it(team, made, flag):
     """Written, unchanged, removed (an orphan of a shape no longer listed), the index recorded:
     the next `goldens regenerate` renders nothing and writes nothing."""
@@ -195,6 +202,7 @@ def test_an_update_does_what_regenerate_does_and_says_it(team, made, flag):
     assert index.read_bytes() == recorded  # the same line regenerate records
 
 
+@pytest.mark.slow
 def test_stale_goldens_are_one_error_naming_the_fix_not_failures(team):
     import json
 
@@ -213,6 +221,7 @@ def test_stale_goldens_are_one_error_naming_the_fix_not_failures(team):
     assert pytest_in(team, "--goldens").returncode == 0
 
 
+@pytest.mark.slow
 def test_a_durations_file_spreads_the_shared_setup_for_pytest_split(team):
     """The first test of a model carries its tokenizer load, of an engine its start, in its setup
     phase; the durations file gives each test sharing that setup an equal part of it, so a

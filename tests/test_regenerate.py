@@ -66,6 +66,7 @@ def full_run(tmp_path_factory):
 # --- determinism and minimal writes ---------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_first_run_writes_every_case(full_run):
     out, counts = full_run
     total = len(matrix(models.load(MODELS_YAML)))
@@ -74,6 +75,7 @@ def test_first_run_writes_every_case(full_run):
     assert not list(out.rglob(".*"))  # no temp files left behind
 
 
+@pytest.mark.slow
 def test_committed_goldens_are_reproduced_byte_for_byte(full_run):
     out, _ = full_run
     fresh, committed = golden_files(out), golden_files(COMMITTED)
@@ -460,6 +462,7 @@ SIGNAL_STAGES = ["resource-tracker", "fork-server", "workers-forked"]
 
 @pytest.mark.parametrize("signum", [2, 15], ids=["SIGINT", "SIGTERM"])
 @pytest.mark.parametrize("stage", SIGNAL_STAGES)
+@pytest.mark.slow
 def test_a_real_ctrl_c_stops_every_render_process_with_one_line(tmp_path, stage, signum):
     """SIGINT (or SIGTERM) to the whole process group, as a terminal or a CI runner sends it, at
     each moment of the worker pool's start, found by watching what the group's processes are

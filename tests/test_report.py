@@ -103,6 +103,7 @@ def table(markdown: str) -> tuple[str, list[str], list[list[str]]]:
 
 # ------------------------------------------------------------------------------- through the CLI
 
+@pytest.mark.slow
 def test_check_on_the_committed_goldens_writes_both_reports(workspace, tmp_path):
     out_xml, out_md = tmp_path / "out" / "goldens.xml", tmp_path / "out" / "goldens.md"
     result = check(workspace, "--junit", out_xml, "--report", out_md)
@@ -203,6 +204,7 @@ def test_report_destinations_are_checked_before_the_run(workspace, tmp_path):
     assert not same.exists()
 
 
+@pytest.mark.slow
 def test_two_runs_on_the_same_reports_never_leave_a_partial_file(workspace, tmp_path):
     import subprocess
     import sys

@@ -190,6 +190,7 @@ def test_shard_and_durations_bad_input(tmp_path):
 MODELS = ("--model", "qwen3", "--model", "llama3", "--model", "phi3.5")
 
 
+@pytest.mark.slow
 def test_shards_merged_write_what_one_run_writes_and_a_missing_shard_is_2(tmp_path):
     one = invoke("check", "--config", ROOT / "models.yaml", "--goldens", GOLDENS, "--engine", "minijinja",
                  *MODELS, "--junit", tmp_path / "one.xml", "--report", tmp_path / "one.md",

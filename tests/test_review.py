@@ -15,6 +15,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from conftest import GOLDENS, ROOT
 
 from generator import files
@@ -181,6 +182,7 @@ def run(where: Path, args: list[str], env: dict[str, str]) -> subprocess.Complet
                           env={**base, "PYTHONPATH": str(ROOT), **env})
 
 
+@pytest.mark.slow
 def test_check_in_github_actions_writes_the_summary_and_one_annotation_per_drift(workspace, tmp_path):
     root = workspace / "goldens"
     edit_token(root / "qwen3" / "plain.json", 5, 12345, " tersely")

@@ -116,6 +116,7 @@ ECHOES = {
 
 
 @pytest.mark.parametrize("echo", sorted(ECHOES))
+@pytest.mark.slow
 def test_no_configured_secret_reaches_any_output_in_any_form(stand_in, tmp_path, echo):
     extra = () if echo == "model-list" else ("--served-model", "qwen3=m")
     result, text = secret_check(stand_in, tmp_path, ECHOES[echo], *extra)
@@ -132,6 +133,7 @@ def test_a_header_typo_never_prints_the_key():
     assert leaks(line, KEY, 4) == [] and "Authorization=" not in line
 
 
+@pytest.mark.slow
 def test_a_three_character_key_is_redacted_too(stand_in, tmp_path):
     stand_in.reply = lambda body: None if body is None else reply(body, usage={"prompt_tokens": "k9Q"})
     result = invoke("check", "--config", ROOT / "models.yaml", "--goldens", GOLDENS, "--engine", "openai",
@@ -290,6 +292,7 @@ def test_a_fifo_or_device_is_refused_not_read(tmp_path, kind, what):
 
 
 @pytest.mark.parametrize("what", ["golden", "index"])
+@pytest.mark.slow
 def test_a_fifo_among_the_goldens_is_one_line_not_a_hang(goldens_copy, what):
     target = goldens_copy / ("qwen3/plain.json" if what == "golden" else "regenerate.index")
     target.unlink()
@@ -312,6 +315,7 @@ def test_a_yaml_alias_bomb_is_refused_at_load(tmp_path):
 
 @pytest.mark.parametrize("ids, needle", [([-1], "token 0 is -1, not a token id"),
                                          ([10 ** 98], "token 0 is an integer of 99 digits, not a token id")])
+@pytest.mark.slow
 def test_an_out_of_range_id_is_one_line_and_the_report_is_written(stand_in, tmp_path, ids, needle):
     stand_in.reply = lambda body: None if body is None else reply(body, prompt_token_ids=ids)
     result = invoke("check", "--config", ROOT / "models.yaml", "--goldens", GOLDENS, "--engine", "openai",
@@ -321,6 +325,7 @@ def test_an_out_of_range_id_is_one_line_and_the_report_is_written(stand_in, tmp_
     assert "internal error" not in result.stderr and (tmp_path / "r.md").exists()
 
 
+@pytest.mark.slow
 def test_control_bytes_from_a_server_are_shown_escaped(stand_in):
     stand_in.reply = (500, b"\x1b[2J\x1b]0;owned\x07\x00 bye", {})
     result = invoke("check", "--config", ROOT / "models.yaml", "--goldens", GOLDENS, "--engine", "openai",
@@ -329,6 +334,7 @@ def test_control_bytes_from_a_server_are_shown_escaped(stand_in):
     assert not any(c in result.stderr for c in "\x1b\x07\x00") and "\\x1b[2J" in result.stderr
 
 
+@pytest.mark.slow
 def test_a_server_that_always_answers_429_costs_its_budget_not_the_run(stand_in):
     from generator.engines import EngineError
     from generator.engines.openai import OpenAIEngine
@@ -356,6 +362,7 @@ def test_a_redirect_is_said_as_one(stand_in):
 
 # ------------------------------------------------------------------------------- the render deadline
 
+@pytest.mark.slow
 def test_a_template_that_never_ends_stops_at_the_render_deadline(tmp_path):
     loop = "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}"
     path = _config(tmp_path, extra=f'    template: {{inline: "{loop}"}}\n')
@@ -459,6 +466,7 @@ def _reports(stand_in, tmp_path, *extra, env=None):
     return result, results, suites, (tmp_path / "out.md").read_text()
 
 
+@pytest.mark.slow
 def test_a_setting_header_is_no_secret_and_reports_keep_their_numbers(stand_in, tmp_path):
     """`--header 'X-Debug: 1'` turned every 1 in every report into [redacted] (issue 34)."""
     result, results, suites, markdown = _reports(stand_in, tmp_path, "--header", "X-Debug: 1")
@@ -469,6 +477,7 @@ def test_a_setting_header_is_no_secret_and_reports_keep_their_numbers(stand_in, 
     assert str(tests) in markdown
 
 
+@pytest.mark.slow
 def test_a_one_letter_key_is_redacted_as_a_token_not_inside_words(stand_in, tmp_path):
     result, results, suites, markdown = _reports(stand_in, tmp_path, "--api-key-env", "K", env={"K": "e"})
     assert "checked" in result.stdout + result.stderr  # the words around the key survive
@@ -539,6 +548,7 @@ def test_a_pack_vocab_name_cannot_climb_out(tmp_path):
 
 
 @pytest.mark.parametrize("template", ["{{ 'x' * 2000000000 }}", "{{ 2**100000000 }}"])
+@pytest.mark.slow
 def test_a_template_that_blows_up_while_compiling_is_one_line(tmp_path, template):
     config = _one_model(tmp_path, template)
     done = subprocess.run([sys.executable, "-m", "generator.cli", "regenerate", "--config", str(config),
@@ -627,6 +637,7 @@ def test_bounds_that_are_not_numbers_are_refused(args, needle):
     one_line(invoke("check", "--engine", "minijinja", "--model", "qwen3", *args), needle)
 
 
+@pytest.mark.slow
 def test_a_yaml_nested_thousands_deep_is_one_line(tmp_path):
     config = tmp_path / "models.yaml"
     config.write_text("models: " + "[" * 5000 + "]" * 5000 + "\n")

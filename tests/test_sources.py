@@ -75,6 +75,7 @@ def set_config_template(tok_dir: Path, value) -> None:
 # --- dir: template priority ----------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_dir_source_uses_tokenizer_config_template(tok_dir, tmp_path, pack_template):
     source = resolve_entry(tmp_path, {"tokenizer": {"dir": "qwen3-tok"}})  # relative to models.yaml
     assert source.tokenizer_dir == tok_dir.resolve()
@@ -84,6 +85,7 @@ def test_dir_source_uses_tokenizer_config_template(tok_dir, tmp_path, pack_templ
     assert source.gguf is None
 
 
+@pytest.mark.slow
 def test_dir_source_renders_like_the_pack(tok_dir, tmp_path):
     """End to end through the CLI: the copied directory gives the same 25 ids as the pack."""
     config = write_config(tmp_path, {"tokenizer": {"dir": str(tok_dir)}}, name="qwen3")
@@ -98,6 +100,7 @@ def test_dir_source_renders_like_the_pack(tok_dir, tmp_path):
     assert data["provenance"]["tokenizer_sha256"] == committed["provenance"]["tokenizer_sha256"]
 
 
+@pytest.mark.slow
 def test_chat_template_jinja_beats_tokenizer_config(tok_dir, tmp_path, pack_dir):
     (tok_dir / "chat_template.jinja").write_text(JINJA, encoding="utf-8")
     source = resolve_entry(tmp_path, {"tokenizer": {"dir": str(tok_dir)}})
@@ -111,6 +114,7 @@ def test_chat_template_jinja_beats_tokenizer_config(tok_dir, tmp_path, pack_dir)
     assert rendered.prompt == "JINJA [system:You are terse.][user:What is 2 + 2?]"
 
 
+@pytest.mark.slow
 def test_chat_template_json_beats_tokenizer_config(tok_dir, tmp_path):
     (tok_dir / "chat_template.json").write_text(json.dumps({"chat_template": NAMED}), encoding="utf-8")
     source = resolve_entry(tmp_path, {"tokenizer": {"dir": str(tok_dir)}})
@@ -119,6 +123,7 @@ def test_chat_template_json_beats_tokenizer_config(tok_dir, tmp_path):
     assert resolve_entry(tmp_path, {"tokenizer": {"dir": str(tok_dir)}}).template == JINJA
 
 
+@pytest.mark.slow
 def test_additional_chat_templates_selectable_by_name(tok_dir, tmp_path, pack_template):
     (tok_dir / "chat_template.jinja").write_text(JINJA, encoding="utf-8")
     (tok_dir / "additional_chat_templates").mkdir()
@@ -129,6 +134,7 @@ def test_additional_chat_templates_selectable_by_name(tok_dir, tmp_path, pack_te
     assert default.template == JINJA
 
 
+@pytest.mark.slow
 def test_named_template_list_in_tokenizer_config(tok_dir, tmp_path, pack_template):
     set_config_template(tok_dir, [{"name": "default", "template": pack_template},
                                   {"name": "rag", "template": NAMED}])
@@ -147,6 +153,7 @@ def test_named_template_list_in_tokenizer_config(tok_dir, tmp_path, pack_templat
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.slow
 def test_template_file_override_wins(tok_dir, tmp_path):
     (tok_dir / "chat_template.jinja").write_text(JINJA, encoding="utf-8")
     (tmp_path / "templates").mkdir()
@@ -156,6 +163,7 @@ def test_template_file_override_wins(tok_dir, tmp_path):
     assert (source.template, source.template_origin) == (OVERRIDE, "file:templates/mine.jinja")
 
 
+@pytest.mark.slow
 def test_inline_template_override_wins(tok_dir, tmp_path):
     (tok_dir / "chat_template.jinja").write_text(JINJA, encoding="utf-8")
     source = resolve_entry(tmp_path, {"tokenizer": {"dir": str(tok_dir)}, "template": {"inline": OVERRIDE}})
@@ -240,6 +248,7 @@ def goldens(args: list[str], env: dict[str, str], cwd: Path) -> subprocess.Compl
     return subprocess.run(command + args, env=env, cwd=cwd, capture_output=True, text=True, timeout=300)
 
 
+@pytest.mark.slow
 def test_hf_source_renders_from_the_offline_cache(hf_home, tmp_path):
     config = write_config(tmp_path, {"tokenizer": {"hf": REPO, "revision": REVISION}}, name="qwen3-hf")
     request = tmp_path / "request.json"

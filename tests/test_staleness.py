@@ -44,6 +44,7 @@ def check(repo: Path, *args):
     return run("check", "--config", repo / "models.yaml", "--goldens", repo / "goldens", "--engine", "minijinja", *args)
 
 
+@pytest.mark.slow
 def test_a_template_edit_without_regenerate_is_stale_not_drift(team):
     old = golden_file.read(team / "goldens" / "qwen3" / "plain.json").provenance["template_sha256"]
     edit_template(team)

@@ -78,6 +78,7 @@ def test_prefix_puts_two_releases_side_by_side():
     assert row.count("token 25 (2 -> 4 messages)") == 2  # the declared tail, in both releases
 
 
+@pytest.mark.slow
 def test_a_tokenizer_the_release_cannot_load_is_answered_not_a_crash(tmp_path):
     """The worker module, run by this venv's python (it imports only the standard library and
     generator.reference): a tokenizer directory whose tokenizer.json is not JSON gets a `fatal`

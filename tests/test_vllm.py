@@ -229,6 +229,7 @@ def test_malformed_replies_are_engine_errors(broken_server, body, message):
     assert message in str(error.value)
 
 
+@pytest.mark.slow
 def test_tiny_model_is_deterministic_and_carries_the_template(tmp_path, monkeypatch, qwen3_model):
     tokenizer_dir = source_of("qwen3").tokenizer_dir
     template = (qwen3_model / "chat_template.jinja").read_text()

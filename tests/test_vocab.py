@@ -50,6 +50,7 @@ def _chat_ids(tokenizer, template: str, conversation=CONVERSATION, **kwargs) -> 
 
 
 @pytest.mark.parametrize("gguf_vocab", ["phi-3", "llama-bpe", "command-r", "gemma-4"])
+@pytest.mark.slow
 def test_gguf_tokenizer_passes_llama_cpp_vectors(gguf_vocab):
     directory = vocab_dir(gguf_vocab)
     tokenizer = _auto(directory)
@@ -62,6 +63,7 @@ def test_gguf_tokenizer_passes_llama_cpp_vectors(gguf_vocab):
 @pytest.mark.parametrize(
     "model,gguf_vocab", [("phi3.5", "phi-3"), ("command-r", "command-r"), ("gemma4", "gemma-4")]
 )
+@pytest.mark.slow
 def test_matrix_gguf_models_pass_their_vectors(model, gguf_vocab):
     assert source_of(model).gguf == gguf.llama_cpp_vocab(gguf_vocab)
     assert vectors.check(model_dir(model), gguf.llama_cpp_vocab(gguf_vocab)) == []
@@ -107,6 +109,7 @@ def test_read_vectors_errors_name_the_file(tmp_path):
 # What the GGUFs leave out
 
 
+@pytest.mark.slow
 def test_llama_bpe_needs_ignore_merges_and_has_no_extra_token():
     directory = vocab_dir("llama-bpe")
     data = json.loads((directory / "tokenizer.json").read_text(encoding="utf-8"))
@@ -170,6 +173,7 @@ def test_gemma4_chat_tokens_are_single_and_bos_comes_from_the_template():
 # Llama 3.1
 
 
+@pytest.mark.slow
 def test_llama31_vectors_and_31_special_tokens():
     directory = model_dir("llama3")
     assert vectors.check(directory, gguf.llama_cpp_vocab("llama-bpe")) == []
@@ -280,6 +284,7 @@ def test_command_r_templates_render():
 # Determinism, fingerprints (the provenance hash, generator.sources.source.tokenizer_fingerprint), errors
 
 
+@pytest.mark.slow
 def test_builds_are_byte_identical_and_fingerprinted(tmp_path):
     phi3 = gguf.llama_cpp_vocab("phi-3")
     first = gguf.build_tokenizer_dir(phi3, tmp_path / "a")
@@ -295,6 +300,7 @@ def test_builds_are_byte_identical_and_fingerprinted(tmp_path):
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
 
 
+@pytest.mark.slow
 def test_tekken_build_is_deterministic(tmp_path):
     first = tekken.tokenizer_dir(tmp_path / "a")
     second = tekken.tokenizer_dir(tmp_path / "b")

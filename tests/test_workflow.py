@@ -188,6 +188,7 @@ def cache_key(engines: str, shard: str = "1of2", config=ROOT / "models.yaml") ->
         return dict(line.split("=", 1) for line in output.read_text().splitlines())
 
 
+@pytest.mark.slow
 def test_the_cache_key_names_the_engines_and_versions_it_runs():
     default = cache_key("")
     prefix = ("goldens-Linux-py3.11-client-completion+harmony+llama-server@11434+minijinja+mistral-common+transformers"
