@@ -81,14 +81,20 @@ def test_ctrl_c_ends_a_check_stuck_in_a_render_at_once(looping):
     process = subprocess.Popen([sys.executable, "-m", "generator.cli", "check", "--engine", "transformers",
                                 "--timeout", "600"], cwd=looping, stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True,
-                               env={**os.environ, "PYTHONPATH": str(ROOT), "GOLDENS_RENDER_DEADLINE": "600"})
+                               env={**os.environ, "PYTHONPATH": str(ROOT), "GOLDENS_RENDER_DEADLINE": "600",
+                                    "PYTHONFAULTHANDLER": "1"})
     try:
         # the plain case renders in milliseconds after the imports: a process that has burnt
         # 8 s of CPU is inside the looping render
         assert wait_for(lambda: _cpu_seconds(process.pid) > 8, timeout=120), "check never got busy"
         process.send_signal(signal.SIGINT)
         started = time.monotonic()
-        _, stderr = process.communicate(timeout=120)
+        try:
+            _, stderr = process.communicate(timeout=120)
+        except subprocess.TimeoutExpired:  # seen twice under heavy load: say where every thread sat
+            process.send_signal(signal.SIGABRT)
+            _, stderr = process.communicate(timeout=30)
+            raise AssertionError(f"Ctrl-C did not end the check; its threads:\n{stderr}") from None
         # at once: seconds even on a loaded machine, where the render alone would run 600 s
         assert time.monotonic() - started < 60, stderr
     finally:
