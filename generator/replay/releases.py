@@ -98,22 +98,37 @@ def points(low: int, high: int, jobs: int) -> list[int]:
     return sorted({low + k * (high - low) // (jobs + 1) for k in range(1, jobs + 1)} - {low, high})
 
 
-def ready_all(engine: str, versions: list[str], jobs: int) -> dict[str, tuple[float, str]]:
+def ready_all(engine: str, versions: list[str], jobs: int,
+              failed: dict[str, str] | None = None) -> dict[str, tuple[float, str]]:
     """Every release given made ready, `jobs` at once; the builds needed share the cores (a
     cached release takes none, so one build beside it gets them all). The first failure is
-    raised once the others have finished."""
+    raised once the others have finished; with `failed`, each release that cannot be made ready
+    here (GoldensError: e.g. a vLLM release whose install cannot resolve) is left out of the
+    result and its one-line reason recorded there instead."""
     versions_line = line(engine)
+
+    def one(version: str, share: int | None = None) -> tuple[float, str] | None:
+        try:
+            return versions_line.ready(version) if share is None else versions_line.ready(version, share)
+        except GoldensError as error:
+            if failed is None:
+                raise
+            failed[version] = str(error).splitlines()[0] if str(error) else type(error).__name__
+            return None
+
     pending = [version for version in versions if not versions_line.cached(version)]
     if jobs == 1 or len(pending) <= 1:
-        return {version: versions_line.ready(version) for version in versions}
-    from concurrent.futures import ThreadPoolExecutor
+        done = {version: one(version) for version in versions}
+    else:
+        from concurrent.futures import ThreadPoolExecutor
 
-    workers = min(jobs, len(pending))
-    share = build_share(workers)
-    with ThreadPoolExecutor(workers) as pool:
-        futures = {version: pool.submit(versions_line.ready, version, share) for version in pending}
-    done = {version: future.result() for version, future in futures.items()}
-    return {version: done[version] if version in done else versions_line.ready(version) for version in versions}
+        workers = min(jobs, len(pending))
+        share = build_share(workers)
+        with ThreadPoolExecutor(workers) as pool:
+            futures = {version: pool.submit(one, version, share) for version in pending}
+        done = {version: future.result() for version, future in futures.items()}
+        done.update({version: one(version) for version in versions if version not in done})
+    return {version: done[version] for version in versions if done[version] is not None}
 
 
 def build_share(builds: int) -> int:
