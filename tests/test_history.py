@@ -131,6 +131,19 @@ def test_a_release_that_cannot_be_asked_is_named_and_passed_over(monkeypatch):
         _search(monkeypatch, 17, lambda v, shape: [v >= 7], broken=frozenset({16}))
 
 
+def test_a_case_a_release_cannot_answer_is_an_answer_of_its_own_kind(tmp_path):
+    """An engine error on one case (b9101's server sends no __verbose.prompt for an image case)
+    neither stops the search nor passes the release over: it is that release's answer, compared
+    by kind, remembered like the others."""
+    error, refusal = Answer(error="reply has no __verbose.prompt"), Answer(refused="HTTP 400")
+    assert error.same(Answer(error="another text")) and not error.same(refusal)
+    assert not error.same(Answer(ids=[1])) and not refusal.same(Answer(ids=[1]))
+    store = AnswerStore(MATRIX, "llama-server", root=tmp_path)
+    case = next(c for c in search.cases_for(MATRIX, "llama-server", ["qwen3"], []) if c.shape == "tools")
+    store.put("9101", case, error)
+    assert store.get("9101", case) == error
+
+
 def test_answers_are_remembered_per_release_and_case_under_the_request_and_sources(tmp_path):
     store = AnswerStore(MATRIX, "transformers", root=tmp_path)
     case = next(c for c in search.cases_for(MATRIX, "transformers", ["qwen3"], []) if c.shape == "tools")

@@ -252,8 +252,8 @@ def _edit_starts(old: list[int], new: list[int]) -> tuple[int, int]:
 def _edit_key(case: Case, old: Answer, new: Answer) -> tuple:
     """One cause: the same model, the same ids removed and added by the first edit (or the same
     refusal change)."""
-    if old.refused is not None or new.refused is not None:
-        return case.model, "refusal", old.refused is None, new.refused is None, tuple(old.ids), tuple(new.ids)
+    if not old.answered or not new.answered:
+        return case.model, "refusal", old.kind, new.kind, tuple(old.ids), tuple(new.ids)
     removed, added = _first_edit(old.ids, new.ids)
     return case.model, "edit", tuple(removed), tuple(added)
 

@@ -37,15 +37,28 @@ ANSWERS_FORMAT = 1
 
 @dataclass
 class Answer:
-    """What one release made of one case: its ids (with pieces), or that it refused."""
+    """What one release made of one case: its ids (with pieces), that it refused (an answer the
+    engine gives: HTTP 400, the template raising), or that it could not answer at all (`error`:
+    e.g. an old llama-server whose reply lacks a field goldens reads). Either is compared by
+    kind only, not by its text."""
 
     ids: list[int] = field(default_factory=list)
     pieces: list[str] = field(default_factory=list)
     prompt: str | None = None
     refused: str | None = None
+    error: str | None = None
+
+    @property
+    def kind(self) -> str:
+        return "error" if self.error is not None else "refused" if self.refused is not None else "ids"
+
+    @property
+    def answered(self) -> bool:
+        """Ids to compare (neither a refusal nor an error)."""
+        return self.kind == "ids"
 
     def same(self, other: Answer) -> bool:
-        return (self.refused is None) == (other.refused is None) and self.ids == other.ids
+        return self.kind == other.kind and self.ids == other.ids
 
 
 def line(engine: str, command: str = "bisect"):
@@ -183,7 +196,7 @@ class AnswerStore:
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
             return Answer(ids=[int(i) for i in data["ids"]], pieces=[str(p) for p in data["pieces"]],
-                          prompt=data["prompt"], refused=data["refused"])
+                          prompt=data["prompt"], refused=data["refused"], error=data.get("error"))
         except (OSError, ValueError, KeyError, TypeError):
             return None
 
@@ -234,15 +247,16 @@ def _answer(runner, case: Case, version: str) -> Answer:
         ids = runner.ids(case.request)
     except Refused as refusal:
         return Answer(refused=re.sub(r"https?://[^\s/]+:\d+", "<server>", str(refusal).splitlines()[0]))
-    except EngineError as error:
-        raise GoldensError(f"{case.id} on {version}: the engine could not answer ({error})") from None
+    except EngineError as error:  # remembered as this release's answer: it cannot answer the case
+        text = re.sub(r"https?://[^\s/]+:\d+", "<server>", str(error).splitlines()[0] if str(error) else "")
+        return Answer(error=text[:300] or type(error).__name__)
     ids = Ids.of(ids)
     return Answer(list(ids), list(ids.pieces or []), ids.prompt)
 
 
 def divergence(config: Config, case: Case, old: Answer, new: Answer) -> Divergence | None:
-    """Where the two answers' ids part (None when either refused or they agree)."""
-    if old.refused is not None or new.refused is not None:
+    """Where the two answers' ids part (None when either refused or could not answer, or they agree)."""
+    if not old.answered or not new.answered:
         return None
     decode = decoder(config, case.model)
     return diverge(old.ids, pieces(old, decode), old.prompt, new.ids, new.pieces or None, new.prompt, decode)
@@ -250,10 +264,11 @@ def divergence(config: Config, case: Case, old: Answer, new: Answer) -> Divergen
 
 def describe(config: Config, case: Case, old: Answer, new: Answer, left: str, right: str) -> str:
     """`case: drift at token N ...` (both windows), or what each side refused or rendered."""
-    if old.refused is not None or new.refused is not None:
+    if not old.answered or not new.answered:
         said = {left: old, right: new}
         return f"{case.id}: " + "; ".join(
-            f"{name} {'refused: ' + a.refused if a.refused else f'renders {len(a.ids)} tokens'}"
+            f"{name} " + ("could not answer: " + a.error if a.error is not None else
+                          "refused: " + a.refused if a.refused is not None else f"renders {len(a.ids)} tokens")
             for name, a in said.items())
     div = divergence(config, case, old, new)
     assert div is not None, "describe() is for answers that differ"
