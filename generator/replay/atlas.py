@@ -143,7 +143,8 @@ def _group(group: dict[str, Any]) -> str:
         removed = " ".join(_piece(p) for _, p in group["removed"]) or "nothing"
         added = " ".join(_piece(p) for _, p in group["added"]) or "nothing"
         edit = f": {removed} → {added}"
-    return _cell(f"{cases}{more}: {group['summary']}{edit}")
+    summary = group["summary"].replace("<", "&lt;")  # a refusal's text (<server>) is not HTML
+    return _cell(f"{cases}{more}: {summary}{edit}")
 
 
 def _piece(piece: str) -> str:
