@@ -100,6 +100,8 @@ def history(result, versions) -> dict[str, Any]:
         "asked": [{"release": v.version, "label": label(v.version), "round": v.round,
                    "ready_seconds": round(v.seconds, 1), "cache": v.cache, "answers_from_cache": v.remembered}
                   for v in sorted(visits, key=lambda v: order[v.version])],
+        "unavailable": [{"release": v, "label": label(v), "reason": why}
+                        for v, why in sorted(result.unavailable.items(), key=lambda item: order[item[0]])],
         "change_points": [change_point(c, versions) for c in result.changes],
         "cost": {"releases_in_range": len(result.span), "asked": len(visits),
                  "built": sum(1 for v in visits if v.made == "built"),
@@ -117,7 +119,8 @@ def change_point(change, versions) -> dict[str, Any]:
     """One change point as data (`goldens.history/1` and the atlas)."""
     url = getattr(versions, "release_url", lambda version: None)
     return {"release": change.release, "label": versions.label(change.release), "url": url(change.release),
-            "before": change.before, "before_label": versions.label(change.before), "cases": change.cases,
+            "before": change.before, "before_label": versions.label(change.before),
+            "skipped": [versions.label(v) for v in change.skipped], "cases": change.cases,
             "groups": [{"cases": g.cases, "first_divergent_token": g.index,
                         "removed": [list(t) for t in g.removed], "added": [list(t) for t in g.added],
                         "summary": g.summary, "detail": g.detail} for g in change.groups]}

@@ -21,6 +21,7 @@ from conftest import ROOT, one_line_error
 
 from generator.cli import main
 from generator.config.cases import Case
+from generator.errors import GoldensError
 from generator.replay import history as search
 from generator.replay.releases import Answer, AnswerStore, Replayed
 
@@ -44,22 +45,32 @@ class _Line:
         return int(version)
 
 
-def _search(monkeypatch, count: int, ids_at, *, jobs: int = 1, exhaustive: bool = False):
+def _search(monkeypatch, count: int, ids_at, *, jobs: int = 1, exhaustive: bool = False,
+            broken: frozenset[int] = frozenset(), silent: frozenset[int] = frozenset()):
     """history() over a line whose release v answers case c with ids_at(v, c); returns the
-    History and the releases asked, in the order asked."""
+    History and the releases asked, in the order asked. A `broken` release cannot be made
+    ready, a `silent` one is made ready but its server does not answer."""
     cases = [Case("m", "a", "", {}), Case("m", "b", "", {})]
     versions = _Line(count)
     asked: list[int] = []
 
     def replay(config, engine, version, chosen, note=None, store=None):
         asked.append(int(version))
+        if int(version) in silent:
+            raise GoldensError(f"the render server of {version} did not start")
         return Replayed({c.id: Answer(ids=list(ids_at(int(version), c.shape))) for c in chosen})
 
     monkeypatch.setattr(search, "line", lambda engine, command="bisect": versions)
     monkeypatch.setattr(search, "span", lambda engine, a, b, names, command: versions.versions)
     monkeypatch.setattr(search, "cases_for", lambda config, engine, models, ids: cases)
     monkeypatch.setattr(search, "replay", replay)
-    monkeypatch.setattr(search, "ready_all", lambda engine, versions, jobs: {})
+    def ready_all(engine, versions, jobs, failed=None):
+        for version in versions:
+            if int(version) in broken:
+                failed[version] = f"release {version} cannot be installed here"
+        return {version: (0.0, "cached") for version in versions if int(version) not in broken}
+
+    monkeypatch.setattr(search, "ready_all", ready_all)
     monkeypatch.setattr(search, "_change", lambda config, before, release, visits, cases, label:
                         search.ChangePoint(release, before, [c.id for c in cases
                                                              if not visits[before].answers[c.id].same(
@@ -101,6 +112,36 @@ def test_jobs_split_each_segment_k_plus_one_ways_in_fewer_rounds(monkeypatch):
     assert [c.release for c in one.changes] == [c.release for c in three.changes] == ["7"]
     assert asked[2:5] == [4, 8, 12]  # the second round: the range split 4 ways at once
     assert three.rounds < one.rounds
+
+
+def test_a_release_that_cannot_be_asked_is_named_and_passed_over(monkeypatch):
+    """17 releases, case a changes at 7: release 8 (the first midpoint) cannot be installed
+    and 6 answers nothing; the search splits around them, names both with their reason, and
+    the change point (7 after 5) says that 6 was not asked."""
+    result, asked = _search(monkeypatch, 17, lambda v, shape: [v >= 7], broken=frozenset({8}),
+                            silent=frozenset({6}))
+    assert 8 not in asked and 6 in asked
+    assert result.unavailable == {"8": "release 8 cannot be installed here",
+                                  "6": "the render server of 6 did not start"}
+    assert [(c.before, c.release, c.skipped) for c in result.changes] == [("5", "7", ["6"])]
+    lines = search.summary_lines(result, _Line(17))
+    assert "r7 (or r6, not asked) (after r5): 2 case(s) changed, 0 group(s)" in lines
+    assert any(line.startswith("2 release(s) could not be asked here: r6 (") for line in lines), lines
+    with pytest.raises(GoldensError, match="the range's end r16 cannot be asked here"):
+        _search(monkeypatch, 17, lambda v, shape: [v >= 7], broken=frozenset({16}))
+
+
+def test_a_case_a_release_cannot_answer_is_an_answer_of_its_own_kind(tmp_path):
+    """An engine error on one case (b9101's server sends no __verbose.prompt for an image case)
+    neither stops the search nor passes the release over: it is that release's answer, compared
+    by kind, remembered like the others."""
+    error, refusal = Answer(error="reply has no __verbose.prompt"), Answer(refused="HTTP 400")
+    assert error.same(Answer(error="another text")) and not error.same(refusal)
+    assert not error.same(Answer(ids=[1])) and not refusal.same(Answer(ids=[1]))
+    store = AnswerStore(MATRIX, "llama-server", root=tmp_path)
+    case = next(c for c in search.cases_for(MATRIX, "llama-server", ["qwen3"], []) if c.shape == "tools")
+    store.put("9101", case, error)
+    assert store.get("9101", case) == error
 
 
 def test_answers_are_remembered_per_release_and_case_under_the_request_and_sources(tmp_path):

@@ -90,6 +90,7 @@ def entry(result: search.History, versions, old: dict[str, Any], follows_newest:
         "schema": SCHEMA, "engine": result.engine, "from": result.span[0], "to": result.span[-1],
         "follows_newest": follows_newest, "note": old.get("note", ""),
         "releases": document["releases"], "asked": [a["label"] for a in document["asked"]],
+        "unavailable": {u["label"]: u["reason"] for u in document["unavailable"]},
         "cases": len(result.cases), "models": sorted({case.model for case in result.cases}),
         "change_points": changes,
         "explanations": {c["label"]: explained.get(c["label"], {"stage": "", "line": "", "upstream": []})
@@ -116,6 +117,9 @@ def markdown(atlases: dict[str, dict[str, Any]], folder: str) -> str:
                 f"{len(data['change_points'])} change point(s)."]
         if data.get("note"):
             out += ["", data["note"]]
+        if data.get("unavailable"):
+            out += ["", f"Not asked ({len(data['unavailable'])} release(s) that cannot be asked here):", ""]
+            out += [f"- {release}: {_cell(why)}" for release, why in data["unavailable"].items()]
         out += ["", "| release | before | cases changed | first divergence | stage | explanation |",
                 "| --- | --- | --- | --- | --- | --- |"]
         for change in data["change_points"]:
@@ -123,6 +127,8 @@ def markdown(atlases: dict[str, dict[str, Any]], folder: str) -> str:
             groups = "<br>".join(_group(group) for group in change["groups"])
             links = " ".join(f"[{_short(url)}]({url})" for url in why.get("upstream", []))
             release = f"[{change['label']}]({change['url']})" if change.get("url") else change["label"]
+            if change.get("skipped"):
+                release += " (or " + ", ".join(change["skipped"]) + ", not asked)"
             out.append(f"| {release} | {change['before_label']} | {len(change['cases'])} | {groups} | "
                        f"{why.get('stage', '')} | {_cell(why.get('line', ''))} {links} |".replace("  |", " |"))
         out.append("")
@@ -137,7 +143,8 @@ def _group(group: dict[str, Any]) -> str:
         removed = " ".join(_piece(p) for _, p in group["removed"]) or "nothing"
         added = " ".join(_piece(p) for _, p in group["added"]) or "nothing"
         edit = f": {removed} → {added}"
-    return _cell(f"{cases}{more}: {group['summary']}{edit}")
+    summary = group["summary"].replace("<", "&lt;")  # a refusal's text (<server>) is not HTML
+    return _cell(f"{cases}{more}: {summary}{edit}")
 
 
 def _piece(piece: str) -> str:

@@ -5,7 +5,10 @@ Both ends of the range are replayed on the selected cases; a segment whose ends 
 some case is split `jobs` + 1 ways (the releases of one round made ready `jobs` at a time) until
 each change lies between two neighbouring published releases. A segment whose ends agree on
 every case is not searched further (a change there and back again is missed) unless
-`exhaustive`. Each release's answers are remembered under goldens' cache
+`exhaustive`. A release that cannot be made ready or asked here (a vLLM release whose install
+does not resolve, a server that does not start) is named with its reason and passed over: the
+search splits its segment at the releases around it, so a change point may then lie after
+several releases (`skipped`) that could not be asked. Each release's answers are remembered under goldens' cache
 (releases.AnswerStore), and builds and venvs are bisect's, so a second run over an overlapping
 range builds and installs nothing. A change point lists the cases it changed, grouped by their
 first edit (the same ids removed and added at the first place the answers part: one cause),
@@ -78,6 +81,7 @@ class ChangePoint:
     before: str
     cases: list[str]
     groups: list[Group] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)  # releases between before and release not asked
 
 
 @dataclass
@@ -93,6 +97,7 @@ class History:
     rounds: int
     changes: list[ChangePoint]
     seconds: float
+    unavailable: dict[str, str] = field(default_factory=dict)  # release -> why it could not be asked
 
 
 def history(config: Config, engine: str, first: str, last: str, models: Sequence[str] = (),
@@ -115,6 +120,7 @@ def history(config: Config, engine: str, first: str, last: str, models: Sequence
          f"{label(releases[-1])}, {len(cases)} case(s); {jobs} release(s) at a time"
          + (", every segment searched (--exhaustive)" if exhaustive else ""))
     visits: dict[str, Visit] = {}
+    unavailable: dict[str, str] = {}
     rounds = 0
 
     def ask(positions: list[int]) -> None:
@@ -125,10 +131,18 @@ def history(config: Config, engine: str, first: str, last: str, models: Sequence
         rounds += 1
         chosen = [releases[p] for p in positions if releases[p] not in visits]
         need = [v for v in chosen if any(store.get(v, case) is None for case in cases)]
-        ready = ready_all(engine, need, jobs) if need else {}
+        failed: dict[str, str] = {}
+        ready = ready_all(engine, need, jobs, failed) if need else {}
+        for version in failed:
+            _pass_over(version, failed[version])
+        chosen = [version for version in chosen if version not in failed]
 
-        def one(version: str) -> Replayed:
-            return replay(config, engine, version, cases, note, store)
+        def one(version: str) -> Replayed | None:
+            try:
+                return replay(config, engine, version, cases, note, store)
+            except GoldensError as error:
+                failed[version] = str(error).splitlines()[0]
+                return None
 
         if jobs > 1 and len(chosen) > 1:
             from concurrent.futures import ThreadPoolExecutor
@@ -138,36 +152,53 @@ def history(config: Config, engine: str, first: str, last: str, models: Sequence
         else:
             replays = [one(version) for version in chosen]
         for version, replayed in zip(chosen, replays):
+            if replayed is None:
+                _pass_over(version, failed[version])
+                continue
             seconds, cache = ready.get(version, (0.0, "answers cached"))
             visits[version] = visit = Visit(version, seconds, cache, replayed.answers, replayed.remembered, rounds)
             echo(f"{label(version):>10}  round {rounds}  {_readiness(visit, len(cases))}")
+
+    def _pass_over(version: str, reason: str) -> None:
+        unavailable[version] = reason
+        echo(f"{label(version):>10}  round {rounds}  cannot be asked here: {reason}")
 
     def agree(a: int, b: int) -> bool:
         x, y = visits[releases[a]].answers, visits[releases[b]].answers
         return all(x[case.id].same(y[case.id]) for case in cases)
 
     ask([0, len(releases) - 1])
+    for end in (releases[0], releases[-1]):
+        if end in unavailable:
+            raise GoldensError(f"history {engine}: the range's end {label(end)} cannot be asked here "
+                               f"({unavailable[end]}); choose another --from/--to")
     open_segments = [(0, len(releases) - 1)]
     adjacent: list[tuple[int, int]] = []
     while open_segments:
-        split: list[tuple[int, int]] = []
+        split: dict[tuple[int, int], list[int]] = {}
         for low, high in open_segments:
-            if high - low == 1:
+            inner = [p for p in range(low + 1, high) if releases[p] not in unavailable]
+            if not inner:  # neighbours, or only releases that cannot be asked between them
                 adjacent.append((low, high))
             elif exhaustive or not agree(low, high):
-                split.append((low, high))
+                split[(low, high)] = [low, *inner, high]
         if not split:
             break
-        cuts = {segment: points(*segment, jobs) for segment in split}
+        # split among the releases that can still be asked (all of them until one fails)
+        cuts = {segment: [among[i] for i in points(0, len(among) - 1, jobs)] for segment, among in split.items()}
         ask(sorted({p for chosen in cuts.values() for p in chosen}))
         open_segments = []
         for (low, high), chosen in cuts.items():
-            bounds = [low, *chosen, high]
+            bounds = [low, *(p for p in chosen if releases[p] not in unavailable), high]
             open_segments.extend(zip(bounds, bounds[1:]))
-    changes = [_change(config, releases[low], releases[high], visits, cases, label)
-               for low, high in sorted(adjacent) if not agree(low, high)]
+    changes = []
+    for low, high in sorted(adjacent):
+        if not agree(low, high):
+            change = _change(config, releases[low], releases[high], visits, cases, label)
+            change.skipped = releases[low + 1:high]
+            changes.append(change)
     return History(engine, first, last, releases, cases, jobs, exhaustive, visits, rounds, changes,
-                   time.monotonic() - started)
+                   time.monotonic() - started, unavailable)
 
 
 def _readiness(visit: Visit, cases: int) -> str:
@@ -221,8 +252,8 @@ def _edit_starts(old: list[int], new: list[int]) -> tuple[int, int]:
 def _edit_key(case: Case, old: Answer, new: Answer) -> tuple:
     """One cause: the same model, the same ids removed and added by the first edit (or the same
     refusal change)."""
-    if old.refused is not None or new.refused is not None:
-        return case.model, "refusal", old.refused is None, new.refused is None, tuple(old.ids), tuple(new.ids)
+    if not old.answered or not new.answered:
+        return case.model, "refusal", old.kind, new.kind, tuple(old.ids), tuple(new.ids)
     removed, added = _first_edit(old.ids, new.ids)
     return case.model, "edit", tuple(removed), tuple(added)
 
@@ -251,8 +282,9 @@ def summary_lines(result: History, versions) -> list[str]:
     for change in result.changes:
         link = url(change.release)
         lines.append("")
-        lines.append(f"{label(change.release)} (after {label(change.before)}): {len(change.cases)} case(s) changed, "
-                     f"{len(change.groups)} group(s)" + (f"  {link}" if link else ""))
+        skipped = f" (or {', '.join(label(v) for v in change.skipped)}, not asked)" if change.skipped else ""
+        lines.append(f"{label(change.release)}{skipped} (after {label(change.before)}): {len(change.cases)} case(s) "
+                     f"changed, {len(change.groups)} group(s)" + (f"  {link}" if link else ""))
         for group in change.groups:
             shown = ", ".join(group.cases[:4]) + (f" and {len(group.cases) - 4} more" if len(group.cases) > 4 else "")
             edit = ""
@@ -260,11 +292,14 @@ def summary_lines(result: History, versions) -> list[str]:
                 edit = (f": {' '.join(repr(p) for _, p in group.removed) or '(nothing)'} -> "
                         f"{' '.join(repr(p) for _, p in group.added) or '(nothing)'}")
             lines.append(f"  {shown}: {group.summary}{edit}")
-        lines.extend("    " + row for row in change.groups[0].detail.splitlines()[1:])
+        lines.extend("    " + row for row in (change.groups[0].detail.splitlines()[1:] if change.groups else []))
     visits = list(result.visits.values())
     made = [v.made for v in visits]
     order = {version: position for position, version in enumerate(result.span)}
     lines.append("")
+    if result.unavailable:
+        lines.append(f"{len(result.unavailable)} release(s) could not be asked here: " + "; ".join(
+            f"{label(v)} ({why})" for v, why in sorted(result.unavailable.items(), key=lambda i: order[i[0]])))
     lines.append(f"{result.rounds} rounds, {len(visits)} of {len(result.span)} releases asked "
                  f"({made.count('built')} built, {made.count('installed')} installed, "
                  f"{sum(1 for v in visits if v.remembered == len(result.cases))} answered from the cache), "

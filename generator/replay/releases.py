@@ -37,15 +37,28 @@ ANSWERS_FORMAT = 1
 
 @dataclass
 class Answer:
-    """What one release made of one case: its ids (with pieces), or that it refused."""
+    """What one release made of one case: its ids (with pieces), that it refused (an answer the
+    engine gives: HTTP 400, the template raising), or that it could not answer at all (`error`:
+    e.g. an old llama-server whose reply lacks a field goldens reads). Either is compared by
+    kind only, not by its text."""
 
     ids: list[int] = field(default_factory=list)
     pieces: list[str] = field(default_factory=list)
     prompt: str | None = None
     refused: str | None = None
+    error: str | None = None
+
+    @property
+    def kind(self) -> str:
+        return "error" if self.error is not None else "refused" if self.refused is not None else "ids"
+
+    @property
+    def answered(self) -> bool:
+        """Ids to compare (neither a refusal nor an error)."""
+        return self.kind == "ids"
 
     def same(self, other: Answer) -> bool:
-        return (self.refused is None) == (other.refused is None) and self.ids == other.ids
+        return self.kind == other.kind and self.ids == other.ids
 
 
 def line(engine: str, command: str = "bisect"):
@@ -98,22 +111,37 @@ def points(low: int, high: int, jobs: int) -> list[int]:
     return sorted({low + k * (high - low) // (jobs + 1) for k in range(1, jobs + 1)} - {low, high})
 
 
-def ready_all(engine: str, versions: list[str], jobs: int) -> dict[str, tuple[float, str]]:
+def ready_all(engine: str, versions: list[str], jobs: int,
+              failed: dict[str, str] | None = None) -> dict[str, tuple[float, str]]:
     """Every release given made ready, `jobs` at once; the builds needed share the cores (a
     cached release takes none, so one build beside it gets them all). The first failure is
-    raised once the others have finished."""
+    raised once the others have finished; with `failed`, each release that cannot be made ready
+    here (GoldensError: e.g. a vLLM release whose install cannot resolve) is left out of the
+    result and its one-line reason recorded there instead."""
     versions_line = line(engine)
+
+    def one(version: str, share: int | None = None) -> tuple[float, str] | None:
+        try:
+            return versions_line.ready(version) if share is None else versions_line.ready(version, share)
+        except GoldensError as error:
+            if failed is None:
+                raise
+            failed[version] = str(error).splitlines()[0] if str(error) else type(error).__name__
+            return None
+
     pending = [version for version in versions if not versions_line.cached(version)]
     if jobs == 1 or len(pending) <= 1:
-        return {version: versions_line.ready(version) for version in versions}
-    from concurrent.futures import ThreadPoolExecutor
+        done = {version: one(version) for version in versions}
+    else:
+        from concurrent.futures import ThreadPoolExecutor
 
-    workers = min(jobs, len(pending))
-    share = build_share(workers)
-    with ThreadPoolExecutor(workers) as pool:
-        futures = {version: pool.submit(versions_line.ready, version, share) for version in pending}
-    done = {version: future.result() for version, future in futures.items()}
-    return {version: done[version] if version in done else versions_line.ready(version) for version in versions}
+        workers = min(jobs, len(pending))
+        share = build_share(workers)
+        with ThreadPoolExecutor(workers) as pool:
+            futures = {version: pool.submit(one, version, share) for version in pending}
+        done = {version: future.result() for version, future in futures.items()}
+        done.update({version: one(version) for version in versions if version not in done})
+    return {version: done[version] for version in versions if done[version] is not None}
 
 
 def build_share(builds: int) -> int:
@@ -168,7 +196,7 @@ class AnswerStore:
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
             return Answer(ids=[int(i) for i in data["ids"]], pieces=[str(p) for p in data["pieces"]],
-                          prompt=data["prompt"], refused=data["refused"])
+                          prompt=data["prompt"], refused=data["refused"], error=data.get("error"))
         except (OSError, ValueError, KeyError, TypeError):
             return None
 
@@ -219,15 +247,16 @@ def _answer(runner, case: Case, version: str) -> Answer:
         ids = runner.ids(case.request)
     except Refused as refusal:
         return Answer(refused=re.sub(r"https?://[^\s/]+:\d+", "<server>", str(refusal).splitlines()[0]))
-    except EngineError as error:
-        raise GoldensError(f"{case.id} on {version}: the engine could not answer ({error})") from None
+    except EngineError as error:  # remembered as this release's answer: it cannot answer the case
+        text = re.sub(r"https?://[^\s/]+:\d+", "<server>", str(error).splitlines()[0] if str(error) else "")
+        return Answer(error=text[:300] or type(error).__name__)
     ids = Ids.of(ids)
     return Answer(list(ids), list(ids.pieces or []), ids.prompt)
 
 
 def divergence(config: Config, case: Case, old: Answer, new: Answer) -> Divergence | None:
-    """Where the two answers' ids part (None when either refused or they agree)."""
-    if old.refused is not None or new.refused is not None:
+    """Where the two answers' ids part (None when either refused or could not answer, or they agree)."""
+    if not old.answered or not new.answered:
         return None
     decode = decoder(config, case.model)
     return diverge(old.ids, pieces(old, decode), old.prompt, new.ids, new.pieces or None, new.prompt, decode)
@@ -235,10 +264,11 @@ def divergence(config: Config, case: Case, old: Answer, new: Answer) -> Divergen
 
 def describe(config: Config, case: Case, old: Answer, new: Answer, left: str, right: str) -> str:
     """`case: drift at token N ...` (both windows), or what each side refused or rendered."""
-    if old.refused is not None or new.refused is not None:
+    if not old.answered or not new.answered:
         said = {left: old, right: new}
         return f"{case.id}: " + "; ".join(
-            f"{name} {'refused: ' + a.refused if a.refused else f'renders {len(a.ids)} tokens'}"
+            f"{name} " + ("could not answer: " + a.error if a.error is not None else
+                          "refused: " + a.refused if a.refused is not None else f"renders {len(a.ids)} tokens")
             for name, a in said.items())
     div = divergence(config, case, old, new)
     assert div is not None, "describe() is for answers that differ"
