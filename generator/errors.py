@@ -55,6 +55,12 @@ def first_line(error: BaseException) -> str:
     return text.splitlines()[0] if text else type(error).__name__
 
 
+def stable_line(error: BaseException) -> str:
+    """first_line with a server's address as `<server>`: its port changes per run, and a ledger
+    entry or a remembered answer must not."""
+    return re.sub(r"https?://[^\s/]+:\d+", "<server>", first_line(error))
+
+
 def describe(error: BaseException) -> str:
     """`Type: first line of the message` (just the type when there is no message): stable
     enough to be recorded, as goldens record a template's refusal."""

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 from generator.config.cases import Case
 from generator.config.models import Config
-from generator.errors import GoldensError
+from generator.errors import GoldensError, first_line
 from generator.goldens.diff import opcodes
 from generator.replay.bisect import readiness
 from generator.replay.releases import (
@@ -141,7 +141,7 @@ def history(config: Config, engine: str, first: str, last: str, models: Sequence
             try:
                 return replay(config, engine, version, cases, note, store)
             except GoldensError as error:
-                failed[version] = str(error).splitlines()[0]
+                failed[version] = first_line(error)
                 return None
 
         if jobs > 1 and len(chosen) > 1:

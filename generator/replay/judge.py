@@ -28,7 +28,6 @@ word reports look up, `divergence` where; reports parse none of the prose in `de
 
 from __future__ import annotations
 
-import re
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -49,7 +48,7 @@ from generator.engines import (
     pieces_of,
     reported_version,
 )
-from generator.errors import GoldensError, first_line
+from generator.errors import GoldensError, stable_line
 from generator.goldens import golden_file
 from generator.replay import causes as causes_, ledger
 from generator.replay.divergence import Divergence, diverge, format_divergence
@@ -422,8 +421,7 @@ def record(engine: Engine, item: golden_file.Golden, root: Path, reason: str, st
     if isinstance(got, Refused) and item.outcome != "ok":
         raise GoldensError(f"{item.case}: {engine.name} refuses it as the reference does; nothing to record")
     if isinstance(got, Refused):
-        # the URL's port changes per run; the ledger must not
-        message = re.sub(r"https?://[^\s/]+:\d+", "<server>", first_line(got))
+        message = stable_line(got)
         return ledger.write(root, item, engine.name, reason.strip(), [], [], None, refused=message,
                             engine_version=reported_version(engine), stand_in=endpoint)
     if isinstance(got, PromptCount):

@@ -13,7 +13,6 @@ already asked.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -25,7 +24,7 @@ from generator.config.engine_spec import EngineSpec
 from generator.config.models import Config
 from generator.engines import EngineError, Ids, Refused
 from generator.engines.pool import EnginePool
-from generator.errors import GoldensError
+from generator.errors import GoldensError, first_line, stable_line
 from generator.files import atomic_write, cache_dir
 from generator.replay.divergence import Divergence, diverge, format_divergence
 from generator.sources.source import resolve
@@ -126,7 +125,7 @@ def ready_all(engine: str, versions: list[str], jobs: int,
         except GoldensError as error:
             if failed is None:
                 raise
-            failed[version] = str(error).splitlines()[0] if str(error) else type(error).__name__
+            failed[version] = first_line(error)
             return None
 
     pending = [version for version in versions if not versions_line.cached(version)]
@@ -246,10 +245,9 @@ def _answer(runner, case: Case, version: str) -> Answer:
     try:
         ids = runner.ids(case.request)
     except Refused as refusal:
-        return Answer(refused=re.sub(r"https?://[^\s/]+:\d+", "<server>", str(refusal).splitlines()[0]))
+        return Answer(refused=stable_line(refusal))
     except EngineError as error:  # remembered as this release's answer: it cannot answer the case
-        text = re.sub(r"https?://[^\s/]+:\d+", "<server>", str(error).splitlines()[0] if str(error) else "")
-        return Answer(error=text[:300] or type(error).__name__)
+        return Answer(error=stable_line(error)[:300])
     ids = Ids.of(ids)
     return Answer(list(ids), list(ids.pieces or []), ids.prompt)
 
