@@ -659,6 +659,28 @@ def test_a_venv_marker_without_its_python_is_made_again(tmp_path, monkeypatch):
     assert made == [broken]
 
 
+def test_a_venv_whose_marker_records_another_check_answer_is_made_again(tmp_path, monkeypatch):
+    """A venv made before its plan grew (transformers@V venvs before Pillow was added) has a
+    marker with the old check answer: it is installed again, not trusted."""
+    from generator.servers import venv
+
+    monkeypatch.setenv("GOLDENS_CACHE", str(tmp_path))
+    old = tmp_path / "transformers-5.25.0"
+    (old / "bin").mkdir(parents=True)
+    (old / "bin" / "python").symlink_to(sys.executable)
+    (old / venv.MARKER).write_text("5.25.0 in 2s (uv)\n")  # what the check printed before
+    assert venv.trusted(old) and not venv.trusted(old, "5.25.0 13.0.0")
+    assert not venv.trusted(old, "5.25")  # a prefix of the version is not the version
+    made = []
+    monkeypatch.setattr(venv, "_install", lambda path, steps, check, expect: made.append(path))
+    venv.ensure("transformers-5.25.0", lambda: [], "print('5.25.0 13.0.0')", "5.25.0 13.0.0")
+    assert made == [old]
+    (old / venv.MARKER).write_text("5.25.0 13.0.0 in 2s (uv)\n")
+    assert venv.trusted(old, "5.25.0 13.0.0")
+    venv.ensure("transformers-5.25.0", lambda: [], "print('5.25.0 13.0.0')", "5.25.0 13.0.0")
+    assert made == [old]  # current: used as it is
+
+
 def test_a_dangling_report_link_makes_no_folders(tmp_path):
     link = tmp_path / "out.md"
     link.symlink_to(tmp_path / "nowhere" / "deep" / "out.md")

@@ -97,21 +97,30 @@ def ensure(name: str, plan: Callable[[], Steps], check: str, expect: str) -> Pat
     that cannot work is never half-built. `check` is Python code run last in the venv whose
     stdout must be `expect`."""
     venv = cache_dir() / name
-    if trusted(venv):
+    if trusted(venv, expect):
         return python_in(venv)
     heavy.require(f"installing the {venv.name} venv")  # before the lock: a light run never waits on an install
     with file_lock(venv.parent / f"{venv.name}.lock"):  # a concurrent installer finishes first
-        if trusted(venv):
+        if trusted(venv, expect):
             return python_in(venv)
         _install(venv, plan(), check, expect)  # a damaged one (its python gone) is made again
     return python_in(venv)
 
 
-def trusted(venv: Path) -> bool:
+def trusted(venv: Path, expect: str | None = None) -> bool:
     """A venv is used only once its marker exists (its check passed) and its interpreter is
-    still there: a marker left beside a removed or broken bin/python is a damaged cache."""
+    still there: a marker left beside a removed or broken bin/python is a damaged cache. With
+    `expect`, the marker must also record that check answer: a venv whose check now expects
+    more (a package the plan added) is made again."""
     python = python_in(venv)
-    return (venv / MARKER).exists() and python.exists() and os.access(python, os.X_OK)
+    if not ((venv / MARKER).is_file() and python.exists() and os.access(python, os.X_OK)):
+        return False
+    if expect is None:
+        return True
+    try:
+        return (venv / MARKER).read_text(encoding="utf-8", errors="replace").startswith(f"{expect} in ")
+    except OSError:
+        return False
 
 
 # After a check passes, the venv's own modules it imported (paths under site-packages) are kept per
