@@ -101,3 +101,35 @@ def test_a_tokenizer_the_release_cannot_load_is_answered_not_a_crash(tmp_path):
     assert set(versions) == {"transformers", "tokenizers", "jinja2"}
     assert fatal["fatal"].startswith(f"{broken}: cannot load the tokenizer (JSONDecodeError: "), fatal
     assert answer["ids"] == golden_file.read(golden_file.golden_path(GOLDENS, case.id)).ids
+
+
+@pytest.mark.integration
+def test_an_image_case_goes_through_the_releases_processor(worker):
+    """A media case is rendered by the release's own processor, as the reference renders it: on
+    4.57.6 that processor skips OpenAI `image_url` parts (transformers PR #43786 came in 5.2.0),
+    so the prompt has no image; the same image as a `{type: image}` part is expanded."""
+    case = next(c for c in matrix(CONFIG, ["gemma3"]) if c.shape == "image-expanded")
+    source = source_of("gemma3")
+    golden = golden_file.read(golden_file.golden_path(GOLDENS, case.id))
+    assert "<start_of_image>" in golden.pieces
+    answer = worker.render(source.tokenizer_dir, source.template, case.request, CONFIG.date.isoformat(),
+                           source.processor_dir)
+    assert "fatal" not in answer and answer["error"] is None, answer
+    assert "<start_of_image>" not in answer["pieces"] and len(answer["ids"]) < len(golden.ids)
+    native = json.loads(json.dumps(case.request))
+    (part,) = [p for m in native["messages"] for p in m["content"] if p["type"] == "image_url"]
+    part.update(type="image", url=part.pop("image_url")["url"])
+    answer = worker.render(source.tokenizer_dir, source.template, native, CONFIG.date.isoformat(),
+                           source.processor_dir)
+    assert answer["ids"] == golden.ids, answer.get("error") or answer.get("fatal")
+
+
+@pytest.mark.integration
+def test_gemma3_images_match_on_a_release_whose_processor_reads_image_url():
+    """5.25.0 (after PR #43786) expands the image_url parts as the reference does: gemma3's
+    image cases match their goldens. Rendered without the processor they had drifted (12 vs 271)."""
+    result = CliRunner().invoke(main, [
+        "check", "--config", str(ROOT / "models.yaml"), "--goldens", str(GOLDENS),
+        "--engine", "transformers@5.25.0", "--model", "gemma3"])
+    assert result.exit_code == 0, result.output
+    assert ", 0 drift, 0 error" in result.stdout, result.stdout

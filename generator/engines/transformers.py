@@ -49,8 +49,18 @@ class WorkerTransformersEngine(EngineBase):
         return self.worker.versions.get("transformers", "")
 
     def ids(self, request: Request) -> Ids:
+        from generator.config.request import carries_media
+
+        # a request with media goes to the model's processor, as the reference renders it
+        # (reference.render_request); without one the release cannot be asked about it
+        processor = None
+        if carries_media(request):
+            if self.source.processor_dir is None:
+                raise Refused(f"{self.name}: {self.source.model} has no `processor` settings in models.yaml "
+                              f"to expand media with")
+            processor = self.source.processor_dir
         answer = self.worker.render(self.source.tokenizer_dir, self.source.template, request,
-                                    self.date.isoformat())
+                                    self.date.isoformat(), processor)
         if "fatal" in answer:
             raise EngineError(f"{self.name}@{self.worker.release}: {answer['fatal']}")
         if answer["error"] is not None:
@@ -113,22 +123,20 @@ class _Releases:
     def ready(self, version: str, jobs: int | None = None) -> tuple[float, str]:
         import time
 
-        from generator.files import cache_dir
-        from generator.servers import venv
+        from generator.servers.transformers_venv import cached as venv_cached
         from generator.servers.transformers_venv import transformers_python
 
         if version == installed():
             return 0.0, "cached"
-        cached = (cache_dir() / f"transformers-{version}" / venv.MARKER).exists()
+        cached = venv_cached(version)
         started = time.monotonic()
         transformers_python(version)
         return (0.0, "cached") if cached else (time.monotonic() - started, "installed (venv)")
 
     def cached(self, version: str) -> bool:
-        from generator.files import cache_dir
-        from generator.servers import venv
+        from generator.servers.transformers_venv import cached
 
-        return version == installed() or (cache_dir() / f"transformers-{version}" / venv.MARKER).exists()
+        return version == installed() or cached(version)
 
     def label(self, version: str) -> str:
         return version

@@ -2,10 +2,11 @@
 
 It speaks JSON lines on stdin/stdout. The first line it writes names the versions it runs
 ({"transformers": ..., "tokenizers": ..., "jinja2": ...}); then each request line
-{"tokenizer_dir", "template", "request", "date"} gets one answer line {"ids", "pieces",
-"prompt", "error"}, rendered by generator.reference exactly as the goldens were, so the only
-thing that differs from the golden is the Transformers release. A tokenizer this release
-cannot load is answered {"fatal": "..."}. Only the standard library and generator.reference
+{"tokenizer_dir", "template", "request", "date", "processor_dir"} gets one answer line {"ids",
+"pieces", "prompt", "error"}, rendered by generator.reference exactly as the goldens were (a
+request with `processor_dir`, one that carries media, by the model's processor), so the only
+thing that differs from the golden is the Transformers release. A tokenizer or processor this
+release cannot load is answered {"fatal": "..."}. Only the standard library and generator.reference
 are imported, so any Transformers from 4.x on can host it.
 """
 
@@ -29,14 +30,17 @@ def main() -> None:
         if not line.strip():
             continue
         job = json.loads(line)
+        media = job.get("processor_dir")
+        where = media or job["tokenizer_dir"]
         try:
-            tokenizer = reference.load_tokenizer(job["tokenizer_dir"])
-        except Exception as error:  # this release cannot load the tokenizer: the run's answer
+            loaded = reference.load_processor(media) if media else reference.load_tokenizer(where)
+        except Exception as error:  # this release cannot load it: the run's answer
             answer = {"fatal": str(error) if isinstance(error, GoldensError)  # it names the directory
-                      else f"cannot load {job['tokenizer_dir']}: {describe(error)}"}
+                      else f"cannot load {where}: {describe(error)}"}
         else:
-            result = reference.render(tokenizer, job["template"], job["request"],
-                                      _dt.date.fromisoformat(job["date"]))
+            date = _dt.date.fromisoformat(job["date"])
+            result = (reference.render_expanded(loaded, job["template"], job["request"], date) if media
+                      else reference.render(loaded, job["template"], job["request"], date))
             answer = {"ids": result.ids, "pieces": result.pieces, "prompt": result.prompt,
                       "error": result.error}
         out.write(json.dumps(answer, ensure_ascii=False) + "\n")
