@@ -160,6 +160,21 @@ def test_answers_are_remembered_per_release_and_case_under_the_request_and_sourc
     assert store.get("5.21.0", case) is None  # a damaged entry is asked again
 
 
+def test_media_answers_made_before_the_processor_fix_are_not_reused(tmp_path, monkeypatch):
+    """transformers@V once rendered image cases without the model's processor (the image
+    dropped): bumping MEDIA_REVISION moves those cases' keys, and only theirs."""
+    from generator.replay import releases
+
+    cases = search.cases_for(MATRIX, "transformers", ["gemma3"], [])
+    media = next(c for c in cases if c.shape == "image-expanded")
+    text = next(c for c in cases if c.shape == "plain")
+    store, server = AnswerStore(MATRIX, "transformers", root=tmp_path), AnswerStore(MATRIX, "llama-server", root=tmp_path)
+    before = {c.id: (store.key(c), server.key(c)) for c in (media, text)}
+    monkeypatch.setitem(releases.MEDIA_REVISION, "transformers", releases.MEDIA_REVISION["transformers"] + 1)
+    assert store.key(media) != before[media.id][0]
+    assert store.key(text) == before[text.id][0] and server.key(media) == before[media.id][1]
+
+
 BAD_INPUT = {
     "vllm-before-render": (["--engine", "vllm", "--from", "0.18.1", "--to", "0.32.0"],
                            ["vllm 0.18.1 has no render server (the first release with one is 0.19.0)"]),

@@ -150,6 +150,12 @@ def build_share(builds: int) -> int:
     return max(1, build_jobs() // builds)
 
 
+# An engine whose answers to media cases were once made another way: those answers are not
+# reused. transformers@V rendered them through the tokenizer alone (the image dropped from the
+# prompt) until its worker rendered them through the model's processor, as the reference does.
+MEDIA_REVISION = {"transformers": 2}
+
+
 class AnswerStore:
     """Each release's answer to each case, under cache_dir()/history/<engine>/<release>/<key>.json.
 
@@ -183,6 +189,8 @@ class AnswerStore:
         source = dict(self._source(case.model))
         if case.view != EXPANDED_VIEW:
             source["processor"] = None  # a template-view case never reaches the processor
+        elif self.engine in MEDIA_REVISION:
+            source["media_revision"] = MEDIA_REVISION[self.engine]
         return canonical.digest({"format": ANSWERS_FORMAT, "engine": self.engine,
                                  "request": canonical.dumps(case.request, keep_order=True),
                                  **source, "date": self.config.date.isoformat()})
@@ -241,13 +249,19 @@ def replay(config: Config, engine: str, version: str, cases: list[Case],
     return Replayed({case.id: answers[case.id] for case in cases}, remembered)
 
 
+def _portable(message: str) -> str:
+    """A remembered answer names the cache as `<cache>`: it ends up in the committed atlas, and
+    the machine's cache path is no part of what a release answered."""
+    return message.replace(str(cache_dir()), "<cache>")
+
+
 def _answer(runner, case: Case, version: str) -> Answer:
     try:
         ids = runner.ids(case.request)
     except Refused as refusal:
-        return Answer(refused=stable_line(refusal))
+        return Answer(refused=_portable(stable_line(refusal)))
     except EngineError as error:  # remembered as this release's answer: it cannot answer the case
-        return Answer(error=stable_line(error)[:300])
+        return Answer(error=_portable(stable_line(error))[:300])
     ids = Ids.of(ids)
     return Answer(list(ids), list(ids.pieces or []), ids.prompt)
 
