@@ -22,6 +22,7 @@ from generator import budget
 from generator.cli import main
 from generator.goldens import golden_file
 from faults import wait_for
+from interrupt import catches, interruptible
 
 ROOT = Path(__file__).resolve().parent.parent
 LOOP = ("{%- if tools %}{%- for i in range(100000) %}{%- for j in range(100000) %}{%- endfor %}"
@@ -78,20 +79,23 @@ def _cpu_seconds(pid: int) -> float:
 @pytest.mark.slow
 def test_ctrl_c_ends_a_check_stuck_in_a_render_at_once(looping):
     # neither the run's timeout nor the render's deadline can end it within the test: only Ctrl-C
-    process = subprocess.Popen([sys.executable, "-m", "generator.cli", "check", "--engine", "transformers",
-                                "--timeout", "600"], cwd=looping, stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True,
-                               env={**os.environ, "PYTHONPATH": str(ROOT), "GOLDENS_RENDER_DEADLINE": "600",
-                                    "PYTHONFAULTHANDLER": "1"})
+    # SIGINT at its default in the check even when this run was started with it ignored (a
+    # background job): an ignored Ctrl-C stays ignored, and this test then waited forever
+    process = interruptible([sys.executable, "-m", "generator.cli", "check", "--engine", "transformers",
+                             "--timeout", "600"], cwd=looping, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYTHONPATH": str(ROOT), "GOLDENS_RENDER_DEADLINE": "600",
+                                 "PYTHONFAULTHANDLER": "1"})
     try:
         # the plain case renders in milliseconds after the imports: a process that has burnt
         # 8 s of CPU is inside the looping render
         assert wait_for(lambda: _cpu_seconds(process.pid) > 8, timeout=120), "check never got busy"
+        assert catches(process.pid, signal.SIGINT), "the check does not take SIGINT: Ctrl-C would be ignored"
         process.send_signal(signal.SIGINT)
         started = time.monotonic()
         try:
             _, stderr = process.communicate(timeout=120)
-        except subprocess.TimeoutExpired:  # seen twice under heavy load: say where every thread sat
+        except subprocess.TimeoutExpired:  # say where every thread sat
             process.send_signal(signal.SIGABRT)
             _, stderr = process.communicate(timeout=30)
             raise AssertionError(f"Ctrl-C did not end the check; its threads:\n{stderr}") from None
@@ -101,6 +105,27 @@ def test_ctrl_c_ends_a_check_stuck_in_a_render_at_once(looping):
         process.kill()
     assert process.returncode == 130, stderr
     assert "Traceback" not in stderr, stderr
+
+
+def test_a_check_the_tests_interrupt_takes_sigint_when_the_run_ignores_it():
+    """Issue #34: the Ctrl-C test above hung (no exit in 120 s) in full runs started as
+    background jobs: a shell starts those with SIGINT ignored, the check inherited that and, as
+    goldens must, kept ignoring it. A child started by `interruptible` takes SIGINT whatever this
+    run inherited; synchronised on its first line, printed once Python has its handler in place."""
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # how `pytest &` in a script starts
+    try:
+        child = interruptible([sys.executable, "-c", "import sys; print('up', flush=True); sys.stdin.read()"],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    try:
+        assert child.stdout.readline() == "up\n"
+        assert catches(child.pid, signal.SIGINT), "the child inherited an ignored SIGINT"
+        child.send_signal(signal.SIGINT)
+        assert child.wait(timeout=30) == -signal.SIGINT  # KeyboardInterrupt: Python ends by the signal
+    finally:
+        child.kill()
+        child.wait()
 
 
 def test_a_render_on_another_thread_is_cut_at_its_deadline(monkeypatch):
