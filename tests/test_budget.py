@@ -55,6 +55,19 @@ def looping(tmp_path_factory) -> Path:
     return folder
 
 
+@pytest.fixture(scope="module")
+def looping_twice(tmp_path_factory) -> Path:
+    """A config whose `plain` and `tools` cases both loop (the reference renders them one at a
+    time: the second waits for the first, outside any deadline)."""
+    folder = _config(tmp_path_factory.mktemp("loop2"), LOOP.replace("if tools", "if tools or messages|length > 1"))
+    done = _goldens("regenerate", cwd=folder, env={"GOLDENS_RENDER_DEADLINE": "2"})
+    assert done.returncode == 0, done.stderr
+    for case in ("plain", "tools"):
+        golden = golden_file.read(folder / "goldens" / "m" / f"{case}.json")
+        assert golden.outcome == "error" and "RenderDeadline" in golden.error, (case, golden.error)
+    return folder
+
+
 @pytest.mark.parametrize("engine", ["transformers", "minijinja"])
 @pytest.mark.slow
 def test_a_looping_case_ends_within_the_runs_timeout(looping, engine):
@@ -77,18 +90,19 @@ def _cpu_seconds(pid: int) -> float:
 
 
 @pytest.mark.slow
-def test_ctrl_c_ends_a_check_stuck_in_a_render_at_once(looping):
-    # neither the run's timeout nor the render's deadline can end it within the test: only Ctrl-C
+def test_ctrl_c_ends_a_check_stuck_in_a_render_at_once(looping_twice):
+    # neither the run's timeout nor the render's deadline can end it within the test: only Ctrl-C.
+    # Two cases loop: the second, waiting for its turn when Ctrl-C comes, must not render either
     # SIGINT at its default in the check even when this run was started with it ignored (a
     # background job): an ignored Ctrl-C stays ignored, and this test then waited forever
     process = interruptible([sys.executable, "-m", "generator.cli", "check", "--engine", "transformers",
-                             "--timeout", "600"], cwd=looping, stdout=subprocess.PIPE,
+                             "--timeout", "600"], cwd=looping_twice, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True,
                             env={**os.environ, "PYTHONPATH": str(ROOT), "GOLDENS_RENDER_DEADLINE": "600",
                                  "PYTHONFAULTHANDLER": "1"})
     try:
-        # the plain case renders in milliseconds after the imports: a process that has burnt
-        # 8 s of CPU is inside the looping render
+        # the other cases render in milliseconds after the imports: a process that has burnt
+        # 8 s of CPU is inside a looping render, and the other looping case waits for its turn
         assert wait_for(lambda: _cpu_seconds(process.pid) > 8, timeout=120), "check never got busy"
         assert catches(process.pid, signal.SIGINT), "the check does not take SIGINT: Ctrl-C would be ignored"
         process.send_signal(signal.SIGINT)
@@ -146,6 +160,54 @@ def test_a_render_on_another_thread_is_cut_at_its_deadline(monkeypatch):
     assert not worker.is_alive()
     assert len(seen) == 1 and isinstance(seen[0], budget.RenderDeadline), seen
     assert "0.3 s" in str(seen[0])
+
+
+def test_ctrl_c_also_ends_a_render_that_was_waiting_for_its_turn(monkeypatch):
+    """The reference renders one case at a time (reference.frozen_date's lock, taken outside the
+    deadline), so at Ctrl-C the replay pool's other threads may be waiting for their turn, in no
+    deadline yet. cancel_all() cut only the render in flight; the next, looping too, then ran its
+    whole deadline while the interpreter's exit joined the pool's threads. Deterministic: the
+    waiting case can render only after the first has ended, which is after cancel_all()."""
+    monkeypatch.setenv("GOLDENS_RENDER_DEADLINE", "30")
+    turn = threading.Lock()
+    rendering = threading.Event()
+    seen: dict[str, BaseException] = {}
+
+    def spin(name: str) -> None:
+        try:
+            with budget.case(), turn, budget.deadline():
+                rendering.set()
+                while True:
+                    pass
+        except BaseException as error:  # noqa: BLE001 (what each thread saw is the test)
+            seen[name] = error
+
+    first = threading.Thread(target=spin, args=("first",), daemon=True)
+    first.start()
+    assert rendering.wait(10), "the first render never began"
+    waiting = threading.Thread(target=spin, args=("waiting",), daemon=True)
+    waiting.start()
+    assert wait_for(lambda: len(budget._cases) == 2, timeout=10), "the waiting case never began"
+    budget.cancel_all()
+    first.join(10)
+    waiting.join(10)
+    assert not first.is_alive() and not waiting.is_alive(), "a render outlived Ctrl-C"
+    assert sorted(seen) == ["first", "waiting"], seen
+    for error in seen.values():
+        assert isinstance(error, budget.RunDeadline) and str(error) == budget.INTERRUPTED, repr(error)
+    after: list[BaseException] = []  # a case begun after the cancel renders as before
+
+    def quick() -> None:
+        try:
+            with budget.case(), budget.deadline():
+                pass
+        except BaseException as error:  # noqa: BLE001
+            after.append(error)
+
+    worker = threading.Thread(target=quick)
+    worker.start()
+    worker.join(10)
+    assert after == [] and not worker.is_alive(), after
 
 
 def test_the_runs_deadline_is_not_blamed_on_the_template(monkeypatch):
