@@ -13,7 +13,10 @@ hostile template costs its case one recorded outcome, never a hung gate or a kil
   bound on the instructions one render may run.
 - Size: a prompt over MAX_PROMPT_CHARS is refused before tokenizing (tokenizing a 1 GB prompt
   takes over 20 GB). The bound keeps a golden inside what `check` reads back (64 MiB).
-- `cancel_all()` interrupts every render in flight: Ctrl-C ends a check at once.
+- `cancel_all()` interrupts every render in flight, and every render a case already under way
+  on a pool thread (`case()`) begins afterwards: Ctrl-C ends a check at once, even where a case
+  was waiting for its turn to render (the reference renders one case at a time, so the others
+  wait for its lock, outside any deadline, and the pool's threads outlive the run's block).
 """
 
 from __future__ import annotations
@@ -88,6 +91,24 @@ class _Render:
 
 _renders: dict[int, _Render] = {}
 _renders_lock = threading.Lock()
+_cases: set[int] = set()  # the threads inside case(): what cancel_all() reaches before they render
+_cancelled: set[int] = set()  # of those, the ones cancel_all() reached: they render nothing more
+INTERRUPTED = "not judged: the run was interrupted"
+
+
+@contextlib.contextmanager
+def case():
+    """One case on a pool thread: a cancel_all() while it runs refuses every render it begins
+    afterwards, as well as cutting the one in flight."""
+    ident = threading.get_ident()
+    with _renders_lock:
+        _cases.add(ident)
+    try:
+        yield
+    finally:
+        with _renders_lock:
+            _cases.discard(ident)
+            _cancelled.discard(ident)
 
 
 def _expired_class(base: type[Exception], message: str) -> type[Exception]:
@@ -155,6 +176,8 @@ def deadline():
     timer = threading.Timer(seconds, _deliver, (render, _expired_class(kind, message)))
     timer.daemon = True
     with _renders_lock:
+        if render.ident in _cancelled:  # a case cancel_all() reached while it waited for its turn
+            raise RunDeadline(INTERRUPTED)
         _renders[render.ident] = render
     timer.start()
     raising = False
@@ -178,11 +201,13 @@ def deadline():
 
 def cancel_all() -> None:
     """Interrupt every render in flight on other threads (Ctrl-C, SIGTERM): each ends with
-    RenderDeadline at its next bytecode, so the replay pool's threads can be joined at once."""
+    RunDeadline at its next bytecode, and every case under way renders nothing more, so the
+    replay pool's threads end at once (the interpreter joins them before it exits)."""
     with _renders_lock:
+        _cancelled.update(_cases)
         renders = list(_renders.values())
     for render in renders:
-        _deliver(render, _expired_class(RunDeadline, "not judged: the run was interrupted"))
+        _deliver(render, _expired_class(RunDeadline, INTERRUPTED))
 
 
 def bounded(prompt: str) -> str:

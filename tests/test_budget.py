@@ -22,6 +22,7 @@ from generator import budget
 from generator.cli import main
 from generator.goldens import golden_file
 from faults import wait_for
+from interrupt import catches, interruptible
 
 ROOT = Path(__file__).resolve().parent.parent
 LOOP = ("{%- if tools %}{%- for i in range(100000) %}{%- for j in range(100000) %}{%- endfor %}"
@@ -54,6 +55,19 @@ def looping(tmp_path_factory) -> Path:
     return folder
 
 
+@pytest.fixture(scope="module")
+def looping_twice(tmp_path_factory) -> Path:
+    """A config whose `plain` and `tools` cases both loop (the reference renders them one at a
+    time: the second waits for the first, outside any deadline)."""
+    folder = _config(tmp_path_factory.mktemp("loop2"), LOOP.replace("if tools", "if tools or messages|length > 1"))
+    done = _goldens("regenerate", cwd=folder, env={"GOLDENS_RENDER_DEADLINE": "2"})
+    assert done.returncode == 0, done.stderr
+    for case in ("plain", "tools"):
+        golden = golden_file.read(folder / "goldens" / "m" / f"{case}.json")
+        assert golden.outcome == "error" and "RenderDeadline" in golden.error, (case, golden.error)
+    return folder
+
+
 @pytest.mark.parametrize("engine", ["transformers", "minijinja"])
 @pytest.mark.slow
 def test_a_looping_case_ends_within_the_runs_timeout(looping, engine):
@@ -76,22 +90,26 @@ def _cpu_seconds(pid: int) -> float:
 
 
 @pytest.mark.slow
-def test_ctrl_c_ends_a_check_stuck_in_a_render_at_once(looping):
-    # neither the run's timeout nor the render's deadline can end it within the test: only Ctrl-C
-    process = subprocess.Popen([sys.executable, "-m", "generator.cli", "check", "--engine", "transformers",
-                                "--timeout", "600"], cwd=looping, stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True,
-                               env={**os.environ, "PYTHONPATH": str(ROOT), "GOLDENS_RENDER_DEADLINE": "600",
-                                    "PYTHONFAULTHANDLER": "1"})
+def test_ctrl_c_ends_a_check_stuck_in_a_render_at_once(looping_twice):
+    # neither the run's timeout nor the render's deadline can end it within the test: only Ctrl-C.
+    # Two cases loop: the second, waiting for its turn when Ctrl-C comes, must not render either
+    # SIGINT at its default in the check even when this run was started with it ignored (a
+    # background job): an ignored Ctrl-C stays ignored, and this test then waited forever
+    process = interruptible([sys.executable, "-m", "generator.cli", "check", "--engine", "transformers",
+                             "--timeout", "600"], cwd=looping_twice, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYTHONPATH": str(ROOT), "GOLDENS_RENDER_DEADLINE": "600",
+                                 "PYTHONFAULTHANDLER": "1"})
     try:
-        # the plain case renders in milliseconds after the imports: a process that has burnt
-        # 8 s of CPU is inside the looping render
+        # the other cases render in milliseconds after the imports: a process that has burnt
+        # 8 s of CPU is inside a looping render, and the other looping case waits for its turn
         assert wait_for(lambda: _cpu_seconds(process.pid) > 8, timeout=120), "check never got busy"
+        assert catches(process.pid, signal.SIGINT), "the check does not take SIGINT: Ctrl-C would be ignored"
         process.send_signal(signal.SIGINT)
         started = time.monotonic()
         try:
             _, stderr = process.communicate(timeout=120)
-        except subprocess.TimeoutExpired:  # seen twice under heavy load: say where every thread sat
+        except subprocess.TimeoutExpired:  # say where every thread sat
             process.send_signal(signal.SIGABRT)
             _, stderr = process.communicate(timeout=30)
             raise AssertionError(f"Ctrl-C did not end the check; its threads:\n{stderr}") from None
@@ -101,6 +119,27 @@ def test_ctrl_c_ends_a_check_stuck_in_a_render_at_once(looping):
         process.kill()
     assert process.returncode == 130, stderr
     assert "Traceback" not in stderr, stderr
+
+
+def test_a_check_the_tests_interrupt_takes_sigint_when_the_run_ignores_it():
+    """Issue #34: the Ctrl-C test above hung (no exit in 120 s) in full runs started as
+    background jobs: a shell starts those with SIGINT ignored, the check inherited that and, as
+    goldens must, kept ignoring it. A child started by `interruptible` takes SIGINT whatever this
+    run inherited; synchronised on its first line, printed once Python has its handler in place."""
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # how `pytest &` in a script starts
+    try:
+        child = interruptible([sys.executable, "-c", "import sys; print('up', flush=True); sys.stdin.read()"],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    try:
+        assert child.stdout.readline() == "up\n"
+        assert catches(child.pid, signal.SIGINT), "the child inherited an ignored SIGINT"
+        child.send_signal(signal.SIGINT)
+        assert child.wait(timeout=30) == -signal.SIGINT  # KeyboardInterrupt: Python ends by the signal
+    finally:
+        child.kill()
+        child.wait()
 
 
 def test_a_render_on_another_thread_is_cut_at_its_deadline(monkeypatch):
@@ -121,6 +160,54 @@ def test_a_render_on_another_thread_is_cut_at_its_deadline(monkeypatch):
     assert not worker.is_alive()
     assert len(seen) == 1 and isinstance(seen[0], budget.RenderDeadline), seen
     assert "0.3 s" in str(seen[0])
+
+
+def test_ctrl_c_also_ends_a_render_that_was_waiting_for_its_turn(monkeypatch):
+    """The reference renders one case at a time (reference.frozen_date's lock, taken outside the
+    deadline), so at Ctrl-C the replay pool's other threads may be waiting for their turn, in no
+    deadline yet. cancel_all() cut only the render in flight; the next, looping too, then ran its
+    whole deadline while the interpreter's exit joined the pool's threads. Deterministic: the
+    waiting case can render only after the first has ended, which is after cancel_all()."""
+    monkeypatch.setenv("GOLDENS_RENDER_DEADLINE", "30")
+    turn = threading.Lock()
+    rendering = threading.Event()
+    seen: dict[str, BaseException] = {}
+
+    def spin(name: str) -> None:
+        try:
+            with budget.case(), turn, budget.deadline():
+                rendering.set()
+                while True:
+                    pass
+        except BaseException as error:  # noqa: BLE001 (what each thread saw is the test)
+            seen[name] = error
+
+    first = threading.Thread(target=spin, args=("first",), daemon=True)
+    first.start()
+    assert rendering.wait(10), "the first render never began"
+    waiting = threading.Thread(target=spin, args=("waiting",), daemon=True)
+    waiting.start()
+    assert wait_for(lambda: len(budget._cases) == 2, timeout=10), "the waiting case never began"
+    budget.cancel_all()
+    first.join(10)
+    waiting.join(10)
+    assert not first.is_alive() and not waiting.is_alive(), "a render outlived Ctrl-C"
+    assert sorted(seen) == ["first", "waiting"], seen
+    for error in seen.values():
+        assert isinstance(error, budget.RunDeadline) and str(error) == budget.INTERRUPTED, repr(error)
+    after: list[BaseException] = []  # a case begun after the cancel renders as before
+
+    def quick() -> None:
+        try:
+            with budget.case(), budget.deadline():
+                pass
+        except BaseException as error:  # noqa: BLE001
+            after.append(error)
+
+    worker = threading.Thread(target=quick)
+    worker.start()
+    worker.join(10)
+    assert after == [] and not worker.is_alive(), after
 
 
 def test_the_runs_deadline_is_not_blamed_on_the_template(monkeypatch):

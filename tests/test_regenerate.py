@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 from conftest import one_line_error
+from interrupt import interruptible
 
 from generator import files
 from generator.cli import main
@@ -474,9 +475,8 @@ def test_a_real_ctrl_c_stops_every_render_process_with_one_line(tmp_path, stage,
 
     out = tmp_path / "out"
     args = [sys.executable, "-m", "generator.cli", "regenerate", "--config", str(MODELS_YAML), "--out", str(out)]
-    process = subprocess.Popen(args, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, text=True,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
-                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    process = interruptible(args, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
     try:
         deadline = time.monotonic() + 300
         while not _at(stage, process.pid):

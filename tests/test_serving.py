@@ -21,6 +21,7 @@ import pytest
 from click.testing import CliRunner
 from conftest import GOLDENS, ROOT
 from faults import FaultServer, processes, wait_for
+from interrupt import interruptible
 
 from generator.cli import main
 from generator.config import models
@@ -198,12 +199,11 @@ def test_a_signal_stops_every_managed_server_and_removes_the_claims(signum, code
     report = tmp_path / "out" / "goldens.md"
     server_pids: list[int] = []
     with FaultServer("hang") as vllm:
-        run = subprocess.Popen(
+        run = interruptible(
             [sys.executable, "-m", "generator.cli", "check", "--config", str(config), "--goldens", str(goldens),
              "--url", f"vllm={vllm.url}", "--report", str(report)],
             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
             env={**os.environ, "PYTHONPATH": str(ROOT)},
-            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # as in a terminal
         )
         try:
             assert wait_for(lambda: vllm.posts > 0 or run.poll() is not None, 300), "vLLM was never asked"

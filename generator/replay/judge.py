@@ -349,15 +349,21 @@ def replay(engine: Engine, goldens: Iterable[golden_file.Golden], root: Path, jo
     lock = threading.Lock()
     version = reported_version(engine)
 
+    interrupted = threading.Event()  # set before budget.cancel_all(): see `one`
+
     def one(item: golden_file.Golden) -> Outcome:
-        reason = (halt() if halt is not None else None) or (fault[0] if fault else None)
+        # Ctrl-C reaches this case's renders even before they begin: a case under way when it
+        # came is refused each render by budget.cancel_all(), one begun after sees `interrupted`
+        with budget.case():
+            reason = ((budget.INTERRUPTED if interrupted.is_set() else None)
+                      or (halt() if halt is not None else None) or (fault[0] if fault else None))
+            if reason is None:
+                outcome = judge(engine, item, root, decode, confirm, label)
         if reason is not None:
             outcome = Outcome(item.case, label or engine.name, "error", reason)
-        else:
-            outcome = judge(engine, item, root, decode, confirm, label)
-            if outcome.unreachable:
-                with lock:
-                    fault.append(outcome.detail)
+        elif outcome.unreachable:
+            with lock:
+                fault.append(outcome.detail)
         outcome.version = version
         if outcome.finding is not None:
             outcome.finding.version = version
@@ -372,9 +378,10 @@ def replay(engine: Engine, goldens: Iterable[golden_file.Golden], root: Path, jo
         try:
             results = list(pool.map(one, items))
         except BaseException:  # Ctrl-C, SIGTERM: drop the queue and cut the requests in flight
+            interrupted.set()
             pool.shutdown(wait=False, cancel_futures=True)
             http.cancel_all()
-            budget.cancel_all()  # renders in flight on the pool's threads, too
+            budget.cancel_all()  # renders in flight on the pool's threads, and those still to begin
             raise
         pool.shutdown()
     out = []
