@@ -665,6 +665,7 @@ def test_a_venv_whose_marker_records_another_check_answer_is_made_again(tmp_path
     from generator.servers import venv
 
     monkeypatch.setenv("GOLDENS_CACHE", str(tmp_path))
+    monkeypatch.delenv("GOLDENS_LIGHT", raising=False)  # the install below is a stand-in: nothing heavy runs
     old = tmp_path / "transformers-5.25.0"
     (old / "bin").mkdir(parents=True)
     (old / "bin" / "python").symlink_to(sys.executable)
