@@ -73,6 +73,12 @@ def test_the_spellings_outside_bodies_brought():
     for name in ("plain_response-format-no-name", "plain_response-format-json-object"):
         body = case(name)
         assert parse_request(json.dumps(body), name)["response_format"] == body["response_format"]
+    named = case("tool-result-json-args_result-by-name")["messages"][-1]
+    assert named["role"] == "tool" and named["name"] == "get_weather" and "tool_call_id" not in named
+    rounds = case("tool-result-json-args_two-rounds")["messages"]
+    assert [m["role"] for m in rounds][-4:] == ["assistant", "tool", "assistant", "tool"]
+    assert rounds[-2]["tool_calls"][0]["id"] == rounds[-1]["tool_call_id"] != rounds[2]["tool_calls"][0]["id"]
+    assert [m["role"] for m in case("tool-result-json-args_starts-call")["messages"]] == ["assistant", "tool"]
     # none applies where there is nothing to rewrite
     for shape, dialect in [("plain", "ends-call"), ("tool-result", "ends-call"), ("no-system", "system-only"),
                            ("prefill", "two-assistants"), ("no-system", "drop-system"), ("plain", "type-int")]:
@@ -85,7 +91,7 @@ def test_the_spellings_outside_bodies_brought():
 def test_the_outside_dialects_come_after_the_rest_so_earlier_choices_stay():
     names = list(dialects.DIALECTS)
     new = ["ends-call", "call-with-text", "drop-system", "system-only", "two-assistants", "type-int",
-           "response-format-no-name", "response-format-json-object"]
+           "response-format-no-name", "response-format-json-object", "result-by-name", "two-rounds", "starts-call"]
     assert names[-len(new):] == new
     lock = dialects.read_lock(ROOT / dialects.LOCK_NAME)
     for model, entry in lock.items():  # every model keeps the earlier cases first, the new ones after
@@ -166,6 +172,16 @@ def test_choose_counts_normalization_rules_once_per_model():
     # tool-result-json-args, a shape of the matrix, already reaches the rule: neither is kept
     assert dialects.choose(("tool-result", "tool-result-json-args"), ("args-compact", "args-pretty"), {}, render) == []
     assert dialects.choose(("tool-result",), ("args-compact", "args-pretty"), {}, render) == ["tool-result_args-compact"]
+
+
+def test_an_engine_keyed_dialect_is_kept_though_the_reference_renders_it_as_its_base():
+    """result-by-name changes how an engine's request layer finds a result's call (harmony names it by
+    tool_call_id); the fake render, like most templates, cannot tell it from its base: kept anyway."""
+    assert dialects.DIALECTS["result-by-name"].engine_keyed
+    assert dialects.choose(("tool-result-json-args",), ("result-by-name",), {}, fake_render) == [
+        "tool-result-json-args_result-by-name"]
+    # not so for a dialect without the mark whose render matches its base
+    assert dialects.choose(("parallel-tool-calls",), ("result-no-call-id",), {}, fake_render) == []
 
 
 def test_the_lock_is_deterministic_and_read_back(tmp_path):

@@ -42,6 +42,10 @@ class Dialect:
     description: str
     shapes: tuple[str, ...]  # the built-in shapes it is applied to
     transform: Callable[[Request], Request | None]  # a copy of the request in; None: nothing to rewrite
+    # what it changes is how an engine's request layer matches a tool result to its call (harmony,
+    # mistral-common): the reference may render it as the base shape, so it is kept once per model,
+    # as the request fields engines act on are
+    engine_keyed: bool = False
 
     def apply(self, request: Request) -> Request | None:
         return self.transform(copy.deepcopy(request))
@@ -273,6 +277,30 @@ def _two_assistants(request: Request) -> Request | None:
     return request
 
 
+def _two_rounds(request: Request) -> Request | None:
+    """A second call and its result after the first (the model called, read, called again)."""
+    messages = request["messages"]
+    calls = [m for m in messages if m.get("role") == "assistant" and m.get("tool_calls")]
+    if not calls or messages[-1].get("role") != "tool":
+        return None
+    call = copy.deepcopy(calls[-1]["tool_calls"][0])
+    call["id"] = "k9l8m7n6o"
+    call["function"]["name"] = "get_time"
+    messages += [{"role": "assistant", "content": "", "tool_calls": [call]},
+                 {"role": "tool", "tool_call_id": call["id"], "name": "get_time", "content": "noon"}]
+    return request
+
+
+def _starts_call(request: Request) -> Request | None:
+    """The conversation starts at the assistant's tool call (a converter's output with no user turn)."""
+    messages = request["messages"]
+    first = next((i for i, m in enumerate(messages) if m.get("role") == "assistant" and m.get("tool_calls")), None)
+    if not first:
+        return None
+    request["messages"] = messages[first:]
+    return request
+
+
 def _loose_type(tools: list[dict[str, Any]]) -> None:
     """A property typed `int` (not a JSON-schema type) as hand-written tool lists have it."""
     for tool in tools:
@@ -353,6 +381,11 @@ DIALECTS: dict[str, Dialect] = {d.name: d for d in (
             _fields(response_format={"type": "json_schema", "json_schema": {"schema": SCHEMA["json_schema"]["schema"]}})),
     Dialect("response-format-json-object", "response_format json_object with a schema", ("plain",),
             _fields(response_format={"type": "json_object", "schema": SCHEMA["json_schema"]["schema"]})),
+    Dialect("result-by-name", "the tool result named, without tool_call_id", ("tool-result-json-args",),
+            _results(_drop("tool_call_id")), engine_keyed=True),
+    Dialect("two-rounds", "a second tool call and result after the first", ("tool-result-json-args",), _two_rounds),
+    Dialect("starts-call", "the conversation starts at the assistant's tool call", ("tool-result-json-args",),
+            _starts_call),
 )}
 
 
@@ -435,7 +468,10 @@ def choose(shapes: tuple[str, ...], dialects: tuple[str, ...], kwargs: dict[str,
             rules.add(normalization_key(base))
         case = request(name, kwargs)
         rendered = render(case)
-        marks = (render_key(rendered), normalization_key(rendered), json.dumps(engine_fields(case), sort_keys=True))
+        reached = engine_fields(case)
+        if DIALECTS[name.split(SEPARATOR, 1)[1]].engine_keyed:
+            reached = {**reached, "engine-keyed": name.split(SEPARATOR, 1)[1]}
+        marks = (render_key(rendered), normalization_key(rendered), json.dumps(reached, sort_keys=True))
         if marks[0] in renders[shape] and marks[1] in rules and marks[2] in fields:
             continue
         renders[shape].add(marks[0])
