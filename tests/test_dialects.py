@@ -79,6 +79,8 @@ def test_the_spellings_outside_bodies_brought():
     assert [m["role"] for m in rounds][-4:] == ["assistant", "tool", "assistant", "tool"]
     assert rounds[-2]["tool_calls"][0]["id"] == rounds[-1]["tool_call_id"] != rounds[2]["tool_calls"][0]["id"]
     assert [m["role"] for m in case("tool-result-json-args_starts-call")["messages"]] == ["assistant", "tool"]
+    described = [t["function"]["description"] for t in case("tools-reduced_empty-description")["tools"]]
+    assert described[0] == "" and all(described[1:])
     # none applies where there is nothing to rewrite
     for shape, dialect in [("plain", "ends-call"), ("tool-result", "ends-call"), ("no-system", "system-only"),
                            ("prefill", "two-assistants"), ("no-system", "drop-system"), ("plain", "type-int")]:
@@ -91,7 +93,8 @@ def test_the_spellings_outside_bodies_brought():
 def test_the_outside_dialects_come_after_the_rest_so_earlier_choices_stay():
     names = list(dialects.DIALECTS)
     new = ["ends-call", "call-with-text", "drop-system", "system-only", "two-assistants", "type-int",
-           "response-format-no-name", "response-format-json-object", "result-by-name", "two-rounds", "starts-call"]
+           "response-format-no-name", "response-format-json-object", "result-by-name", "two-rounds", "starts-call",
+           "empty-description"]
     assert names[-len(new):] == new
     lock = dialects.read_lock(ROOT / dialects.LOCK_NAME)
     for model, entry in lock.items():  # every model keeps the earlier cases first, the new ones after

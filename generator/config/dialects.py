@@ -301,6 +301,11 @@ def _starts_call(request: Request) -> Request | None:
     return request
 
 
+def _empty_description(tools: list[dict[str, Any]]) -> None:
+    """The first tool's description "" (llama.cpp's own test tool has one)."""
+    tools[0]["function"]["description"] = ""
+
+
 def _loose_type(tools: list[dict[str, Any]]) -> None:
     """A property typed `int` (not a JSON-schema type) as hand-written tool lists have it."""
     for tool in tools:
@@ -386,6 +391,7 @@ DIALECTS: dict[str, Dialect] = {d.name: d for d in (
     Dialect("two-rounds", "a second tool call and result after the first", ("tool-result-json-args",), _two_rounds),
     Dialect("starts-call", "the conversation starts at the assistant's tool call", ("tool-result-json-args",),
             _starts_call),
+    Dialect("empty-description", "the first tool's description empty", ("tools-reduced",), _tools(_empty_description)),
 )}
 
 
