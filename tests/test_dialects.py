@@ -55,6 +55,54 @@ def test_a_dialect_applies_only_where_the_shape_has_what_it_rewrites():
     assert dialects.split("plain") is None and dialects.split("client-x_y") is None
 
 
+def test_the_spellings_outside_bodies_brought():
+    """The eight dialects from bench/outside: each the body a real client sent, on a built-in shape."""
+    ends = case("tool-result-json-args_ends-call")["messages"]
+    assert ends[-1]["role"] == "assistant" and ends[-1]["tool_calls"] and not any(m["role"] == "tool" for m in ends)
+    text = case("tool-result-json-args_call-with-text")["messages"]
+    assert [m["content"] for m in text if m.get("tool_calls")] == ["Let me check the weather."]
+    assert [m["role"] for m in case("tool-result-json-args_drop-system")["messages"]] == ["user", "assistant", "tool"]
+    assert [m["role"] for m in case("plain_system-only")["messages"]] == ["system"]
+    assert [m["role"] for m in case("plain_two-assistants")["messages"]] == ["system", "user", "assistant", "assistant"]
+    typed = case("tools-reduced_type-int")["tools"]
+    assert all(t["function"]["parameters"]["properties"]["days"]["type"] == "int" for t in typed)
+    assert case("plain_response-format-no-name")["response_format"] == {
+        "type": "json_schema", "json_schema": {"schema": dialects.SCHEMA["json_schema"]["schema"]}}
+    assert case("plain_response-format-json-object")["response_format"]["type"] == "json_object"
+    # request files keep both response formats, so every engine that takes the field is sent it
+    for name in ("plain_response-format-no-name", "plain_response-format-json-object"):
+        body = case(name)
+        assert parse_request(json.dumps(body), name)["response_format"] == body["response_format"]
+    named = case("tool-result-json-args_result-by-name")["messages"][-1]
+    assert named["role"] == "tool" and named["name"] == "get_weather" and "tool_call_id" not in named
+    rounds = case("tool-result-json-args_two-rounds")["messages"]
+    assert [m["role"] for m in rounds][-4:] == ["assistant", "tool", "assistant", "tool"]
+    assert rounds[-2]["tool_calls"][0]["id"] == rounds[-1]["tool_call_id"] != rounds[2]["tool_calls"][0]["id"]
+    assert [m["role"] for m in case("tool-result-json-args_starts-call")["messages"]] == ["assistant", "tool"]
+    described = [t["function"]["description"] for t in case("tools-reduced_empty-description")["tools"]]
+    assert described[0] == "" and all(described[1:])
+    # none applies where there is nothing to rewrite
+    for shape, dialect in [("plain", "ends-call"), ("tool-result", "ends-call"), ("no-system", "system-only"),
+                           ("prefill", "two-assistants"), ("no-system", "drop-system"), ("plain", "type-int")]:
+        assert dialect not in dialects.DIALECTS or shape not in dialects.DIALECTS[dialect].shapes \
+            or dialects.DIALECTS[dialect].apply(build(shape, {})) is None, (shape, dialect)
+        assert dialects.split(dialects.case_name(shape, dialect)) is None or \
+            dialects.DIALECTS[dialect].apply(build(shape, {})) is None
+
+
+def test_the_outside_dialects_come_after_the_rest_so_earlier_choices_stay():
+    names = list(dialects.DIALECTS)
+    new = ["ends-call", "call-with-text", "drop-system", "system-only", "two-assistants", "type-int",
+           "response-format-no-name", "response-format-json-object", "result-by-name", "two-rounds", "starts-call",
+           "empty-description"]
+    assert names[-len(new):] == new
+    lock = dialects.read_lock(ROOT / dialects.LOCK_NAME)
+    for model, entry in lock.items():  # every model keeps the earlier cases first, the new ones after
+        cases = entry["cases"]
+        firsts = [i for i, c in enumerate(cases) if c.split(dialects.SEPARATOR, 1)[1] in new]
+        assert firsts == list(range(len(cases) - len(firsts), len(cases))), model
+
+
 def test_the_spellings():
     calls = lambda r: r["messages"][2]["tool_calls"]  # noqa: E731
     assert calls(case("tool-result_args-compact"))[0]["function"]["arguments"] == '{"city":"Paris"}'
@@ -127,6 +175,16 @@ def test_choose_counts_normalization_rules_once_per_model():
     # tool-result-json-args, a shape of the matrix, already reaches the rule: neither is kept
     assert dialects.choose(("tool-result", "tool-result-json-args"), ("args-compact", "args-pretty"), {}, render) == []
     assert dialects.choose(("tool-result",), ("args-compact", "args-pretty"), {}, render) == ["tool-result_args-compact"]
+
+
+def test_an_engine_keyed_dialect_is_kept_though_the_reference_renders_it_as_its_base():
+    """result-by-name changes how an engine's request layer finds a result's call (harmony names it by
+    tool_call_id); the fake render, like most templates, cannot tell it from its base: kept anyway."""
+    assert dialects.DIALECTS["result-by-name"].engine_keyed
+    assert dialects.choose(("tool-result-json-args",), ("result-by-name",), {}, fake_render) == [
+        "tool-result-json-args_result-by-name"]
+    # not so for a dialect without the mark whose render matches its base
+    assert dialects.choose(("parallel-tool-calls",), ("result-no-call-id",), {}, fake_render) == []
 
 
 def test_the_lock_is_deterministic_and_read_back(tmp_path):

@@ -276,9 +276,9 @@ def test_models_command_lists_the_committed_matrix():
     result = run_in_process(["models", "--config", str(ROOT / "models.yaml")])
     assert result.returncode == 0, result.stderr
     assert "engine versions: llama-server b11434, vllm 0.32.0" in result.stdout
-    assert "qwen3: 53 cases" in result.stdout  # 36 + 17 dialect cases (docs/dialects.md)
-    assert "gemma3: 37 cases" in result.stdout  # 20 + 4 polyfilled (docs/capabilities.md) + 13 dialect cases
-    assert "  dialects:  17 cases kept of 28 selected (dialects.lock)" in result.stdout
+    assert "qwen3: 65 cases" in result.stdout  # 36 + 29 dialect cases (docs/dialects.md)
+    assert "gemma3: 42 cases" in result.stdout  # 20 + 4 polyfilled (docs/capabilities.md) + 18 dialect cases
+    assert "  dialects:  29 cases kept of 40 selected (dialects.lock)" in result.stdout
     assert "processor: google/gemma-3-4b-it processor_config.json" in result.stdout
     assert "tokenizer: pack:npm:qwen3" in result.stdout
     assert 'tokenizer: pack:llama.cpp:phi-3 with tokenizer_config {"add_bos_token": false}' in result.stdout

@@ -42,6 +42,10 @@ class Dialect:
     description: str
     shapes: tuple[str, ...]  # the built-in shapes it is applied to
     transform: Callable[[Request], Request | None]  # a copy of the request in; None: nothing to rewrite
+    # what it changes is how an engine's request layer matches a tool result to its call (harmony,
+    # mistral-common): the reference may render it as the base shape, so it is kept once per model,
+    # as the request fields engines act on are
+    engine_keyed: bool = False
 
     def apply(self, request: Request) -> Request | None:
         return self.transform(copy.deepcopy(request))
@@ -229,6 +233,87 @@ def _fields(**fields: Any) -> Callable[[Request], Request | None]:
     return transform
 
 
+# The spellings outside bodies showed that the axis above did not (bench/outside, docs/findings.md).
+
+
+def _ends_call(request: Request) -> Request | None:
+    """The conversation ends in the assistant's tool-call turn: the tool results after it dropped."""
+    messages = request["messages"]
+    while messages and messages[-1].get("role") == "tool":
+        messages.pop()
+    return request if messages and messages[-1].get("tool_calls") else None
+
+
+def _call_with_text(request: Request) -> Request | None:
+    """Text beside the tool calls of an assistant turn (the base shapes send "")."""
+    turns = [m for m in _messages(request, "assistant") if m.get("tool_calls")]
+    for message in turns:
+        message["content"] = "Let me check the weather."
+    return request if turns else None
+
+
+def _drop_system(request: Request) -> Request | None:
+    messages = request["messages"]
+    kept = [m for m in messages if m.get("role") != "system"]
+    if len(kept) == len(messages):
+        return None
+    request["messages"] = kept
+    return request
+
+
+def _system_only(request: Request) -> Request | None:
+    """Nothing but the system message (an SDK's minimal body is one developer/system message)."""
+    system = _messages(request, "system")
+    if not system:
+        return None
+    request["messages"] = system[:1]
+    return request
+
+
+def _two_assistants(request: Request) -> Request | None:
+    if request.get("continue_final_message") or request["messages"][-1].get("role") != "user":
+        return None
+    request["messages"] += [{"role": "assistant", "content": "4."}, {"role": "assistant", "content": "Four."}]
+    return request
+
+
+def _two_rounds(request: Request) -> Request | None:
+    """A second call and its result after the first (the model called, read, called again)."""
+    messages = request["messages"]
+    calls = [m for m in messages if m.get("role") == "assistant" and m.get("tool_calls")]
+    if not calls or messages[-1].get("role") != "tool":
+        return None
+    call = copy.deepcopy(calls[-1]["tool_calls"][0])
+    call["id"] = "k9l8m7n6o"
+    call["function"]["name"] = "get_time"
+    messages += [{"role": "assistant", "content": "", "tool_calls": [call]},
+                 {"role": "tool", "tool_call_id": call["id"], "name": "get_time", "content": "noon"}]
+    return request
+
+
+def _starts_call(request: Request) -> Request | None:
+    """The conversation starts at the assistant's tool call (a converter's output with no user turn)."""
+    messages = request["messages"]
+    first = next((i for i, m in enumerate(messages) if m.get("role") == "assistant" and m.get("tool_calls")), None)
+    if not first:
+        return None
+    request["messages"] = messages[first:]
+    return request
+
+
+def _empty_description(tools: list[dict[str, Any]]) -> None:
+    """The first tool's description "" (llama.cpp's own test tool has one)."""
+    tools[0]["function"]["description"] = ""
+
+
+def _loose_type(tools: list[dict[str, Any]]) -> None:
+    """A property typed `int` (not a JSON-schema type) as hand-written tool lists have it."""
+    for tool in tools:
+        parameters = tool["function"].get("parameters")
+        if isinstance(parameters, dict):
+            parameters.setdefault("properties", {})["days"] = {"type": "int", "description": "How many days."}
+
+
 NAMED = {"type": "function", "function": {"name": "get_weather"}}
 SCHEMA = {"type": "json_schema", "json_schema": {
     "name": "answer", "strict": True,
@@ -287,6 +372,26 @@ DIALECTS: dict[str, Dialect] = {d.name: d for d in (
             _fields(tool_choice="required", parallel_tool_calls=False)),
     Dialect("tool-choice-named", "tool_choice naming get_weather", ("tools-reduced",), _fields(tool_choice=NAMED)),
     Dialect("response-format", "response_format json_schema", ("plain",), _fields(response_format=SCHEMA)),
+    # from outside bodies (bench/outside): appended, so the cases chosen before them stay chosen
+    Dialect("ends-call", "the conversation ends in the assistant's tool-call turn", ("tool-result-json-args",),
+            _ends_call),
+    Dialect("call-with-text", "text beside the tool call in the assistant turn", ("tool-result-json-args",),
+            _call_with_text),
+    Dialect("drop-system", "the tool conversation without its system message", ("tool-result-json-args",),
+            _drop_system),
+    Dialect("system-only", "the system message alone", ("plain",), _system_only),
+    Dialect("two-assistants", "two assistant turns at the end", ("plain",), _two_assistants),
+    Dialect("type-int", "a tool parameter typed int (not a JSON-schema type)", ("tools-reduced",), _tools(_loose_type)),
+    Dialect("response-format-no-name", "response_format json_schema without a name", ("plain",),
+            _fields(response_format={"type": "json_schema", "json_schema": {"schema": SCHEMA["json_schema"]["schema"]}})),
+    Dialect("response-format-json-object", "response_format json_object with a schema", ("plain",),
+            _fields(response_format={"type": "json_object", "schema": SCHEMA["json_schema"]["schema"]})),
+    Dialect("result-by-name", "the tool result named, without tool_call_id", ("tool-result-json-args",),
+            _results(_drop("tool_call_id")), engine_keyed=True),
+    Dialect("two-rounds", "a second tool call and result after the first", ("tool-result-json-args",), _two_rounds),
+    Dialect("starts-call", "the conversation starts at the assistant's tool call", ("tool-result-json-args",),
+            _starts_call),
+    Dialect("empty-description", "the first tool's description empty", ("tools-reduced",), _tools(_empty_description)),
 )}
 
 
@@ -369,7 +474,10 @@ def choose(shapes: tuple[str, ...], dialects: tuple[str, ...], kwargs: dict[str,
             rules.add(normalization_key(base))
         case = request(name, kwargs)
         rendered = render(case)
-        marks = (render_key(rendered), normalization_key(rendered), json.dumps(engine_fields(case), sort_keys=True))
+        reached = engine_fields(case)
+        if DIALECTS[name.split(SEPARATOR, 1)[1]].engine_keyed:
+            reached = {**reached, "engine-keyed": name.split(SEPARATOR, 1)[1]}
+        marks = (render_key(rendered), normalization_key(rendered), json.dumps(reached, sort_keys=True))
         if marks[0] in renders[shape] and marks[1] in rules and marks[2] in fields:
             continue
         renders[shape].add(marks[0])

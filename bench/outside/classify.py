@@ -1,0 +1,116 @@
+"""Sort each finding of an outside-bodies check (a goldens check --results file) into a cause, and say
+whether the committed matrix shows that cause: `shown-before` (a ledger entry, reviewed cause or
+invariant of the matrix before the outside bodies were tried), `shown-now` (shown by a dialect this
+branch added: docs/dialects.md), or `not-shown`. The rules are ordered; the first that matches wins.
+The broad `shown-before` rules (an engine's own rendering of gpt-oss or Mistral NeMo, the as-sent
+engines) were checked against each finding they took on 2026-12-05; a new finding they take needs
+the same look (`--list CAUSE-PREFIX` prints them).
+
+    python bench/outside/classify.py out/outside.json [--list CAUSE-PREFIX]
+"""
+from __future__ import annotations
+
+import json
+import re
+import sys
+from collections import Counter, defaultdict
+
+# (cause, status, engine regex, case regex, detail regex), first match wins
+RULES = [
+    # --- causes the dialects of this branch show (generator/config/dialects.py, the last twelve)
+    ("llama-server refuses to continue a final tool-call turn", "shown-now", r"llama-server", r".",
+     r"Cannot continue an assistant message that contains tool calls"),
+    ("llama-server refuses two assistant turns at the end", "shown-now", r"llama-server", r".", r"Cannot have 2 or more assistant"),
+    ("a parameter typed int is refused (llama.cpp grammar, mistral-common schema check)", "shown-now",
+     r"llama-server|mistral-common|vllm", r".", r"unrecognized type int|'int' is not valid"),
+    ("json_schema without a name is refused (vLLM, mistral-common)", "shown-now", r"vllm|mistral-common", r".",
+     r"json_schema\.name"),
+    ("json_object with a schema is refused (mistral-common)", "shown-now", r"mistral-common", r".", r"response_format\.schema"),
+    ("a lone system/developer message becomes a user turn (mistral-common)", "shown-now", r"mistral-common|vllm",
+     r"mistral-nemo/oainode-", r"."),
+    ("text beside a call: harmony's commentary channel, the template's analysis", "shown-now", r"harmony|vllm",
+     r"gpt-oss/(aisdk-text-and-calls|ollama-call-and-content|kosong-call-last)$", r"."),
+    ("Gemma 4 on vLLM closes the turn after a final tool response", "shown-now", r"vllm",
+     r"gemma4/(aisdk-stringify-args|aisdk-thought-signatures|kosong-tool-result)$", r"."),
+    ("Gemma 4 template: text beside calls written after them (invariant)", "shown-now", r"invariants",
+     r"gemma4/(aisdk-text-and-calls|kosong-call-last|ollama-call-and-content)$", r"tool call .* dropped"),
+    ("template drops a final tool call / system-only text (invariant)", "shown-now", r"invariants",
+     r"(gemma3|command-r)/((kosong-call-last|ollama-call-(no-content|and-content|reasoning))$|oainode-)",
+     r"dropped|not in the prompt"),
+    ("Gemma 4 template: two assistant turns in one model turn (invariant)", "shown-now", r"invariants",
+     r"gemma4/llamacpp-two-assistants", r"."),
+    ("DeepSeek-V3 template: two tool rounds close tool outputs twice (invariant)", "shown-now", r"invariants",
+     r"deepseek-v3/aisdk-thought-signatures", r"."),
+    ("gpt-oss template renders only the first of parallel calls (invariant)", "shown-before", r"invariants",
+     r"gpt-oss/aisdk-text-and-calls", r"."),
+    # --- causes the matrix showed before (docs/findings.md, the ledger, goldens/causes)
+    ("a reviewed cause (goldens/causes) explains it", "shown-before", r".", r".", r"^cause "),
+    ("stale scratch-config invariant entry (not a finding)", "artifact", r"invariants", r".", r"stale models.yaml entry"),
+    ("llama-server continues a final assistant message as a prefill", "shown-before", r"llama-server",
+     r"llamacpp-prefill-parts", r"."),
+    ("phi3.5 llama-server: response_format refused (samplers), stand-in disagrees", "shown-before", r"llama-server",
+     r"phi3.5/", r"Failed to initialize samplers"),
+    ("Gemma 4 on llama-server thinks by default", "shown-before", r"llama-server", r"gemma4/", r"drift at token [24] "),
+    ("Command R on llama-server renders tools with the tool_use template", "shown-before", r"llama-server",
+     r"command-r/", r"drift at token [23] "),
+    ("llama-server/mistral-common drop a tool's strict", "shown-before", r"llama-server|mistral-common|vllm",
+     r"(qwen3|llama3|mistral-nemo)/sglang-(named|required|strict)", r"."),
+    ("tool definitions re-serialized in the server's key order", "shown-before", r"llama-server|vllm",
+     r"qwen3/oainode-all-params", r"."),
+    ("Gemma 4 on vLLM: system content reaches the template as parts", "shown-before", r"vllm", r"gemma4/",
+     r"drift at token 4 "),
+    ("harmony names a tool result by its tool_call_id only: no id, no name ('functions.')", "shown-now",
+     r"harmony|vllm", r"gpt-oss/ollama-result-name$", r"."),
+    ("harmony drops the comment line of an empty tool description", "shown-now", r"harmony|vllm",
+     r"gpt-oss/llamacpp-required-const$", r"."),
+    ("gpt-oss through harmony: its own rendering (developer \\n\\n, encodings, vLLM's tool-result header)", "shown-before", r"harmony|vllm",
+     r"gpt-oss/", r"."),
+    ("mistral-common rules (parts joined with a blank line, final assistant refused, ThinkChunk)", "shown-before",
+     r"mistral-common|vllm", r"mistral-nemo/", r"."),
+    ("client-completion renders developer as sent", "shown-before", r"client-completion", r".", r"."),
+    ("minijinja/transformers.js hand the body over as sent", "shown-before", r"minijinja|transformers-js", r".", r"."),
+    # --- causes no case of the committed matrix shows
+    ("Llama 3.1 template drops an assistant's text beside its tool call (invariant)", "not-shown", r"invariants",
+     r"llama3/(kosong-call-last|ollama-call-and-content)$", r"assistant message text not in the prompt"),
+]
+
+
+def classify(outcome: dict) -> tuple[str, str]:
+    engine, case, detail = outcome["engine"], outcome["case"], outcome["detail"] or ""
+    for cause, status, e, c, d in RULES:
+        if re.search(e, engine) and re.search(c, case) and re.search(d, detail):
+            return cause, status
+    return "unclassified", "not-shown"
+
+
+def main() -> None:
+    data = json.load(open(sys.argv[1]))
+    rows = [o for g in data["groups"] for o in g["outcomes"] if o["status"] not in ("match", "both-refuse")]
+    if sys.argv[2:3] == ["--list"]:
+        for o in rows:
+            if classify(o)[0].startswith(sys.argv[3]):
+                print(o["engine"], o["case"], (o["detail"] or "").split("\n")[0][:160])
+        return
+    by = defaultdict(list)
+    for o in rows:
+        by[classify(o)].append(o)
+    status = Counter()
+    for (cause, st), found in by.items():
+        status[st] += len(found) if st != "artifact" else 0
+    real = {k: v for k, v in by.items() if k[1] != "artifact"}
+    print(f"{sum(len(v) for v in real.values())} findings (drift, known, invariant, stand-in; "
+          f"{len(rows) - sum(len(v) for v in real.values())} scratch artifacts left out) in {len(real)} causes")
+    for st in ("shown-before", "shown-now", "not-shown"):
+        causes = [k for k in real if k[1] == st]
+        print(f"  {st}: {sum(len(real[k]) for k in causes)} findings, {len(causes)} causes")
+    for (cause, st), found in sorted(real.items(), key=lambda kv: (kv[0][1], -len(kv[1]))):
+        engines = ",".join(sorted({o['engine'] for o in found}))
+        models = ",".join(sorted({o['case'].split('/')[0] for o in found}))
+        print(f"{st:12} {len(found):4}  {cause}  [{engines}; {models}]")
+        if cause == "unclassified":
+            for o in found:
+                print("      ", o["engine"], o["case"], (o["detail"] or "").split("\n")[0][:150])
+
+
+if __name__ == "__main__":
+    main()

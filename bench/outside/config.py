@@ -1,0 +1,40 @@
+"""The scratch matrix for the held-out outside bodies: models.yaml's models, engines, model-wide
+invariants and pins as committed, every model's shapes replaced by the bodies in bench/outside/bodies/ and no
+dialect cases. Written to bench/outside/models.yaml (never committed; run.sh writes it each time)."""
+import sys
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+HERE = Path(__file__).resolve().parent
+
+
+def main() -> None:
+    config = yaml.safe_load((ROOT / "models.yaml").read_text())
+    config["dialects"] = "none"
+    for name, model in config["models"].items():
+        model["shapes"] = {"only": [], "requests": ["bodies/*.json"]}
+        model.pop("dialects", None)
+        model.pop("prefix_tails", None)
+        # reviewed invariants scoped to the matrix's own cases cannot apply here (they would only be
+        # reported stale); the model-wide ones are the matrix's review and stay
+        invariants = [entry for entry in model.get("invariants", []) if "cases" not in entry]
+        if invariants:
+            model["invariants"] = invariants
+        else:
+            model.pop("invariants", None)
+        for key in ("tokenizer", "template"):   # relative paths stay relative to the repository
+            source = model.get(key)
+            if isinstance(source, dict):
+                for field in ("file", "dir", "gguf"):
+                    if field in source and not Path(source[field]).is_absolute():
+                        source[field] = str(ROOT / source[field])
+    out = HERE / "models.yaml"
+    out.write_text("# written by bench/outside/config.py: the outside bodies on every model\n"
+                   + yaml.safe_dump(config, sort_keys=False, allow_unicode=True))
+    print(out, file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
