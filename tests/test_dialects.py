@@ -187,6 +187,29 @@ def test_an_engine_keyed_dialect_is_kept_though_the_reference_renders_it_as_its_
     assert dialects.choose(("parallel-tool-calls",), ("result-no-call-id",), {}, fake_render) == []
 
 
+def test_choose_keeps_a_case_for_an_invariant_finding_its_render_hides():
+    """Llama 3.1's template writes a tool-call turn as the call alone: text beside the call leaves
+    the ids of the base shape. The render below does the same; the real invariant check finds the
+    dropped text, so the case is kept, once (and not at all when no finding kinds are asked)."""
+    from generator.analysis import invariants
+
+    def render(request):
+        parts = []
+        for m in request["messages"]:
+            calls = m.get("tool_calls") or []
+            parts.append(json.dumps([c["function"] for c in calls]) if calls else str(m.get("content") or ""))
+        prompt = "\n".join(parts)
+        return SimpleNamespace(outcome="ok", ids=[len(prompt)], error=None, normalization=None, prompt=prompt)
+
+    def kinds(request, rendered):
+        return [f["kind"] for f in invariants.check(request, rendered.prompt).findings]
+
+    shapes, wanted = ("tool-result-json-args",), ("call-with-text", "content-null")
+    assert render(case("tool-result-json-args_call-with-text")).ids == render(build("tool-result-json-args", {})).ids
+    assert dialects.choose(shapes, wanted, {}, render) == []
+    assert dialects.choose(shapes, wanted, {}, render, kinds=kinds) == ["tool-result-json-args_call-with-text"]
+
+
 def test_the_lock_is_deterministic_and_read_back(tmp_path):
     path = tmp_path / dialects.LOCK_NAME
     lock = {"qwen3": {"dialects": ["parts"], "cases": ["multi-turn_parts"]},

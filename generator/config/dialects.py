@@ -10,8 +10,9 @@ A dialect case is named `<shape>_<dialect>` and rendered with the model's defaul
 
 Which of them a model keeps is chosen by what they reach (`choose`): a dialect case is kept when
 its reference render (outcome, ids, error) or its normalization record differs from the base
-shape's and from every dialect case already kept on that shape, or when it carries request
-fields engines act on that the reference cannot see (tool_choice, parallel_tool_calls,
+shape's and from every dialect case already kept on that shape, when it shows an invariant
+finding kind (a dropped message or call) none of them shows, or when it carries request fields
+engines act on that the reference cannot see (tool_choice, parallel_tool_calls,
 response_format). The choice is written to the lock file beside models.yaml (LOCK_NAME), so
 `goldens regenerate` is deterministic and fast; `goldens regenerate --rechoose-dialects` chooses
 again. docs/dialects.md lists the axis, the chosen sets and what the engines made of them.
@@ -450,16 +451,27 @@ def normalization_key(rendered: Any) -> str | None:
     return json.dumps([rules, (record.get("as_sent") or {}).get("outcome")])
 
 
+def finding_kinds(kinds: Callable[[Request, Any], list[str]] | None, request: Request, rendered: Any) -> set[str]:
+    """The invariant finding kinds of a render (what the template dropped or unbalanced)."""
+    if kinds is None or rendered.outcome != "ok":
+        return set()
+    return set(kinds(request, rendered))
+
+
 def choose(shapes: tuple[str, ...], dialects: tuple[str, ...], kwargs: dict[str, Any],
-           render: Callable[[Request], Any], matrix: list[Request] = ()) -> list[str]:
+           render: Callable[[Request], Any], matrix: list[Request] = (),
+           kinds: Callable[[Request, Any], list[str]] | None = None) -> list[str]:
     """The minimal set of dialect cases, in candidates' order: a case is kept when it reaches
     something neither the model's matrix nor any case kept before reaches: a render (outcome,
-    ids, error) unlike its base shape's and every kept case's on that shape, a set of
+    ids, error) unlike its base shape's and every kept case's on that shape, an invariant finding
+    kind none of them shows (`kinds(request, rendered)`: a template that drops the text beside a
+    call renders its base shape's ids, and the drop is what an outside body shows), a set of
     normalization rules no request of the matrix (`matrix`: the model's other requests, e.g.
     request files; the built-in shapes are added here) and no kept case reached, or request
     fields engines act on (with their values) no kept case sends. `render(request)` is the
     reference's Rendered."""
     renders: dict[str, set[str]] = {}
+    found: dict[str, set[str]] = {}
     rules: set[str | None] = {None}
     fields: set[str] = {"{}"}
     for other in [*(build_shape(s, kwargs) for s in shapes if s in SHAPES), *matrix]:
@@ -469,20 +481,24 @@ def choose(shapes: tuple[str, ...], dialects: tuple[str, ...], kwargs: dict[str,
     for name in candidates(shapes, dialects):
         shape, _ = name.split(SEPARATOR, 1)
         if shape not in renders:
-            base = render(build_shape(shape, kwargs))
+            base_request = build_shape(shape, kwargs)
+            base = render(base_request)
             renders[shape] = {render_key(base)}
+            found[shape] = finding_kinds(kinds, base_request, base)
             rules.add(normalization_key(base))
         case = request(name, kwargs)
         rendered = render(case)
         reached = engine_fields(case)
         if DIALECTS[name.split(SEPARATOR, 1)[1]].engine_keyed:
             reached = {**reached, "engine-keyed": name.split(SEPARATOR, 1)[1]}
-        marks = (render_key(rendered), normalization_key(rendered), json.dumps(reached, sort_keys=True))
-        if marks[0] in renders[shape] and marks[1] in rules and marks[2] in fields:
+        marks = (render_key(rendered), normalization_key(rendered), json.dumps(reached, sort_keys=True),
+                 finding_kinds(kinds, case, rendered))
+        if marks[0] in renders[shape] and marks[1] in rules and marks[2] in fields and marks[3] <= found[shape]:
             continue
         renders[shape].add(marks[0])
         rules.add(marks[1])
         fields.add(marks[2])
+        found[shape] |= marks[3]
         kept.append(name)
     return kept
 

@@ -168,12 +168,19 @@ def choose_dialects(config: Config, models: list[ModelSpec], sources: dict[str, 
         matrix = [model.request(shape, model.kwargs) for shape in model.requests]
         kept = dialects.choose(model.shapes, model.dialects, model.kwargs,
                                lambda request, source=source: reference.render_request(source, request, config.date),
-                               matrix)
+                               matrix, lambda request, rendered, source=source: finding_kinds(source, request, rendered))
         lock[model.name] = {"dialects": list(model.dialects), "cases": kept}
         config.models[model.name] = dataclasses.replace(model, dialect_cases=tuple(kept))
     lock = {name: entry for name, entry in lock.items() if name in config.models}
     dialects.write_lock(path, lock)
     return [config.models[m.name] for m in models]
+
+
+def finding_kinds(source: Source, request: dict, rendered: reference.Rendered) -> list[str]:
+    """The invariant finding kinds of the reference's prompt for a request (dialects' choice)."""
+    from generator.analysis import invariants
+
+    return [f["kind"] for f in invariants.of(source.template, request, rendered.prompt or "").findings]
 
 
 def render_model(model: ModelSpec, source: Source, config: Config) -> list[golden_file.Golden]:
