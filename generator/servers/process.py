@@ -250,23 +250,51 @@ def close_worker(process: subprocess.Popen) -> None:
             stream.close()
 
 
+def _group_alive(group: int) -> bool:
+    """Whether a process of `group` still runs (zombies waiting for their reaper do not count).
+    Linux's /proc; elsewhere, whether the group can still be signalled."""
+    proc = Path("/proc")
+    if not proc.is_dir():
+        try:
+            os.killpg(group, 0)
+        except (ProcessLookupError, PermissionError):
+            return False
+        return True
+    for stat in proc.glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue  # gone meanwhile
+        if len(fields) > 2 and fields[2] == str(group) and fields[0] != "Z":
+            return True
+    return False
+
+
 def _stop_group(process: subprocess.Popen | None, timeout: float) -> None:
     """End the process group `process` leads (start_new_session: the group id is its PID),
-    SIGTERM then SIGKILL after `timeout`, so nothing it started outlives it; reap it."""
-    if process is not None and process.poll() is None:
-        for sig, wait in ((signal.SIGTERM, timeout), (signal.SIGKILL, 5.0)):
-            try:
-                os.killpg(process.pid, sig)
-            except ProcessLookupError:
+    SIGTERM then SIGKILL after `timeout`, so nothing it started outlives it; reap it. The
+    leader can end before the rest of its group (a build's cmake, make, compilers), so each
+    signal waits for the whole group, not only the leader."""
+    if process is None:
+        return
+    for sig, wait in ((signal.SIGTERM, timeout), (signal.SIGKILL, 5.0)):
+        if process.poll() is not None and not _group_alive(process.pid):
+            break
+        try:
+            os.killpg(process.pid, sig)
+        except ProcessLookupError:
+            break
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                process.wait(0.05)
+            if process.poll() is not None and not _group_alive(process.pid):
                 break
-            try:
-                process.wait(wait)
-                break
-            except subprocess.TimeoutExpired:
-                continue
-    if process is not None:
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            process.wait(1)
+        else:
+            continue
+        break
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        process.wait(1)
 
 
 class Background:
