@@ -1,8 +1,8 @@
 """Sort each finding of an outside-bodies check (a goldens check --results file) into a cause, and say
 whether the committed matrix shows that cause: `shown-before` (a ledger entry, reviewed cause or
 invariant of the matrix before the outside bodies were tried), `shown-now` (shown by a dialect the
-first outside batch's branch added: docs/dialects.md), or `not-shown`; `false-positive` is a finding
-of goldens' own invariant checker that the prompt contradicts (no engine or template cause). The
+first outside batch's branch added: docs/dialects.md), or `not-shown`; `goldens-own` is a finding goldens
+itself makes (its invariant checker, its harmony engine's adapter), no engine's or template's cause. The
 rules are ordered; the first that matches wins. The broad `shown-before` rules (an engine's own
 rendering of gpt-oss or Mistral NeMo, the as-sent engines) were checked against each finding they
 took on 2026-12-05 (first batch, bodies/) and again on the second batch (bodies2/, whose not-shown
@@ -30,10 +30,12 @@ RULES = [
     ("`name: null` on a message: llama-server (type_error.302) and vLLM (validation) refuse; Transformers drops null keys",
      "not-shown", r"llama-server|vllm", r"/pai-hf-(think-)?null-fields",
      r"type must be string, but is null|validation errors"),
-    ("a tool definition without `type`: llama-server and harmony refuse it, vLLM fills in type function", "not-shown",
-     r"llama-server|harmony", r"/pai-mistral-prefix-call", r"Missing tool type|tool type None is not supported"),
-    ("a tool definition without `type`: llama-server and harmony refuse it, vLLM fills in type function", "not-shown",
+    ("a tool definition without `type`: llama-server refuses it (HTTP 500), vLLM fills in type function", "not-shown",
+     r"llama-server", r"/pai-mistral-prefix-call", r"Missing tool type"),
+    ("a tool definition without `type`: llama-server refuses it (HTTP 500), vLLM fills in type function", "not-shown",
      r"^vllm$", r"(qwen3|llama3)/pai-mistral-prefix-call", r"drift at token"),
+    ("goldens' harmony engine checks the raw tool's type; vLLM's request model fills in function first", "goldens-own",
+     r"^harmony$", r"/pai-mistral-prefix-call", r"tool type None is not supported"),
     ("Mistral's `thinking` content part (a list of chunks): llama-server refuses it, vLLM passes the list as text",
      "not-shown", r"llama-server|vllm|harmony", r"/pai-mistral-thinking-chunk",
      r"unsupported content\[\]\.type|drift at token|expected str instance, list found|has no attribute 'split'"
@@ -56,7 +58,7 @@ RULES = [
      "not-shown", r"^vllm$", r"mistral-nemo/", r"Tool call IDs should be alphanumeric strings with length 9!\) but vllm"),
     ("Mistral NeMo template drops an assistant's text beside its tool call (invariant)", "not-shown", r"invariants",
      r"mistral-nemo/mistralcommon-text-and-call$", r"assistant message text not in the prompt"),
-    ("goldens' invariant checker looks for a call's arguments after its name; NeMo writes them before it", "false-positive",
+    ("goldens' invariant checker looks for a call's arguments after its name; NeMo writes them before it", "goldens-own",
      r"invariants", r"mistral-nemo/pai-mistral-prefix-call$", r"argument .* not in the prompt"),
     # --- second batch: causes the committed matrix shows, on bodies2/ cases (each checked by hand)
     ("Gemma 4 template: text beside calls written after them (invariant)", "shown-now", r"invariants",
@@ -162,15 +164,15 @@ def main() -> None:
     real = {k: v for k, v in by.items() if k[1] != "artifact"}
     print(f"{sum(len(v) for v in real.values())} findings (drift, known, invariant, stand-in; "
           f"{len(rows) - sum(len(v) for v in real.values())} scratch artifacts left out) in {len(real)} causes")
-    for st in ("shown-before", "shown-now", "not-shown", "false-positive"):
+    for st in ("shown-before", "shown-now", "not-shown", "goldens-own"):
         causes = [k for k in real if k[1] == st]
-        if causes or st != "false-positive":
+        if causes or st != "goldens-own":
             print(f"  {st}: {sum(len(real[k]) for k in causes)} findings, {len(causes)} causes")
     for (cause, st), found in sorted(real.items(), key=lambda kv: (kv[0][1], -len(kv[1]))):
         engines = ",".join(sorted({o['engine'] for o in found}))
         models = ",".join(sorted({o['case'].split('/')[0] for o in found}))
         print(f"{st:12} {len(found):4}  {cause}  [{engines}; {models}]")
-        if st in ("not-shown", "false-positive"):
+        if st in ("not-shown", "goldens-own"):
             for o in found[:LISTED]:
                 print("      ", o["engine"], o["case"], (o["detail"] or "").split("\n")[0][:150])
             if len(found) > LISTED:
