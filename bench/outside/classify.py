@@ -1,12 +1,16 @@
 """Sort each finding of an outside-bodies check (a goldens check --results file) into a cause, and say
 whether the committed matrix shows that cause: `shown-before` (a ledger entry, reviewed cause or
-invariant of the matrix before the outside bodies were tried), `shown-now` (shown by a dialect this
-branch added: docs/dialects.md), or `not-shown`. The rules are ordered; the first that matches wins.
-The broad `shown-before` rules (an engine's own rendering of gpt-oss or Mistral NeMo, the as-sent
-engines) were checked against each finding they took on 2026-12-05; a new finding they take needs
-the same look (`--list CAUSE-PREFIX` prints them).
+invariant of the matrix before the outside bodies were tried), `shown-now` (shown by a dialect the
+first outside batch's branch added: docs/dialects.md), or `not-shown`; `goldens-own` is a finding goldens
+itself makes (its invariant checker, its harmony engine's adapter), no engine's or template's cause. The
+rules are ordered; the first that matches wins. The broad `shown-before` rules (an engine's own
+rendering of gpt-oss or Mistral NeMo, the as-sent engines) were checked against each finding they
+took on 2026-12-05 (first batch, bodies/) and again on the second batch (bodies2/, whose not-shown
+causes come first below); a new finding they take needs the same look (`--list CAUSE-PREFIX`
+prints them).
 
     python bench/outside/classify.py out/outside.json [--list CAUSE-PREFIX]
+    python bench/outside/classify.py out/outside-bodies2.json
 """
 from __future__ import annotations
 
@@ -15,8 +19,67 @@ import re
 import sys
 from collections import Counter, defaultdict
 
+LISTED = 8  # findings printed under each not-shown cause (--list prints them all)
+
 # (cause, status, engine regex, case regex, detail regex), first match wins
 RULES = [
+    # --- second batch (bodies2/): causes no case of the committed matrix shows. Each names the
+    # engine code that does it; the dialect that would show it is in docs/findings.md.
+    ("vLLM replaces tool-call arguments that are not JSON with {} (the reference keeps the string)", "not-shown",
+     r"^vllm$", r"(qwen3|gemma4)/langchain-invalid-args", r"drift at token"),
+    ("`name: null` on a message: llama-server (type_error.302) and vLLM (validation) refuse; Transformers drops null keys",
+     "not-shown", r"llama-server|vllm", r"/pai-hf-(think-)?null-fields",
+     r"type must be string, but is null|validation errors"),
+    ("a tool definition without `type`: llama-server refuses it (HTTP 500), vLLM fills in type function", "not-shown",
+     r"llama-server", r"/pai-mistral-prefix-call", r"Missing tool type"),
+    ("a tool definition without `type`: llama-server refuses it (HTTP 500), vLLM fills in type function", "not-shown",
+     r"^vllm$", r"(qwen3|llama3)/pai-mistral-prefix-call", r"drift at token"),
+    ("goldens' harmony engine checks the raw tool's type; vLLM's request model fills in function first", "goldens-own",
+     r"^harmony$", r"/pai-mistral-prefix-call", r"tool type None is not supported"),
+    ("Mistral's `thinking` content part (a list of chunks): llama-server refuses it, vLLM passes the list as text",
+     "not-shown", r"llama-server|vllm|harmony", r"/pai-mistral-thinking-chunk",
+     r"unsupported content\[\]\.type|drift at token|expected str instance, list found|has no attribute 'split'"
+     r"|reference refused \(TypeError: can only concatenate str \(not \"list\"\) to str\) but (harmony|vllm)"),
+    ("Gemma 4 template: a tool result with no call before it is dropped (invariant)", "not-shown", r"invariants",
+     r"gemma4/(agents-tool-text-parts|roo-tool-then-user)$", r"tool message text not in the prompt"),
+    ("DeepSeek-V3 template: a user turn after a tool result leaves the tool-outputs block open (invariant)",
+     "not-shown", r"invariants", r"deepseek-v3/roo-tool-then-user$", r"outputs.end.* closed 0"),
+    ("minijinja's tojson escapes ' < > & as \\u00XX (HTML-safe); Transformers' tojson writes them as they are",
+     "not-shown", r"minijinja", r".", r"\\u0027|\\u003c|\\u003e|\\u0026"),
+    ("a multi-line tool description: harmony comments every line, gpt-oss's template only the first", "not-shown",
+     r"harmony|vllm", r"gpt-oss/(litellm-empty-enum|pai-ref-sibling)$", r"drift at token"),
+    ("a multi-line tool description: mistral-common escapes its newlines, NeMo's template writes them", "not-shown",
+     r"mistral-common|vllm", r"mistral-nemo/litellm-empty-enum$", r"drift at token"),
+    ("`tools: []`: NeMo's template writes an empty tool list, mistral-common none (vLLM refuses the field)",
+     "not-shown", r"mistral-common", r"mistral-nemo/pai-hf-(think-)?null-fields$", r"drift at token"),
+    ("text beside a tool call on Mistral NeMo: mistral-common and vLLM refuse it (content or tool_calls, not both)",
+     "not-shown", r"mistral-common|vllm", r"mistral-nemo/mistralcommon-text-and-call$", r"not both"),
+    ("vLLM (mistral mode) cuts tool-call ids to their last 9 characters; NeMo's template refuses other ids",
+     "not-shown", r"^vllm$", r"mistral-nemo/", r"Tool call IDs should be alphanumeric strings with length 9!\) but vllm"),
+    ("Mistral NeMo template drops an assistant's text beside its tool call (invariant)", "not-shown", r"invariants",
+     r"mistral-nemo/mistralcommon-text-and-call$", r"assistant message text not in the prompt"),
+    ("goldens' invariant checker looks for a call's arguments after its name; NeMo writes them before it", "goldens-own",
+     r"invariants", r"mistral-nemo/pai-mistral-prefix-call$", r"argument .* not in the prompt"),
+    # --- second batch: causes the committed matrix shows, on bodies2/ cases (each checked by hand)
+    ("Gemma 4 template: text beside calls written after them (invariant)", "shown-now", r"invariants",
+     r"gemma4/(agents-refusal-call|mistralcommon-text-and-call|pai-snowflake-reasoning-details)$",
+     r"tool call .* dropped|appears before the turns|<\|turn> opened"),
+    ("Llama 3.1 template drops an assistant's text beside its tool call (invariant)", "shown-now", r"invariants",
+     r"llama3/(agents-refusal-call|mistralcommon-text-and-call|pai-snowflake-reasoning-details)$",
+     r"assistant message text not in the prompt"),
+    ("DeepSeek-V3 template: two tool rounds close tool outputs twice (invariant)", "shown-now", r"invariants",
+     r"deepseek-v3/pai-dbos-defs-parallel$", r"closed 2"),
+    ("gpt-oss template renders only the first of parallel calls (invariant)", "shown-before", r"invariants",
+     r"gpt-oss/(langchain-invalid-args|pai-dbos-defs-parallel|vllm-parallel-results)$",
+     r"tool call .* dropped|tool call .*: argument .* not in the prompt"),
+    ("gpt-oss template drops a second system message (invariant)", "shown-now", r"invariants",
+     r"gpt-oss/pai-deepseek-two-systems$", r"system message text not in the prompt"),
+    ("tool definitions re-serialized in the server's key order", "shown-before", r"llama-server|vllm",
+     r"(qwen3|llama3|mistral-nemo)/pai-(dbos-defs-parallel|deepseek-two-systems|native-output|openrouter-nullable"
+     r"|ref-sibling|snowflake-reasoning-details)(--thinking-off)?$", r"drift at token"),
+    ("Command R on llama-server renders tools with the tool_use template", "shown-before", r"llama-server",
+     r"command-r/(mistralcommon-text-and-call|pai-dbos-defs-parallel|pai-deepseek-two-systems|pai-native-output"
+     r"|pai-snowflake-reasoning-details|vllm-parallel-results)$", r"the reference refused .* but llama-server rendered"),
     # --- causes the dialects of this branch show (generator/config/dialects.py, the last twelve)
     ("llama-server refuses to continue a final tool-call turn", "shown-now", r"llama-server", r".",
      r"Cannot continue an assistant message that contains tool calls"),
@@ -101,16 +164,19 @@ def main() -> None:
     real = {k: v for k, v in by.items() if k[1] != "artifact"}
     print(f"{sum(len(v) for v in real.values())} findings (drift, known, invariant, stand-in; "
           f"{len(rows) - sum(len(v) for v in real.values())} scratch artifacts left out) in {len(real)} causes")
-    for st in ("shown-before", "shown-now", "not-shown"):
+    for st in ("shown-before", "shown-now", "not-shown", "goldens-own"):
         causes = [k for k in real if k[1] == st]
-        print(f"  {st}: {sum(len(real[k]) for k in causes)} findings, {len(causes)} causes")
+        if causes or st != "goldens-own":
+            print(f"  {st}: {sum(len(real[k]) for k in causes)} findings, {len(causes)} causes")
     for (cause, st), found in sorted(real.items(), key=lambda kv: (kv[0][1], -len(kv[1]))):
         engines = ",".join(sorted({o['engine'] for o in found}))
         models = ",".join(sorted({o['case'].split('/')[0] for o in found}))
         print(f"{st:12} {len(found):4}  {cause}  [{engines}; {models}]")
-        if cause == "unclassified":
-            for o in found:
+        if st in ("not-shown", "goldens-own"):
+            for o in found[:LISTED]:
                 print("      ", o["engine"], o["case"], (o["detail"] or "").split("\n")[0][:150])
+            if len(found) > LISTED:
+                print(f"       ... {len(found) - LISTED} more (--list to see them)")
 
 
 if __name__ == "__main__":

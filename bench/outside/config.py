@@ -1,6 +1,7 @@
 """The scratch matrix for the held-out outside bodies: models.yaml's models, engines, model-wide
-invariants and pins as committed, every model's shapes replaced by the bodies in bench/outside/bodies/ and no
-dialect cases. Written to bench/outside/models.yaml (never committed; run.sh writes it each time)."""
+invariants and pins as committed, every model's shapes replaced by the bodies of one folder here
+(bench/outside/bodies/ unless another is named: `python config.py bodies2`) and no dialect cases.
+Written to bench/outside/models.yaml (never committed; run.sh writes it each time)."""
 import sys
 from pathlib import Path
 
@@ -11,10 +12,13 @@ HERE = Path(__file__).resolve().parent
 
 
 def main() -> None:
+    bodies = sys.argv[1] if len(sys.argv) > 1 else "bodies"
+    if not (HERE / bodies).is_dir():
+        sys.exit(f"config.py: no folder {bodies} in {HERE}")
     config = yaml.safe_load((ROOT / "models.yaml").read_text())
     config["dialects"] = "none"
     for name, model in config["models"].items():
-        model["shapes"] = {"only": [], "requests": ["bodies/*.json"]}
+        model["shapes"] = {"only": [], "requests": [f"{bodies}/*.json"]}
         model.pop("dialects", None)
         model.pop("prefix_tails", None)
         # reviewed invariants scoped to the matrix's own cases cannot apply here (they would only be
@@ -31,7 +35,7 @@ def main() -> None:
                     if field in source and not Path(source[field]).is_absolute():
                         source[field] = str(ROOT / source[field])
     out = HERE / "models.yaml"
-    out.write_text("# written by bench/outside/config.py: the outside bodies on every model\n"
+    out.write_text(f"# written by bench/outside/config.py: the outside bodies of {bodies}/ on every model\n"
                    + yaml.safe_dump(config, sort_keys=False, allow_unicode=True))
     print(out, file=sys.stderr)
 

@@ -1,5 +1,7 @@
-"""Writes bench/outside/bodies/*.json and provenance.json: request bodies found in other projects'
-tests (none written here), each with where it was found. Run once; the files are committed."""
+"""Writes bench/outside/bodies/*.json and provenance.json's first-batch sections (`wired`,
+`not_wired`): request bodies found in other projects' tests (none written here), each with where it
+was found. Run once; the files are committed. The second batch (bodies2/, provenance.json `bodies2`)
+was written from the files its provenance names and is not rewritten here."""
 import json
 from pathlib import Path
 
@@ -239,5 +241,9 @@ out = HERE / "bodies"
 out.mkdir(exist_ok=True)
 for name, b in BODIES.items():
     (out / f"{name}.json").write_text(json.dumps(b, indent=2, ensure_ascii=False) + "\n")
-(HERE / "provenance.json").write_text(json.dumps({"wired": PROV, "not_wired": NOT_WIRED}, indent=2, ensure_ascii=False) + "\n")
+# the first batch's sections; any other section (the second batch, `bodies2`) is kept as it stands
+prov = HERE / "provenance.json"
+sections = json.loads(prov.read_text()) if prov.exists() else {}
+sections.update({"wired": PROV, "not_wired": NOT_WIRED})
+prov.write_text(json.dumps(sections, indent=2, ensure_ascii=False) + "\n")
 print(len(BODIES), "bodies,", len(NOT_WIRED), "not wired")
