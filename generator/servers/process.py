@@ -270,6 +270,23 @@ def _group_alive(group: int) -> bool:
     return False
 
 
+def _group_ended(process: subprocess.Popen) -> bool:
+    """Whether the leader has ended and no process of its group runs."""
+    return process.poll() is not None and not _group_alive(process.pid)
+
+
+def _wait_group(process: subprocess.Popen, wait: float) -> bool:
+    """Wait up to `wait` seconds for the whole group to end; whether it did."""
+    deadline = time.monotonic() + wait
+    while True:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            process.wait(0.05)
+        if _group_ended(process):
+            return True
+        if time.monotonic() >= deadline:
+            return False
+
+
 def _stop_group(process: subprocess.Popen | None, timeout: float) -> None:
     """End the process group `process` leads (start_new_session: the group id is its PID),
     SIGTERM then SIGKILL after `timeout`, so nothing it started outlives it; reap it. The
@@ -278,21 +295,14 @@ def _stop_group(process: subprocess.Popen | None, timeout: float) -> None:
     if process is None:
         return
     for sig, wait in ((signal.SIGTERM, timeout), (signal.SIGKILL, 5.0)):
-        if process.poll() is not None and not _group_alive(process.pid):
+        if _group_ended(process):
             break
         try:
             os.killpg(process.pid, sig)
         except ProcessLookupError:
             break
-        deadline = time.monotonic() + wait
-        while time.monotonic() < deadline:
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                process.wait(0.05)
-            if process.poll() is not None and not _group_alive(process.pid):
-                break
-        else:
-            continue
-        break
+        if _wait_group(process, wait):
+            break
     with contextlib.suppress(subprocess.TimeoutExpired):
         process.wait(1)
 
