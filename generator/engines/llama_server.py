@@ -96,7 +96,7 @@ def _chat_body(engine: str, url: str, request: Request) -> dict:
     if not isinstance(request.get("messages"), list):
         raise EngineError(f"{engine}: {url}: the request has no messages list")
     body: dict[str, Any] = {"messages": request["messages"]}
-    if request.get("tools"):
+    if request.get("tools") is not None:  # as sent, [] too: the server decides what [] means
         body["tools"] = request["tools"]
     if request.get("chat_template_kwargs"):
         body["chat_template_kwargs"] = request["chat_template_kwargs"]

@@ -64,7 +64,8 @@ class MistralCommonEngine(EngineBase):
             converted = [
                 self._message(m, i, prefix=prefix and i == len(messages) - 1) for i, m in enumerate(messages)
             ]
-            tools = [self._tool(t, i) for i, t in enumerate(request.get("tools") or [])] or None
+            tools = request.get("tools")  # as sent, [] too: the request model decides what it means
+            tools = None if tools is None else [self._tool(t, i) for i, t in enumerate(tools)]
             # tool_choice, parallel_tool_calls, response_format as sent: the request model validates them
             return ChatCompletionRequest(messages=converted, tools=tools, **engine_fields(request))
         except ValidationError as error:

@@ -52,7 +52,7 @@ class OllamaEngine(EngineBase):
             "truncate": False,
             "options": {"num_predict": 1, "temperature": 0},
         }
-        if request.get("tools"):
+        if request.get("tools") is not None:  # as sent, [] too
             body["tools"] = request["tools"]
         if request.get("documents"):
             raise Refused(f"{where}: Ollama's /api/chat has no field for documents")

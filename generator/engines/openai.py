@@ -72,8 +72,9 @@ class OpenAIEngine(EngineBase):
         if not isinstance(request.get("messages"), list):
             raise EngineError(f"{self.remote.where(self.path)}: the request has no messages list")
         body: dict[str, Any] = {"model": self.served_model, "messages": request["messages"]}
-        if request.get("tools"):
+        if request.get("tools") is not None:  # as sent, [] too
             body["tools"] = request["tools"]
+        if request.get("tools"):
             if self.tool_choice:
                 body["tool_choice"] = self.tool_choice
         if request.get("documents"):  # vLLM passes them to the template; most servers ignore them

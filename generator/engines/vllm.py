@@ -76,7 +76,7 @@ class VllmEngine(EngineBase):
         if request.get("chat_template_kwargs"):  # sent only when there are some: vLLM refuses
             # any chat_template_kwargs, even {}, under --tokenizer-mode mistral
             body["chat_template_kwargs"] = request["chat_template_kwargs"]
-        if request.get("tools"):  # an empty tools list can change some templates' output
+        if request.get("tools") is not None:  # as sent, [] too: vLLM refuses an empty list (check_tool_usage)
             body["tools"] = request["tools"]
         if request.get("documents"):  # sent as a client would: /tokenize's chat form ignores them
             body["documents"] = request["documents"]
