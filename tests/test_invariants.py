@@ -54,6 +54,20 @@ def test_arguments_are_found_in_any_spelling_but_not_when_lost():
     assert [f["detail"] for f in found] == ["tool call get_weather: argument city not in the prompt"]
 
 
+def test_arguments_written_before_the_name_are_found():
+    """A template that dumps the call's function object keeps the body's key order; Mistral's own
+    client sends `arguments` before `name` (bench/outside/bodies2/pai-mistral-prefix-call.json)."""
+    request = shapes.build("tool-result", {})
+    dumps = KEEPS_ALL.replace("{{ c.function.name }} {{ c.function.arguments | tojson }}", "{{ c.function | tojson }}")
+    for message in request["messages"]:
+        for call in message.get("tool_calls") or []:
+            call["function"] = {"arguments": call["function"]["arguments"], "name": call["function"]["name"]}
+    assert invariants.of(dumps, request, _render(dumps, request)).findings == []
+    lost = dumps.replace("{{ c.function | tojson }}", "{{ c.function.name }}")
+    found = invariants.of(lost, request, _render(lost, request)).findings
+    assert [f["detail"] for f in found] == ["tool call get_weather: argument city not in the prompt"]
+
+
 def test_unbalanced_turns_and_order_are_findings_but_typed_delimiters_are_not():
     unclosed = KEEPS_ALL.replace("<|im_end|>\n{% endfor %}", "{% if m.role != 'tool' %}<|im_end|>{% endif %}\n{% endfor %}")
     request = shapes.build("tool-result", {})

@@ -223,16 +223,19 @@ def check(request: dict[str, Any], prompt: str) -> Result:
             if hit is None:
                 result.add("dropped-tool-call", f"messages[{i}].tool_calls[{j}]", f"tool call {name} dropped")
                 continue
-            cursor = hit[1]
+            # the arguments are looked for from where the name's search began: a template that
+            # dumps the call's function object writes its keys in the body's order, and a client
+            # may send `arguments` before `name` (Mistral NeMo: {"arguments": ..., "name": ...})
+            start, cursor = cursor, hit[1]
             arguments = function.get("arguments")
             if isinstance(arguments, str):
-                if arguments.strip() and _find(prompt, arguments, cursor, end) is None:
+                if arguments.strip() and _find(prompt, arguments, start, end) is None:
                     result.add("dropped-arguments", f"messages[{i}].tool_calls[{j}]",
                                f"tool call {name}: its arguments string is not in the prompt")
                 continue
             missing = []
             for path, key, value in _leaves(arguments):
-                at = cursor
+                at = start
                 if key:
                     found = _find(prompt, key, at, end)
                     if found is None:
