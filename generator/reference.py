@@ -343,9 +343,29 @@ def normalize(request: dict[str, Any], fmt: str, developer: bool = False) -> tup
             if message.get("role") == "assistant" and "tool_calls" in message:
                 message = _tool_calls(message, i, applied)
         messages.append(message)
+    tools = _tools(request.get("tools"), applied)
     if not applied:
         return request, []
-    return {**request, "messages": messages}, applied
+    return {**request, "messages": messages, **({"tools": tools} if "tools" in request else {})}, applied
+
+
+def _tools(tools: Any, applied: list[str]) -> Any:
+    """The tools as the template gets them. `tools: []` is no tools: llama-server and
+    mistral-common render it so, vLLM refuses it (HTTP 400), OpenAI's schema wants one tool or
+    more. A tool without `type` gets OpenAI's only value, "function": vLLM's request model fills
+    that default; llama-server refuses the tool (HTTP 500), so no server renders it otherwise."""
+    if not isinstance(tools, list):
+        return tools
+    if not tools:
+        applied.append("tools: [] passed as none")
+        return None
+    out = []
+    for i, tool in enumerate(tools):
+        if isinstance(tool, dict) and "type" not in tool and isinstance(tool.get("function"), dict):
+            applied.append(f'tools[{i}].type: missing, passed as "function"')
+            tool = {"type": "function", **tool}
+        out.append(tool)
+    return out
 
 
 def render_expanded(processor, template: str, request: dict[str, Any], date: _dt.date) -> Rendered:

@@ -88,6 +88,19 @@ def test_string_arguments_become_objects_and_empty_ones_empty_objects():
     assert "tool_calls" not in dropped["messages"][0]
 
 
+def test_an_empty_tools_list_is_no_tools_and_a_tool_without_type_a_function():
+    """llama-server and mistral-common render `tools: []` as no tools (vLLM refuses it); vLLM's
+    request model gives a tool without `type` "function" (llama-server refuses it)."""
+    tool = {"function": {"name": "f", "parameters": {"type": "object", "properties": {}}}}
+    request = {"messages": [{"role": "user", "content": "hi"}], "tools": [tool, {"type": "function", **tool}]}
+    before = copy.deepcopy(request)
+    normalized, applied = reference.normalize(request, "string")
+    assert normalized["tools"] == [{"type": "function", **tool}] * 2
+    assert applied == ['tools[0].type: missing, passed as "function"'] and request == before
+    empty, applied = reference.normalize({**request, "tools": []}, "string")
+    assert empty["tools"] is None and applied == ["tools: [] passed as none"]
+
+
 def test_llama3_string_arguments_render_as_the_servers_render_them():
     """Both servers hand Llama 3.1's template the parsed object (the ledger entries that said so
     are gone): the golden writes {"city": "Paris"}, not an escaped string."""
