@@ -94,7 +94,10 @@ def test_the_outside_dialects_come_after_the_rest_so_earlier_choices_stay():
     names = list(dialects.DIALECTS)
     new = ["ends-call", "call-with-text", "drop-system", "system-only", "two-assistants", "type-int",
            "response-format-no-name", "response-format-json-object", "result-by-name", "two-rounds", "starts-call",
-           "empty-description"]
+           "empty-description",
+           # the second batch (bench/outside/bodies2)
+           "null-fields", "tool-no-type", "markup-chars", "multiline-description", "think-chunk", "args-invalid",
+           "call-id-long", "tools-empty", "starts-result", "user-after-tool"]
     assert names[-len(new):] == new
     lock = dialects.read_lock(ROOT / dialects.LOCK_NAME)
     for model, entry in lock.items():  # every model keeps the earlier cases first, the new ones after

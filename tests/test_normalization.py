@@ -99,6 +99,12 @@ def test_an_empty_tools_list_is_no_tools_and_a_tool_without_type_a_function():
     assert applied == ['tools[0].type: missing, passed as "function"'] and request == before
     empty, applied = reference.normalize({**request, "tools": []}, "string")
     assert empty["tools"] is None and applied == ["tools: [] passed as none"]
+    # the goldens: Llama 3.1 writes no tool preamble for tools: [], and tool-no-type renders
+    # exactly its base shape
+    assert golden_of("llama3/plain_tools-empty").ids == golden_of("llama3/plain").ids
+    assert golden_of("qwen3/tools-reduced_tool-no-type").ids == golden_of("qwen3/tools-reduced").ids
+    assert golden_of("llama3/plain_tools-empty").extra["normalization"]["as_sent"] == {
+        "outcome": "ok", "same_prompt": False}
 
 
 def test_llama3_string_arguments_render_as_the_servers_render_them():

@@ -315,6 +315,84 @@ def _loose_type(tools: list[dict[str, Any]]) -> None:
             parameters.setdefault("properties", {})["days"] = {"type": "int", "description": "How many days."}
 
 
+def _null_fields(request: Request) -> Request | None:
+    """`name: null` on every message and `tool_calls: null` on assistant turns without calls, as
+    huggingface_hub's client serializes its dataclasses."""
+    messages = [m for m in request.get("messages") or [] if isinstance(m, dict)]
+    if not messages:
+        return None
+    for message in messages:
+        message.setdefault("name", None)
+        if message.get("role") == "assistant":
+            message.setdefault("tool_calls", None)
+    return request
+
+
+def _no_tool_type(tools: list[dict[str, Any]]) -> None:
+    """Tool definitions without `"type": "function"` (hand-written lists, some SDKs)."""
+    for tool in tools:
+        tool.pop("type", None)
+
+
+def _markup_chars(tools: list[dict[str, Any]]) -> None:
+    """A description with ' < > & in it: JSON filters differ on escaping them (minijinja's
+    tojson writes \\u0027, \\u003c, ...; Python's json.dumps does not)."""
+    tools[0]["function"]["description"] = "Get the city's weather (<city> & country)."
+
+
+def _multiline_description(tools: list[dict[str, Any]]) -> None:
+    """A description over two lines, as docstring-derived tools have it."""
+    tools[0]["function"]["description"] = "Get the current weather for a city.\nReturns a short text."
+
+
+def _think_chunk(request: Request) -> Request | None:
+    """Mistral's thinking content part: the reasoning as a `thinking` part (a list of text
+    chunks) before the answer's text part."""
+    turns = [m for m in _messages(request, "assistant") if "reasoning_content" in m]
+    for message in turns:
+        reasoning = message.pop("reasoning_content")
+        message["content"] = [{"type": "thinking", "thinking": [{"type": "text", "text": reasoning}]},
+                              {"type": "text", "text": message.get("content") or ""}]
+    return request if turns else None
+
+
+def _long_call_id(request: Request) -> Request | None:
+    """A tool-call id as OpenAI writes them (`call_` and 24 characters), not Mistral's nine."""
+    calls = _calls(request)
+    for call in calls:
+        old = call.get("id")
+        call["id"] = f"call_{old}{'0' * 15}"[:29] if isinstance(old, str) else "call_0"
+        for message in _messages(request, "tool"):
+            if message.get("tool_call_id") == old:
+                message["tool_call_id"] = call["id"]
+    return request if calls else None
+
+
+def _tools_empty(request: Request) -> Request | None:
+    request["tools"] = []
+    return request
+
+
+def _starts_result(request: Request) -> Request | None:
+    """The conversation starts at a tool result: no call before it (a trimmed history)."""
+    messages = request.get("messages") or []
+    first = next((i for i, m in enumerate(messages) if isinstance(m, dict) and m.get("role") == "tool"), None)
+    if first is None:
+        return None
+    system = [m for m in messages[:first] if isinstance(m, dict) and m.get("role") == "system"]
+    request["messages"] = system + messages[first:]
+    return request
+
+
+def _user_after_tool(request: Request) -> Request | None:
+    """A user turn right after the tool result (the user speaks before the assistant answers)."""
+    messages = request.get("messages") or []
+    if not messages or not isinstance(messages[-1], dict) or messages[-1].get("role") != "tool":
+        return None
+    messages.append({"role": "user", "content": "And in Lyon?"})
+    return request
+
+
 NAMED = {"type": "function", "function": {"name": "get_weather"}}
 SCHEMA = {"type": "json_schema", "json_schema": {
     "name": "answer", "strict": True,
@@ -393,6 +471,24 @@ DIALECTS: dict[str, Dialect] = {d.name: d for d in (
     Dialect("starts-call", "the conversation starts at the assistant's tool call", ("tool-result-json-args",),
             _starts_call),
     Dialect("empty-description", "the first tool's description empty", ("tools-reduced",), _tools(_empty_description)),
+    # from the second batch of outside bodies (bench/outside/bodies2): appended likewise
+    Dialect("null-fields", "name null on every message, tool_calls null on assistant turns", ("multi-turn",),
+            _null_fields, engine_keyed=True),
+    Dialect("tool-no-type", 'tool definitions without "type": "function"', ("tools-reduced",),
+            _tools(_no_tool_type), engine_keyed=True),
+    Dialect("markup-chars", "a tool description with ' < > & in it", ("tools-reduced",), _tools(_markup_chars)),
+    Dialect("multiline-description", "the first tool's description over two lines", ("tools-reduced",),
+            _tools(_multiline_description)),
+    Dialect("think-chunk", "reasoning as a Mistral thinking content part before the text part",
+            ("reasoning-history",), _think_chunk, engine_keyed=True),
+    Dialect("args-invalid", "tool-call arguments that are not JSON", ("tool-result",),
+            _with_calls(_arguments(lambda a: "oops"))),
+    Dialect("call-id-long", "tool-call ids of OpenAI's length, not nine characters", ("tool-result-json-args",),
+            _long_call_id, engine_keyed=True),  # NeMo's template refuses it as it refuses a missing id
+    Dialect("tools-empty", "tools: []", ("plain",), _tools_empty, engine_keyed=True),
+    Dialect("starts-result", "the conversation starts at a tool result", ("tool-result-json-args",), _starts_result),
+    Dialect("user-after-tool", "a user turn right after the tool result", ("tool-result-json-args",),
+            _user_after_tool),
 )}
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import multiprocessing
 import os
+import re
 import signal
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -177,10 +178,13 @@ def choose_dialects(config: Config, models: list[ModelSpec], sources: dict[str, 
 
 
 def finding_kinds(source: Source, request: dict, rendered: reference.Rendered) -> list[str]:
-    """The invariant finding kinds of the reference's prompt for a request (dialects' choice)."""
+    """The invariant findings of the reference's prompt for a request, each as its kind and what
+    it says without positions (dialects' choice: a template that drops an assistant's text is
+    another finding than one that drops the system prompt, though both drop a message)."""
     from generator.analysis import invariants
 
-    return [f["kind"] for f in invariants.of(source.template, request, rendered.prompt or "").findings]
+    found = invariants.of(source.template, request, rendered.prompt or "").findings
+    return [f'{f["kind"]}: {re.sub(r"[0-9]+", "N", f["detail"])}' for f in found]
 
 
 def render_model(model: ModelSpec, source: Source, config: Config) -> list[golden_file.Golden]:

@@ -131,7 +131,7 @@ def _developer(instructions: str | None, tools: list | None):
     if tools is not None:
         functions = []
         for tool in tools:
-            kind = tool.get("type")
+            kind = tool.get("type", "function")  # vLLM's ChatCompletionToolsParam defaults it
             if kind in ("web_search_preview", "code_interpreter", "container"):
                 continue
             if kind != "function":
