@@ -344,9 +344,34 @@ def normalize(request: dict[str, Any], fmt: str, developer: bool = False) -> tup
                 message = _tool_calls(message, i, applied)
         messages.append(message)
     tools = _tools(request.get("tools"), applied)
+    kwargs = _effort(request, applied)
     if not applied:
         return request, []
-    return {**request, "messages": messages, **({"tools": tools} if "tools" in request else {})}, applied
+    return {**request, "messages": messages, **({"tools": tools} if "tools" in request else {}),
+            **({"chat_template_kwargs": kwargs} if kwargs is not None else {})}, applied
+
+
+def _effort(request: dict[str, Any], applied: list[str]) -> dict[str, Any] | None:
+    """The template kwargs with the request's `reasoning_effort` (None: no such field). Both servers
+    turn it into template kwargs, over what chat_template_kwargs says: `none` sets
+    enable_thinking false, any other effort is passed as `reasoning_effort` (llama.cpp
+    server-common.cpp; vLLM's build_chat_params, which also passes "none" on and sets
+    enable_thinking true for any other effort; llama-server's default is thinking on). Where
+    chat_template_kwargs sets enable_thinking, both keep it."""
+    effort = request.get("reasoning_effort")
+    if not isinstance(effort, str):
+        return None
+    given = dict(request.get("chat_template_kwargs") or {})
+    kwargs = {k: v for k, v in given.items() if not (k == "reasoning_effort" and effort == "none")}
+    if effort != "none":
+        kwargs["reasoning_effort"] = effort
+    if "enable_thinking" not in given:
+        kwargs["enable_thinking"] = effort != "none"
+    if kwargs == given:
+        return None
+    applied.append(f"reasoning_effort: {json.dumps(effort)} passed as template kwargs "
+                   f"{json.dumps({k: kwargs[k] for k in ('reasoning_effort', 'enable_thinking') if k in kwargs})}")
+    return kwargs
 
 
 def _tools(tools: Any, applied: list[str]) -> Any:

@@ -97,7 +97,7 @@ def test_the_outside_dialects_come_after_the_rest_so_earlier_choices_stay():
            "empty-description",
            # the second batch (bench/outside/bodies2)
            "null-fields", "tool-no-type", "markup-chars", "multiline-description", "think-chunk", "args-invalid",
-           "call-id-long", "tools-empty", "starts-result", "user-after-tool"]
+           "call-id-long", "tools-empty", "starts-result", "user-after-tool", "effort-none", "effort-high"]
     assert names[-len(new):] == new
     lock = dialects.read_lock(ROOT / dialects.LOCK_NAME)
     for model, entry in lock.items():  # every model keeps the earlier cases first, the new ones after
@@ -280,13 +280,36 @@ def test_the_committed_lock_matches_the_committed_matrix():
 
 def test_request_files_keep_the_fields_engines_act_on():
     body = {"messages": [{"role": "user", "content": "hi"}], "tools": [], "tool_choice": "required",
-            "parallel_tool_calls": False, "response_format": {"type": "json_object"}, "temperature": 0}
+            "parallel_tool_calls": False, "response_format": {"type": "json_object"}, "reasoning_effort": "low",
+            "temperature": 0}
     request = parse_request(json.dumps(body), "body.json")
     assert {k: request[k] for k in ENGINE_FIELDS} == {k: body[k] for k in ENGINE_FIELDS}
     assert "temperature" not in request
-    for bad in ({"tool_choice": "sometimes"}, {"parallel_tool_calls": "no"}, {"response_format": "json"}):
+    for bad in ({"tool_choice": 3}, {"parallel_tool_calls": "no"}, {"response_format": "json"},
+                {"reasoning_effort": 2}, {"tools": {"type": "function"}}):
         with pytest.raises(GoldensError):
             parse_request(json.dumps({**body, **bad}), "body.json")
+
+
+def test_the_loader_takes_what_servers_take_and_leaves_them_to_judge_it():
+    """Bodies goldens once refused before any engine saw them (bench/outside/unwired): null
+    optional fields (llama.cpp's tests send `"tools": null, "tool_choice": null`), a bare tool
+    name as tool_choice (TGI's), and the legacy `function` role (LangChain's FunctionMessage).
+    vLLM and llama-server take each; another role is still a typo."""
+    user = {"role": "user", "content": "hi"}
+    nulls = parse_request(json.dumps({"messages": [user], "tools": None, "tool_choice": None}), "b.json")
+    assert nulls["tools"] is None and nulls["tool_choice"] is None
+    named = parse_request(json.dumps({"messages": [user], "tool_choice": "get_weather"}), "b.json")
+    assert named["tool_choice"] == "get_weather"
+    legacy = parse_request(json.dumps({"messages": [{"role": "function", "name": "f", "content": "{}"}]}), "b.json")
+    assert legacy["messages"][0]["role"] == "function"
+    with pytest.raises(GoldensError, match=r"messages\[0\]: needs a role \(assistant, developer, function, system, tool, user\)"):
+        parse_request(json.dumps({"messages": [{"role": "robot", "content": "hi"}]}), "b.json")
+    # null tools reach the reference as no tools: the same prompt as a body without the key
+    from generator import reference
+
+    normalized, applied = reference.normalize(nulls, "string")
+    assert applied == [] and normalized["tools"] is None
 
 
 class Recorder(BaseHTTPRequestHandler):

@@ -107,6 +107,26 @@ def test_an_empty_tools_list_is_no_tools_and_a_tool_without_type_a_function():
         "outcome": "ok", "same_prompt": False}
 
 
+def test_reasoning_effort_becomes_template_kwargs_as_both_servers_make_it():
+    """llama-server and vLLM turn `reasoning_effort` into template kwargs over chat_template_kwargs:
+    "none" turns thinking off, any other effort is passed on and turns it on; an enable_thinking
+    the body's kwargs set stays."""
+    from generator.config.request import validate_request
+
+    body = {"messages": [{"role": "user", "content": "hi"}], "reasoning_effort": "none", "temperature": 0}
+    request = validate_request(body, "body")  # the loader keeps the field, as it keeps tool_choice
+    assert request["reasoning_effort"] == "none" and "temperature" not in request
+    normalized, applied = reference.normalize(request, "string")
+    assert normalized["chat_template_kwargs"] == {"enable_thinking": False}
+    assert applied == ['reasoning_effort: "none" passed as template kwargs {"enable_thinking": false}']
+    high, _ = reference.normalize({**request, "reasoning_effort": "high",
+                                   "chat_template_kwargs": {"enable_thinking": False, "x": 1}}, "string")
+    assert high["chat_template_kwargs"] == {"enable_thinking": False, "x": 1, "reasoning_effort": "high"}
+    # Qwen3 with effort none: the empty think block both servers' enable_thinking false writes
+    assert golden_of("qwen3/plain_effort-none").prompt.endswith("<|im_start|>assistant\n<think>\n\n</think>\n\n")
+    assert not golden_of("qwen3/plain").prompt.endswith("</think>\n\n")
+
+
 def test_llama3_string_arguments_render_as_the_servers_render_them():
     """Both servers hand Llama 3.1's template the parsed object (the ledger entries that said so
     are gone): the golden writes {"city": "Paris"}, not an escaped string."""

@@ -489,6 +489,10 @@ DIALECTS: dict[str, Dialect] = {d.name: d for d in (
     Dialect("starts-result", "the conversation starts at a tool result", ("tool-result-json-args",), _starts_result),
     Dialect("user-after-tool", "a user turn right after the tool result", ("tool-result-json-args",),
             _user_after_tool),
+    # reasoning_effort, a request field both servers turn into template kwargs (the second batch's
+    # vllm-reasoning-effort-none body): kept once per model as the other request fields are
+    Dialect("effort-none", "reasoning_effort none", ("plain",), _fields(reasoning_effort="none")),
+    Dialect("effort-high", "reasoning_effort high", ("plain",), _fields(reasoning_effort="high")),
 )}
 
 

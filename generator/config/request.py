@@ -7,11 +7,15 @@ from typing import Any
 from generator.errors import GoldensError
 from generator.json_reader import load_json
 
-ROLES = {"system", "developer", "user", "assistant", "tool"}
-# Request fields engines act on that no template sees: kept in request files and golden requests
-# and sent to every engine that takes them (llama-server's and vLLM's chat parsers, mistral-common's
-# ChatCompletionRequest); the reference renders without them, as apply_chat_template takes none.
-ENGINE_FIELDS = ("tool_choice", "parallel_tool_calls", "response_format")
+# The roles of OpenAI's chat schema, the legacy `function` (a function's result, as LangChain's
+# FunctionMessage and pre-tools clients send it) included: vLLM and llama-server take it and hand
+# it to the template, which decides (most drop it: an invariant finding). Another role is a typo.
+ROLES = {"system", "developer", "user", "assistant", "tool", "function"}
+# Request fields engines act on: kept in request files and golden requests and sent to every
+# engine that takes them (llama-server's and vLLM's chat parsers, mistral-common's
+# ChatCompletionRequest). The reference renders without them, as apply_chat_template takes none,
+# except reasoning_effort, which both servers turn into template kwargs (reference._effort).
+ENGINE_FIELDS = ("tool_choice", "parallel_tool_calls", "response_format", "reasoning_effort")
 KEYS = {"model", "messages", "tools", "chat_template_kwargs", "documents",
         "add_generation_prompt", "continue_final_message", *ENGINE_FIELDS}
 
@@ -70,15 +74,20 @@ def validate_request(body: Any, where: str) -> dict[str, Any]:
     for i, message in enumerate(messages):
         if not isinstance(message, dict) or message.get("role") not in ROLES:
             raise GoldensError(f"{where}: messages[{i}]: needs a role ({', '.join(sorted(ROLES))})")
-    if "tools" in body and not (isinstance(body["tools"], list) and all(isinstance(t, dict) for t in body["tools"])):
+    # null is as good as absent for every optional field (OpenAI's clients and llama.cpp's tests
+    # send `"tools": null, "tool_choice": null`): kept as sent, an engine sends what it takes
+    if body.get("tools") is not None and not (isinstance(body["tools"], list)
+                                              and all(isinstance(t, dict) for t in body["tools"])):
         raise GoldensError(f"{where}: `tools` must be a list of tool objects")
-    choice = body.get("tool_choice", "auto")
-    if not (choice in ("none", "auto", "required") or isinstance(choice, dict)):
+    # any string: none, auto, required, or a bare tool name (TGI's spelling), which servers judge
+    if body.get("tool_choice") is not None and not isinstance(body["tool_choice"], (str, dict)):
         raise GoldensError(f"{where}: `tool_choice` must be none, auto, required or a named-tool object")
-    if "parallel_tool_calls" in body and not isinstance(body["parallel_tool_calls"], bool):
+    if body.get("parallel_tool_calls") is not None and not isinstance(body["parallel_tool_calls"], bool):
         raise GoldensError(f"{where}: `parallel_tool_calls` must be true or false")
-    if "response_format" in body and not isinstance(body["response_format"], dict):
+    if body.get("response_format") is not None and not isinstance(body["response_format"], dict):
         raise GoldensError(f"{where}: `response_format` must be an object")
+    if body.get("reasoning_effort") is not None and not isinstance(body["reasoning_effort"], str):
+        raise GoldensError(f"{where}: `reasoning_effort` must be a string (none, low, medium, high, ...)")
     kwargs = body.get("chat_template_kwargs", {})
     if not isinstance(kwargs, dict):
         raise GoldensError(f"{where}: `chat_template_kwargs` must be an object")
