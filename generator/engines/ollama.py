@@ -5,7 +5,9 @@ returns no token ids, so the evidence is `prompt_eval_count`: the prompt's lengt
 included (cache_n + prompt_n of the runner), compared with the golden's. The OpenAI-style
 request is translated the way Ollama's own clients send it: content parts joined into one
 string, images as base64 `images`, tool-call arguments as objects, a tool result's `name` as
-`tool_name`, `reasoning_content` as `thinking`, and `enable_thinking` as `think`. What Ollama has
+`tool_name`, `reasoning_content` as `thinking`, `enable_thinking` as `think`, and `reasoning_effort`
+as `think` too (`none`: false; a level as the level string, as Ollama's OpenAI layer sends it,
+unless enable_thinking is given). What Ollama has
 no field for (other template kwargs, documents, other content parts) is refused, as
 mistral-common refuses what it cannot express, never silently dropped: a reviewable outcome that
 a ledger entry can accept. `truncate: false` makes a prompt longer than the context an error
@@ -59,6 +61,9 @@ class OllamaEngine(EngineBase):
         kwargs = dict(request.get("chat_template_kwargs") or {})
         if "enable_thinking" in kwargs:
             body["think"] = bool(kwargs.pop("enable_thinking"))
+        elif isinstance(request.get("reasoning_effort"), str):
+            effort = request["reasoning_effort"]
+            body["think"] = False if effort == "none" else effort
         if kwargs:
             raise Refused(f"{where}: Ollama's /api/chat has no field for chat_template_kwargs "
                               f"{', '.join(sorted(kwargs))} (only enable_thinking, sent as think)")
