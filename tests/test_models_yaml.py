@@ -82,6 +82,8 @@ BAD_CONFIGS = {
         f"models:\n  m:\n    tokenizer: {QWEN}\n    shape: [plain]\n", ["models.m.shape", "unknown key"],
     ),
     "bad-model-name": (f"models:\n  My_Model:\n    tokenizer: {QWEN}\n", ["models.My_Model"]),
+    "bad-tool-parser": (f"models:\n  m:\n    tokenizer: {QWEN}\n    tool_parser: --enable-x\n",
+                        ["models.m.tool_parser", "vLLM tool-call parser name"]),
     "missing-tokenizer": ("models:\n  m:\n    shapes: [plain]\n", ["models.m.tokenizer", "missing required key"]),
     "two-tokenizer-kinds": (
         'models:\n  m:\n    tokenizer: {pack: "npm:qwen3", dir: ./tok}\n',
@@ -276,9 +278,9 @@ def test_models_command_lists_the_committed_matrix():
     result = run_in_process(["models", "--config", str(ROOT / "models.yaml")])
     assert result.returncode == 0, result.stderr
     assert "engine versions: llama-server b11434, vllm 0.32.0" in result.stdout
-    assert "qwen3: 65 cases" in result.stdout  # 36 + 29 dialect cases (docs/dialects.md)
-    assert "gemma3: 42 cases" in result.stdout  # 20 + 4 polyfilled (docs/capabilities.md) + 18 dialect cases
-    assert "  dialects:  29 cases kept of 40 selected (dialects.lock)" in result.stdout
+    assert "qwen3: 77 cases" in result.stdout  # 36 + 41 dialect cases (docs/dialects.md)
+    assert "gemma3: 49 cases" in result.stdout  # 20 + 4 polyfilled (docs/capabilities.md) + 25 dialect cases
+    assert "  dialects:  41 cases kept of 52 selected (dialects.lock)" in result.stdout
     assert "processor: google/gemma-3-4b-it processor_config.json" in result.stdout
     assert "tokenizer: pack:npm:qwen3" in result.stdout
     assert 'tokenizer: pack:llama.cpp:phi-3 with tokenizer_config {"add_bos_token": false}' in result.stdout
@@ -358,3 +360,18 @@ def test_request_files_become_shapes_named_by_their_stem(tmp_path):
     assert "temperature" not in request and "model" not in request
     assert request["add_generation_prompt"] is True and request["continue_final_message"] is False
     assert model.request("checkout", {})["chat_template_kwargs"] == {"enable_thinking": True, "custom": 1}
+
+
+def test_a_tool_parser_starts_vllm_as_a_tool_serving_server():
+    """models.yaml's tool_parser becomes vLLM's flags; the built-in matrix names one for every
+    model whose template writes tool calls in a syntax vLLM parses."""
+    from generator.engines.vllm import tool_args
+
+    from generator.config.models import load
+
+    models = load(ROOT / "models.yaml").models
+    assert tool_args(models["qwen3"]) == ["--enable-auto-tool-choice", "--tool-call-parser", "hermes"]
+    assert tool_args(models["gemma3"]) == []
+    assert {name: m.tool_parser for name, m in models.items() if m.tool_parser} == {
+        "qwen3": "hermes", "llama3": "llama3_json", "mistral-nemo": "mistral", "deepseek-v3": "deepseek_v3",
+        "gpt-oss": "openai", "gemma4": "gemma4"}

@@ -107,6 +107,11 @@ class ModelSpec:
     # cases (`<shape>_<dialect>`) the lock file keeps for that selection (None: not chosen yet)
     dialects: tuple[str, ...] = ()
     dialect_cases: tuple[str, ...] | None = None
+    # vLLM's tool-call parser for the model (`--tool-call-parser`): the managed vLLM runs with it
+    # and --enable-auto-tool-choice, as a server that serves tool calls must, so a body's
+    # tool_choice (required, a named tool) reaches vLLM's validation instead of a refusal of the
+    # server's flags. None: started without, and such a body is refused for want of a parser.
+    tool_parser: str | None = None
 
     def request(self, shape: str, chat_template_kwargs: dict[str, Any]) -> dict[str, Any]:
         """The full request for one of this model's shapes, built-in, a dialect case or a
@@ -229,7 +234,8 @@ def _parse_engines(raw: Any, where: _Where) -> dict[str, str]:
 
 
 MODEL_KEYS = {"tokenizer", "template", "shapes", "variants", "engines", "kwargs", "pins", "prefix_tails",
-              "processor", "invariants", "dialects"}
+              "processor", "invariants", "dialects", "tool_parser"}
+TOOL_PARSER = re.compile(r"^[a-z0-9][a-z0-9_]{0,63}$")
 
 
 def _parse_dialects(raw: Any, where: _Where, key: str) -> tuple[str, ...]:
@@ -286,12 +292,17 @@ def _parse_model(name: str, raw: Any, where: _Where, key: str, default_dialects:
         if not isinstance(value, str) or not SHA256.match(value):
             raise GoldensError(f"{where.file}: {key}.pins.{pin_key}: expected 64 lowercase hex digits")
     tails = _parse_tails(raw.get("prefix_tails") or {}, variants, where, f"{key}.prefix_tails")
+    tool_parser = raw.get("tool_parser")
+    if tool_parser is not None and not (isinstance(tool_parser, str) and TOOL_PARSER.match(tool_parser)):
+        raise GoldensError(f"{where.file}: {key}.tool_parser: a vLLM tool-call parser name "
+                           f"(hermes, llama3_json, mistral, ...): lowercase letters, digits and '_'")
     return ModelSpec(
         name=name, tokenizer=tokenizer, template=template, shapes=shapes, variants=variants,
         engines=tuple(engines), kwargs=kwargs, pins=dict(pins),
         prefix_tails=tails, processor=processor, requests=requests,
         invariants=_parse_invariants(raw.get("invariants") or [], where, f"{key}.invariants"),
         dialects=_parse_dialects(raw["dialects"], where, f"{key}.dialects") if "dialects" in raw else default_dialects,
+        tool_parser=tool_parser,
     )
 
 

@@ -103,7 +103,7 @@ class VllmEngine(EngineBase):
         """The prompt ids POST /v1/chat/completions/render gives: the body /v1/chat/completions
         would be sent (tool_choice as `serve` sends it), rendered and tokenized, nothing run."""
         body = self._chat_fields(request)
-        if request.get("tools"):
+        if request.get("tools") and request.get("tool_choice") is None:  # the body's own choice stays
             body["tool_choice"] = "none"
         reply = self._post(RENDER, body)
         return Ids(self._ids(reply.get("token_ids"), RENDER))
@@ -117,7 +117,7 @@ class VllmEngine(EngineBase):
             return Served(endpoint=RENDER)
         body = {**self._chat_fields(request), "max_tokens": 1, "temperature": 0.0,
                 "return_token_ids": True, "return_prompt_text": True}
-        if request.get("tools") and "tool_choice" not in request:
+        if request.get("tools") and request.get("tool_choice") is None:
             # "auto" (the default with tools) needs --enable-auto-tool-choice; "none" still
             # renders the tools unless the server runs --exclude-tools-when-tool-choice-none.
             body["tool_choice"] = "none"
@@ -204,7 +204,14 @@ def make_server(model, source, version: str, on_start, date=None):
     directory = render_model_dir(model.name, source.tokenizer_dir, source.template,
                                  **render_options(model, source))
     return VllmServer(directory, served_model_name=model.name, version=version, render_only=True,
-                      python=render_python(version), date=None if date is None else date.isoformat())
+                      python=render_python(version), date=None if date is None else date.isoformat(),
+                      extra_args=tool_args(model))
+
+
+def tool_args(model) -> list[str]:
+    """The flags a server that serves the model's tool calls runs with (models.yaml tool_parser)."""
+    parser = getattr(model, "tool_parser", None)
+    return ["--enable-auto-tool-choice", "--tool-call-parser", parser] if parser else []
 
 
 def make_serving_server(model, source, version: str, on_start):
@@ -214,7 +221,7 @@ def make_serving_server(model, source, version: str, on_start):
 
     on_start(f"building a tiny model and starting vLLM {version} for {model.name} (about a minute)")
     directory = tiny_hf_model(model.name, source.tokenizer_dir, source.template)
-    return VllmServer(directory, served_model_name=model.name, version=version)
+    return VllmServer(directory, served_model_name=model.name, version=version, extra_args=tool_args(model))
 
 
 FIRST_RENDER = "0.19.0"  # the first release with the render server (0.16.0 has none)
