@@ -97,7 +97,9 @@ def test_the_outside_dialects_come_after_the_rest_so_earlier_choices_stay():
            "empty-description",
            # the second batch (bench/outside/bodies2)
            "null-fields", "tool-no-type", "markup-chars", "multiline-description", "think-chunk", "args-invalid",
-           "call-id-long", "tools-empty", "starts-result", "user-after-tool", "effort-none", "effort-high"]
+           "call-id-long", "tools-empty", "starts-result", "user-after-tool", "effort-none", "effort-high",
+           # the bodies the loader once refused (bench/outside/unwired)
+           "tool-choice-bare", "function-role"]
     assert names[-len(new):] == new
     lock = dialects.read_lock(ROOT / dialects.LOCK_NAME)
     for model, entry in lock.items():  # every model keeps the earlier cases first, the new ones after
@@ -432,3 +434,16 @@ def test_minijinja_refuses_a_python_method_on_the_wrong_type():
     engine = MinijinjaEngine(source_of("command-r"), CONFIG.date)
     with pytest.raises(Refused, match="AttributeError"):
         engine.ids(case("tool-result_content-empty-list"))
+
+
+def test_function_role_spells_the_tool_result_as_a_legacy_function_message():
+    """The result keeps its text and the function's name, loses its tool_call_id; a shape with no
+    tool result makes no case."""
+    from generator.config.shapes import build
+
+    base = build("tool-result-json-args", {})
+    result = case("tool-result-json-args_function-role")["messages"][3]
+    assert base["messages"][3]["role"] == "tool" and "tool_call_id" in base["messages"][3]
+    assert result == {"role": "function", "name": "get_weather", "content": base["messages"][3]["content"]}
+    assert dialects.DIALECTS["function-role"].apply(build("plain", {})) is None
+    assert case("tools-reduced_tool-choice-bare")["tool_choice"] == "get_weather"

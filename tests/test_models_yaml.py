@@ -278,9 +278,9 @@ def test_models_command_lists_the_committed_matrix():
     result = run_in_process(["models", "--config", str(ROOT / "models.yaml")])
     assert result.returncode == 0, result.stderr
     assert "engine versions: llama-server b11434, vllm 0.32.0" in result.stdout
-    assert "qwen3: 77 cases" in result.stdout  # 36 + 41 dialect cases (docs/dialects.md)
-    assert "gemma3: 49 cases" in result.stdout  # 20 + 4 polyfilled (docs/capabilities.md) + 25 dialect cases
-    assert "  dialects:  41 cases kept of 52 selected (dialects.lock)" in result.stdout
+    assert "qwen3: 79 cases" in result.stdout  # 36 + 43 dialect cases (docs/dialects.md)
+    assert "gemma3: 51 cases" in result.stdout  # 20 + 4 polyfilled (docs/capabilities.md) + 27 dialect cases
+    assert "  dialects:  43 cases kept of 54 selected (dialects.lock)" in result.stdout
     assert "processor: google/gemma-3-4b-it processor_config.json" in result.stdout
     assert "tokenizer: pack:npm:qwen3" in result.stdout
     assert 'tokenizer: pack:llama.cpp:phi-3 with tokenizer_config {"add_bos_token": false}' in result.stdout

@@ -93,28 +93,29 @@ def test_llama_server_through_check_is_count_level_everywhere(llama, tmp_path):
         "DRIFT qwen3/tools-reduced_no-params [openai]: count only: usage.prompt_tokens 179, 5 tokens longer than the golden's 174",
         "DRIFT qwen3/tools-reduced_strict [openai]: count only: usage.prompt_tokens 270, 8 tokens shorter than the golden's 278",
     ]
-    # llama-server's request layer refuses seven dialect cases (HTTP 400, or 500 for what its JSON
+    # llama-server's request layer refuses eight dialect cases (HTTP 400, or 500 for what its JSON
     # parsing throws on: null names, "" or non-JSON arguments, a tool without type)
     refused = [("multi-turn_null-fields", "HTTP 500", "type must be string, but is null"),
                ("plain_two-assistants", "HTTP 400", "Cannot have 2 or more assistant messages at the end of the list."),
                ("tool-result-json-args_ends-call", "HTTP 400", "Cannot continue an assistant message that contains tool calls."),
                ("tool-result_args-empty", "HTTP 500", "Failed to parse tool call arguments as JSON"),
                ("tool-result_args-invalid", "HTTP 500", "Failed to parse tool call arguments as JSON"),
+               ("tools-reduced_tool-choice-bare", "HTTP 400", "Invalid tool_choice: get_weather"),
                ("tools-reduced_tool-no-type", "HTTP 500", "Missing tool type"),
                ("tools-reduced_type-int", "HTTP 400", "unrecognized type int")]
     others = [line for line in drifts if line not in counted]
     for line, (case, status, message) in zip(others, refused, strict=True):
         assert line.startswith(f"DRIFT qwen3/{case} [openai]: engine refused: ") and status in line and message in line, line
     assert result.stdout.splitlines()[-1] == (
-        "77 checked: 0 rendered and match, 1 both refuse, 0 known divergence, 15 drift, 0 error, 61 length only (count only, ids not seen)")
+        "79 checked: 0 rendered and match, 1 both refuse, 0 known divergence, 16 drift, 0 error, 62 length only (count only, ids not seen)")
     markdown = (tmp_path / "out.md").read_text()
-    assert "**goldens check: failed (15 drift)** · 77 checked: 0 rendered and match" in markdown
+    assert "**goldens check: failed (16 drift)** · 79 checked: 0 rendered and match" in markdown
     rows = [line for line in markdown.splitlines() if line.startswith("| qwen3 ")]
-    assert len(rows) == 77 and not [row for row in rows if " ok " in row]
-    assert sum("length matches (count only)" in row for row in rows) == 61
+    assert len(rows) == 79 and not [row for row in rows if " ok " in row]
+    assert sum("length matches (count only)" in row for row in rows) == 62
     assert "qwen3/tools · openai: drift (count only)" in markdown
     xml = (tmp_path / "out.xml").read_text()
-    assert '<property name="count_only" value="69" />' in xml  # the seven refusals above and the one both make are no count
+    assert '<property name="count_only" value="70" />' in xml  # the eight refusals above and the one both make are no count
     assert 'message="drift: count only: usage.prompt_tokens 168, 9 tokens shorter than the golden\'s 177"' in xml
     # the key: in nothing goldens printed or wrote, nor in the server's log
     written = [p.read_text(errors="replace") for p in tmp_path.rglob("*") if p.is_file()]
@@ -130,8 +131,8 @@ def test_llama_server_without_the_key_is_one_line_exit_2(llama, tmp_path):
     assert result.stderr.splitlines() == [(f"goldens: error: [openai] openai unavailable for qwen3: openai at "
                                            f"{llama.url}/v1/models: HTTP 401: "
                                            '{"error":{"message":"Invalid API Key","type":"authentication_error",'
-                                           '"code":401}} (77 cases, from qwen3/plain)')]
-    assert "77 error" in (tmp_path / "out.md").read_text()
+                                           '"code":401}} (79 cases, from qwen3/plain)')]
+    assert "79 error" in (tmp_path / "out.md").read_text()
 
 
 @pytest.mark.integration
@@ -139,7 +140,7 @@ def test_llama_server_with_the_key_in_another_header(llama, tmp_path):
     """--header for auth that is not a Bearer token (llama-server also reads X-Api-Key)."""
     result = check(llama.url, tmp_path, "--served-model", "qwen3=tiny", "--header", f"X-Api-Key: {KEY}")
     assert result.exit_code == 1, (result.stdout, result.stderr)
-    assert result.stdout.splitlines()[-1].endswith("15 drift, 0 error, 61 length only (count only, ids not seen)")
+    assert result.stdout.splitlines()[-1].endswith("16 drift, 0 error, 62 length only (count only, ids not seen)")
     for text in [result.stdout, result.stderr, (tmp_path / "out.md").read_text(), (tmp_path / "out.xml").read_text()]:
         assert KEY not in text
 
@@ -169,7 +170,7 @@ def test_vllm_through_check_is_token_level(vllm, tmp_path):
     result = check(vllm.url + "/v1", tmp_path, "--served-model", f"qwen3={vllm.model_name}")
     assert result.exit_code == 1, (result.stdout, result.stderr)
     out = result.stdout
-    assert out.splitlines()[-1] == "77 checked: 60 rendered and match, 1 both refuse, 0 known divergence, 16 drift, 0 error", out
+    assert out.splitlines()[-1] == "79 checked: 61 rendered and match, 1 both refuse, 0 known divergence, 17 drift, 0 error", out
     assert "DRIFT qwen3/tools [openai]: drift at token 106 (177 vs 168 tokens)" in out
     assert "count only" not in out
     refused = [line for line in out.splitlines() if "engine refused" in line]
@@ -180,7 +181,8 @@ def test_vllm_through_check_is_token_level(vllm, tmp_path):
         "DRIFT qwen3/plain_tools-empty",  # `tools` must not be an empty array: 400
         "DRIFT qwen3/tool-result", "DRIFT qwen3/tool-result--thinking-off",
         "DRIFT qwen3/tool-result_content-empty-list", "DRIFT qwen3/tool-result_content-missing",
-        "DRIFT qwen3/tool-result_content-null", "DRIFT qwen3/tool-result_tool-parts"]
+        "DRIFT qwen3/tool-result_content-null", "DRIFT qwen3/tool-result_tool-parts",
+        "DRIFT qwen3/tools-reduced_tool-choice-bare"]  # a bare tool name as tool_choice: 400
     markdown = (tmp_path / "out.md").read_text()
     assert "count only" not in markdown and "**drift at token 106**" in markdown
     assert "count_only" not in (tmp_path / "out.xml").read_text()

@@ -121,7 +121,7 @@ def test_check_on_the_committed_goldens_writes_both_reports(workspace, tmp_path)
     assert summary.startswith("**goldens check: passed**")
     refused = {case for case in listed if golden_file.read(
         golden_file.golden_path(workspace / "goldens", case)).outcome == "error"}
-    assert len(refused) == 46  # the reference's refusals: both refuse, never counted as a match
+    assert len(refused) == 49  # the reference's refusals: both refuse, never counted as a match
     assert (f"{len(listed)} checked: {len(listed) - len(refused)} rendered and match, {len(refused)} both "
             "refuse, 0 known divergence") in summary
     assert header == ["model", "shape", f"transformers ({transformers_version})"]  # the version it reported

@@ -246,13 +246,14 @@ def test_one_cause_covers_phi3_5_s_bos_on_llama_server_and_without_it_they_drift
     explained = sorted(p.name.removesuffix(".json") for p in (goldens / "phi3.5").glob("*.json") if p.name.count(".") == 1)
     entries = sorted(p.name for p in (goldens / "phi3.5").glob("*.llama-server.json"))
     # the ones the cause does not fully explain: prefill and the dialect case that ends in an
-    # assistant turn (both continued), two assistants at the end, null message fields and a tool
-    # without type (refused), and the three response_format dialects the tiny GGUF's sampler refuses
+    # assistant turn (both continued), two assistants at the end, null message fields, a tool
+    # without type and a bare tool name as tool_choice (refused), and the three response_format
+    # dialects the tiny GGUF's sampler refuses
     assert entries == ["multi-turn_null-fields.llama-server.json", "plain_ends-assistant.llama-server.json",
                        "plain_response-format-json-object.llama-server.json",
                        "plain_response-format-no-name.llama-server.json", "plain_response-format.llama-server.json",
                        "plain_two-assistants.llama-server.json", "prefill.llama-server.json",
-                       "tools-reduced_tool-no-type.llama-server.json"]
+                       "tools-reduced_tool-choice-bare.llama-server.json", "tools-reduced_tool-no-type.llama-server.json"]
 
     result = run(*args)
     assert result.exit_code == 0, result.stdout

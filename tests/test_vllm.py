@@ -157,7 +157,7 @@ def test_render_ids_are_what_serving_feeds_the_model(vllm, vllm_serving):
     recorded = {path.name.split(".")[0] for path in (GOLDENS / "qwen3").glob("*.vllm.json")
                 if golden_file.read(path).outcome == "error"}
     goldens = sum(1 for path in (GOLDENS / "qwen3").glob("*.json") if path.name.count(".") == 1)
-    assert len(requests) == len(ALL) + goldens and len(recorded) == 11, refused
+    assert len(requests) == len(ALL) + goldens and len(recorded) == 12, refused
     assert set(refused) == recorded | {"reasoning-history_think-chunk"}, refused
     served = serving.serve(TOOLS).ids
     assert '"get_weather"' in served.prompt and '"return"' not in served.prompt
@@ -389,4 +389,4 @@ def test_bisect_runs_over_two_releases_of_render_servers():
     result = CliRunner().invoke(main, ["bisect", "--config", str(ROOT / "models.yaml"), "--engine", "vllm",
                                        "--good", "0.31.0", "--bad", "0.32.0", "--model", "qwen3"])
     assert result.exit_code == 1, result.output
-    assert "0.31.0 and 0.32.0 agree on all 77 case(s)" in result.stdout
+    assert "0.31.0 and 0.32.0 agree on all 79 case(s)" in result.stdout

@@ -393,6 +393,20 @@ def _user_after_tool(request: Request) -> Request | None:
     return request
 
 
+def _function_role(request: Request) -> Request | None:
+    """The tool result as OpenAI's legacy function message: role `function`, the function's name,
+    no tool_call_id (LangChain's FunctionMessage, pre-tools clients)."""
+    messages = request.get("messages") or []
+    results = [m for m in messages if isinstance(m, dict) and m.get("role") == "tool"]
+    if not results:
+        return None
+    for message in results:
+        name, content = message.get("name") or "get_weather", message.get("content")
+        message.clear()
+        message.update({"role": "function", "name": name, "content": content})
+    return request
+
+
 NAMED = {"type": "function", "function": {"name": "get_weather"}}
 SCHEMA = {"type": "json_schema", "json_schema": {
     "name": "answer", "strict": True,
@@ -493,6 +507,12 @@ DIALECTS: dict[str, Dialect] = {d.name: d for d in (
     # vllm-reasoning-effort-none body): kept once per model as the other request fields are
     Dialect("effort-none", "reasoning_effort none", ("plain",), _fields(reasoning_effort="none")),
     Dialect("effort-high", "reasoning_effort high", ("plain",), _fields(reasoning_effort="high")),
+    # bodies the loader once refused (bench/outside/unwired): TGI's bare tool name as tool_choice,
+    # which both servers refuse, and LangChain's legacy `function` role for a tool's result
+    Dialect("tool-choice-bare", "tool_choice as a bare tool name (TGI's spelling)", ("tools-reduced",),
+            _fields(tool_choice="get_weather")),
+    Dialect("function-role", "the tool result as a legacy `function` role message", ("tool-result-json-args",),
+            _function_role, engine_keyed=True),
 )}
 
 
