@@ -1,12 +1,12 @@
 """Sort each finding of an outside-bodies check (a goldens check --results file) into a cause, and say
 whether the committed matrix shows that cause: `shown-before` (a ledger entry, reviewed cause or
 invariant of the matrix before the outside bodies were tried), `shown-now` (shown by a dialect the
-first outside batch's branch added: docs/dialects.md), or `not-shown`; `goldens-own` is a finding goldens
+first or second outside batch added: docs/dialects.md), or `not-shown`; `goldens-own` is a finding goldens
 itself makes (its invariant checker, its harmony engine's adapter), no engine's or template's cause. The
 rules are ordered; the first that matches wins. The broad `shown-before` rules (an engine's own
 rendering of gpt-oss or Mistral NeMo, the as-sent engines) were checked against each finding they
-took on 2026-12-05 (first batch, bodies/) and again on the second batch (bodies2/, whose not-shown
-causes come first below); a new finding they take needs the same look (`--list CAUSE-PREFIX`
+took on 2026-12-05 (first batch, bodies/) and again on the second batch (bodies2/, whose causes the matrix did not
+show at first come first below); a new finding they take needs the same look (`--list CAUSE-PREFIX`
 prints them).
 
     python bench/outside/classify.py out/outside.json [--list CAUSE-PREFIX]
@@ -23,43 +23,57 @@ LISTED = 8  # findings printed under each not-shown cause (--list prints them al
 
 # (cause, status, engine regex, case regex, detail regex), first match wins
 RULES = [
-    # --- second batch (bodies2/): causes no case of the committed matrix shows. Each names the
-    # engine code that does it; the dialect that would show it is in docs/findings.md.
-    ("vLLM replaces tool-call arguments that are not JSON with {} (the reference keeps the string)", "not-shown",
+    # --- second batch (bodies2/): causes no case of the committed matrix showed when the batch was
+    # first run; the ten dialects added after it (null-fields .. user-after-tool) show each now,
+    # and docs/findings.md names the dialect and the engine code that does it.
+    ("vLLM replaces tool-call arguments that are not JSON with {} (the reference keeps the string)", "shown-now",
      r"^vllm$", r"(qwen3|gemma4)/langchain-invalid-args", r"drift at token"),
     ("`name: null` on a message: llama-server (type_error.302) and vLLM (validation) refuse; Transformers drops null keys",
-     "not-shown", r"llama-server|vllm", r"/pai-hf-(think-)?null-fields",
+     "shown-now", r"llama-server|vllm", r"/pai-hf-(think-)?null-fields",
      r"type must be string, but is null|validation errors"),
-    ("a tool definition without `type`: llama-server refuses it (HTTP 500), vLLM fills in type function", "not-shown",
+    ("a tool definition without `type`: llama-server refuses it (HTTP 500), vLLM fills in type function", "shown-now",
      r"llama-server", r"/pai-mistral-prefix-call", r"Missing tool type"),
-    ("a tool definition without `type`: llama-server refuses it (HTTP 500), vLLM fills in type function", "not-shown",
+    ("a tool definition without `type`: llama-server refuses it (HTTP 500), vLLM fills in type function", "shown-now",
      r"^vllm$", r"(qwen3|llama3)/pai-mistral-prefix-call", r"drift at token"),
     ("goldens' harmony engine checks the raw tool's type; vLLM's request model fills in function first", "goldens-own",
      r"^harmony$", r"/pai-mistral-prefix-call", r"tool type None is not supported"),
     ("Mistral's `thinking` content part (a list of chunks): llama-server refuses it, vLLM passes the list as text",
-     "not-shown", r"llama-server|vllm|harmony", r"/pai-mistral-thinking-chunk",
+     "shown-now", r"llama-server|vllm|harmony", r"/pai-mistral-thinking-chunk",
      r"unsupported content\[\]\.type|drift at token|expected str instance, list found|has no attribute 'split'"
      r"|reference refused \(TypeError: can only concatenate str \(not \"list\"\) to str\) but (harmony|vllm)"),
-    ("Gemma 4 template: a tool result with no call before it is dropped (invariant)", "not-shown", r"invariants",
+    ("Gemma 4 template: a tool result with no call before it is dropped (invariant)", "shown-now", r"invariants",
      r"gemma4/(agents-tool-text-parts|roo-tool-then-user)$", r"tool message text not in the prompt"),
     ("DeepSeek-V3 template: a user turn after a tool result leaves the tool-outputs block open (invariant)",
-     "not-shown", r"invariants", r"deepseek-v3/roo-tool-then-user$", r"outputs.end.* closed 0"),
+     "shown-now", r"invariants", r"deepseek-v3/roo-tool-then-user$", r"outputs.end.* closed 0"),
     ("minijinja's tojson escapes ' < > & as \\u00XX (HTML-safe); Transformers' tojson writes them as they are",
-     "not-shown", r"minijinja", r".", r"\\u0027|\\u003c|\\u003e|\\u0026"),
-    ("a multi-line tool description: harmony comments every line, gpt-oss's template only the first", "not-shown",
+     "shown-now", r"minijinja", r".", r"\\u0027|\\u003c|\\u003e|\\u0026"),
+    ("a multi-line tool description: harmony comments every line, gpt-oss's template only the first", "shown-now",
      r"harmony|vllm", r"gpt-oss/(litellm-empty-enum|pai-ref-sibling)$", r"drift at token"),
-    ("a multi-line tool description: mistral-common escapes its newlines, NeMo's template writes them", "not-shown",
+    ("a multi-line tool description: mistral-common escapes its newlines, NeMo's template writes them", "shown-now",
      r"mistral-common|vllm", r"mistral-nemo/litellm-empty-enum$", r"drift at token"),
+    ("`tools: []`: vLLM refuses the field (HTTP 400), llama-server and mistral-common take it as no tools",
+     "shown-now", r"^vllm$", r".", r"`tools` must not be an empty array"),
     ("`tools: []`: NeMo's template writes an empty tool list, mistral-common none (vLLM refuses the field)",
-     "not-shown", r"mistral-common", r"mistral-nemo/pai-hf-(think-)?null-fields$", r"drift at token"),
+     "shown-now", r"mistral-common", r"mistral-nemo/pai-hf-(think-)?null-fields$", r"drift at token"),
     ("text beside a tool call on Mistral NeMo: mistral-common and vLLM refuse it (content or tool_calls, not both)",
-     "not-shown", r"mistral-common|vllm", r"mistral-nemo/mistralcommon-text-and-call$", r"not both"),
+     "shown-now", r"mistral-common|vllm", r"mistral-nemo/mistralcommon-text-and-call$", r"not both"),
     ("vLLM (mistral mode) cuts tool-call ids to their last 9 characters; NeMo's template refuses other ids",
-     "not-shown", r"^vllm$", r"mistral-nemo/", r"Tool call IDs should be alphanumeric strings with length 9!\) but vllm"),
-    ("Mistral NeMo template drops an assistant's text beside its tool call (invariant)", "not-shown", r"invariants",
+     "shown-now", r"^vllm$", r"mistral-nemo/", r"Tool call IDs should be alphanumeric strings with length 9!\) but vllm"),
+    ("Mistral NeMo template drops an assistant's text beside its tool call (invariant)", "shown-now", r"invariants",
      r"mistral-nemo/mistralcommon-text-and-call$", r"assistant message text not in the prompt"),
     ("goldens' invariant checker looks for a call's arguments after its name; NeMo writes them before it", "goldens-own",
      r"invariants", r"mistral-nemo/pai-mistral-prefix-call$", r"argument .* not in the prompt"),
+    # --- since the body's own tool_choice reaches vLLM (models.yaml tool_parser): a model served
+    # without a tool-call parser (gemma3, phi3.5, command-r) refuses required, named and explicit
+    # auto (tools-reduced_tool-choice-required/-named are reviewed ledger entries)
+    ("vLLM without a tool-call parser refuses tool_choice required, named or auto", "shown-now", r"^vllm$",
+     r"(gemma3|phi3\.5|command-r)/", r"requires --tool-call-parser|requires --enable-auto-tool-choice"),
+    # --- the bodies the loader once refused (unwired/): a bare tool name as tool_choice, the
+    # legacy function role (dialects tool-choice-bare and function-role)
+    ("a bare tool name as tool_choice: llama-server and vLLM refuse it (HTTP 400)", "shown-now",
+     r"llama-server|vllm", r"/tgi-tool-choice-string", r"Invalid tool_choice|Invalid value for `tool_choice`"),
+    ("a legacy `function` role message: the template drops it (invariant)", "shown-now", r"invariants",
+     r"/langchain-function-message", r"function message text not in the prompt"),
     # --- second batch: causes the committed matrix shows, on bodies2/ cases (each checked by hand)
     ("Gemma 4 template: text beside calls written after them (invariant)", "shown-now", r"invariants",
      r"gemma4/(agents-refusal-call|mistralcommon-text-and-call|pai-snowflake-reasoning-details)$",
