@@ -120,7 +120,7 @@ def test_bisect_exits_1_when_good_and_bad_agree():
     result = bisect("--engine", "llama-server", "--good", str(LLAMA_FIRST), "--bad", str(LLAMA_BAD),
                     "--model", "qwen3", "--model", "phi3.5")
     assert result.exit_code == 1, result.output
-    assert "b9246 and b9247 agree on all 106 case(s)" in result.stdout
+    assert "b9246 and b9247 agree on all 131 case(s)" in result.stdout
     assert tried(result.stdout) == ["b9246", "b9247"]
 
 

@@ -212,10 +212,14 @@ def test_transformers_history_lists_every_release_that_changed_the_matrix_and_re
     assert document["schema"] == "goldens.history/1"
     changed = {c["label"]: c for c in document["change_points"]}
     # measured: gpt-oss's analysis channel (5.21.0), DeepSeek's ByteLevel pre-tokenizer back
-    # (5.22.0). Gemma 3's image cases go through each release's processor, which expands the
-    # image in all nine: no change at 5.24.0 (rendered without it, they seemed to change there)
-    assert list(changed) == ["5.21.0", "5.22.0"], sorted(changed)
-    assert changed["5.22.0"]["before_label"] == "5.21.1" and len(changed["5.22.0"]["cases"]) == 43  # dialect cases too
+    # (5.22.0), null-valued message keys dropped before the template runs (5.23.0: `tool_calls:
+    # null` had made Llama 3.1's and gpt-oss's templates refuse). Gemma 3's image cases go through
+    # each release's processor, which expands the image in all nine: no change at 5.24.0
+    # (rendered without it, they seemed to change there)
+    assert list(changed) == ["5.21.0", "5.22.0", "5.23.0"], sorted(changed)
+    assert changed["5.22.0"]["before_label"] == "5.21.1" and len(changed["5.22.0"]["cases"]) == 53  # dialect cases too
+    assert sorted(changed["5.23.0"]["cases"]) == ["gpt-oss/multi-turn_null-fields", "llama3/multi-turn_null-fields"]
+    assert "5.22.2 refused" in changed["5.23.0"]["groups"][0]["summary"]
     assert {"gemma3/image-expanded", "gemma3/image-expanded-wide"} <= set(document["cases"])  # asked
     point = changed["5.21.0"]
     assert point["before_label"] == "5.20.2"
