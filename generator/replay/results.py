@@ -249,7 +249,10 @@ def merge(paths: Sequence[Path]) -> tuple[Results, list[str], list[str]]:
     missing = [i for i in range(first.plan.groups) if i not in groups]
     if missing and not any("missing" in p for p in problems):
         problems.append(f"{len(missing)} of {first.plan.groups} (model, engine) groups have no results")
-    notes = list(dict.fromkeys(note for _, r in loaded for note in r.notes))
+    # notes in the plan's order, as one run writes them (a shard notes the models it ran): the
+    # shards taken by the first group each holds, not in the order they were given
+    in_plan_order = sorted(loaded, key=lambda pr: min((g.index for g in pr[1].groups), default=first.plan.groups))
+    notes = list(dict.fromkeys(note for _, r in in_plan_order for note in r.notes))
     coverage = {name: record for _, r in loaded for name, record in (r.coverage or {}).items()}
     merged = Results(plan=first.plan, groups=sorted(groups.values(), key=lambda g: g.index), notes=notes,
                      elapsed=sum(r.elapsed for _, r in loaded),
