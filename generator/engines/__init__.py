@@ -62,6 +62,12 @@ def pieces_of(ids: Sequence[int], decode: Decode | None = None, *,
     return redact_pieces(decode(list(ids))) if decode is not None else [""] * len(ids)
 
 
+def sent_tools(request: Request) -> dict[str, Any]:
+    """`tools` for an engine's body as the request has them, `[]` too (each server decides what an
+    empty list means: vLLM refuses it, llama-server renders no tools); nothing when absent or null."""
+    return {"tools": request["tools"]} if request.get("tools") is not None else {}
+
+
 def first_divergence(a: Sequence, b: Sequence) -> int | None:
     """Index of the first position where a and b differ (a length difference counts); None if equal."""
     for index, (x, y) in enumerate(zip(a, b)):

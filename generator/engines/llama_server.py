@@ -34,6 +34,7 @@ from generator.engines import (
     Request,
     Served,
     strict_ids,
+    sent_tools,
 )
 
 
@@ -96,8 +97,7 @@ def _chat_body(engine: str, url: str, request: Request) -> dict:
     if not isinstance(request.get("messages"), list):
         raise EngineError(f"{engine}: {url}: the request has no messages list")
     body: dict[str, Any] = {"messages": request["messages"]}
-    if request.get("tools") is not None:  # as sent, [] too: the server decides what [] means
-        body["tools"] = request["tools"]
+    body.update(sent_tools(request))
     if request.get("chat_template_kwargs"):
         body["chat_template_kwargs"] = request["chat_template_kwargs"]
     body["add_generation_prompt"] = bool(request.get("add_generation_prompt", True))

@@ -20,7 +20,7 @@ import json
 from typing import Any
 
 from generator import http
-from generator.engines import EngineBase, EngineError, PromptCount, Refused, Request
+from generator.engines import EngineBase, EngineError, PromptCount, Refused, Request, sent_tools
 from generator.engines.remote import Connection, Remote, integer, open_remote
 
 PATH = "/api/chat"
@@ -54,8 +54,7 @@ class OllamaEngine(EngineBase):
             "truncate": False,
             "options": {"num_predict": 1, "temperature": 0},
         }
-        if request.get("tools") is not None:  # as sent, [] too
-            body["tools"] = request["tools"]
+        body.update(sent_tools(request))
         if request.get("documents"):
             raise Refused(f"{where}: Ollama's /api/chat has no field for documents")
         kwargs = dict(request.get("chat_template_kwargs") or {})

@@ -33,6 +33,7 @@ from generator.engines import (
     Refused,
     Request,
     strict_ids,
+    sent_tools,
 )
 from generator.engines.remote import Connection, Remote, integer, open_remote
 
@@ -72,11 +73,9 @@ class OpenAIEngine(EngineBase):
         if not isinstance(request.get("messages"), list):
             raise EngineError(f"{self.remote.where(self.path)}: the request has no messages list")
         body: dict[str, Any] = {"model": self.served_model, "messages": request["messages"]}
-        if request.get("tools") is not None:  # as sent, [] too
-            body["tools"] = request["tools"]
-        if request.get("tools"):
-            if self.tool_choice:
-                body["tool_choice"] = self.tool_choice
+        body.update(sent_tools(request))
+        if request.get("tools") and self.tool_choice:
+            body["tool_choice"] = self.tool_choice
         if request.get("documents"):  # vLLM passes them to the template; most servers ignore them
             body["documents"] = request["documents"]
         if request.get("chat_template_kwargs"):

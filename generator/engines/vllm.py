@@ -27,6 +27,7 @@ from generator.engines import (
     Request,
     Served,
     strict_ids,
+    sent_tools,
 )
 
 
@@ -76,8 +77,7 @@ class VllmEngine(EngineBase):
         if request.get("chat_template_kwargs"):  # sent only when there are some: vLLM refuses
             # any chat_template_kwargs, even {}, under --tokenizer-mode mistral
             body["chat_template_kwargs"] = request["chat_template_kwargs"]
-        if request.get("tools") is not None:  # as sent, [] too: vLLM refuses an empty list (check_tool_usage)
-            body["tools"] = request["tools"]
+        body.update(sent_tools(request))  # [] too: vLLM refuses an empty list (check_tool_usage)
         if request.get("documents"):  # sent as a client would: /tokenize's chat form ignores them
             body["documents"] = request["documents"]
         body.update(engine_fields(request))  # tool_choice, parallel_tool_calls, response_format
@@ -102,10 +102,7 @@ class VllmEngine(EngineBase):
     def rendered(self, request: Request) -> Ids:
         """The prompt ids POST /v1/chat/completions/render gives: the body /v1/chat/completions
         would be sent (tool_choice as `serve` sends it), rendered and tokenized, nothing run."""
-        body = self._chat_fields(request)
-        if request.get("tools") and request.get("tool_choice") is None:  # the body's own choice stays
-            body["tool_choice"] = "none"
-        reply = self._post(RENDER, body)
+        reply = self._post(RENDER, {**self._chat_fields(request), **_default_choice(request)})
         return Ids(self._ids(reply.get("token_ids"), RENDER))
 
     def serve(self, request: Request, ids: list[int] | None = None) -> Served:
@@ -115,12 +112,8 @@ class VllmEngine(EngineBase):
         nothing further to confirm (tests/test_vllm.py confirms the two agree on serving)."""
         if self.render:
             return Served(endpoint=RENDER)
-        body = {**self._chat_fields(request), "max_tokens": 1, "temperature": 0.0,
+        body = {**self._chat_fields(request), **_default_choice(request), "max_tokens": 1, "temperature": 0.0,
                 "return_token_ids": True, "return_prompt_text": True}
-        if request.get("tools") and request.get("tool_choice") is None:
-            # "auto" (the default with tools) needs --enable-auto-tool-choice; "none" still
-            # renders the tools unless the server runs --exclude-tools-when-tool-choice-none.
-            body["tool_choice"] = "none"
         path = "/v1/chat/completions"
         served = Served(endpoint=path)
         try:
@@ -195,6 +188,14 @@ def render_options(model, source) -> dict:
 MODEL_TYPES = {"npm:deepseek_v3": "deepseek_v3"}
 
 
+def _default_choice(request: Request) -> dict[str, str]:
+    """`tool_choice: none` for a body with tools and no choice of its own (null counts as none):
+    "auto", vLLM's default with tools, needs --enable-auto-tool-choice, and "none" still renders
+    the tools unless the server runs --exclude-tools-when-tool-choice-none. A body's own choice
+    is sent as it is, so it reaches vLLM's validation."""
+    return {"tool_choice": "none"} if request.get("tools") and request.get("tool_choice") is None else {}
+
+
 def make_server(model, source, version: str, on_start, date=None):
     """vLLM `version`'s render server (no weights, CPU only) on a weightless model directory
     with the model's tokenizer and template; the matrix's date pins gpt-oss's harmony date."""
@@ -210,8 +211,7 @@ def make_server(model, source, version: str, on_start, date=None):
 
 def tool_args(model) -> list[str]:
     """The flags a server that serves the model's tool calls runs with (models.yaml tool_parser)."""
-    parser = getattr(model, "tool_parser", None)
-    return ["--enable-auto-tool-choice", "--tool-call-parser", parser] if parser else []
+    return ["--enable-auto-tool-choice", "--tool-call-parser", model.tool_parser] if model.tool_parser else []
 
 
 def make_serving_server(model, source, version: str, on_start):
