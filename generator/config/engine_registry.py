@@ -84,6 +84,10 @@ class Entry:
     # which models it can render: a "module:callable" taking a ModelSpec and returning None, or
     # why that model cannot be replayed through it (`goldens engines --matrix` prints it)
     applies: Any = None
+    # the output side (generator/engines/parse.py): how the engine's object turns output ids back
+    # into a message (`parse`), in words; "" when it has no parse path
+    parses: str = ""
+    renders: bool = True  # False: a parse-only engine (SGLang's parsers), asked no render case
 
 
 @dataclass(frozen=True)
