@@ -112,6 +112,17 @@ class ModelSpec:
     # tool_choice (required, a named tool) reaches vLLM's validation instead of a refusal of the
     # server's flags. None: started without, and such a body is refused for want of a parser.
     tool_parser: str | None = None
+    # each engine's own parser names for the output side (`parsers: {vllm: {tool: hermes,
+    # reasoning: qwen3}, sglang: {...}}`): engine -> {"tool" | "reasoning": name}
+    parsers: dict[str, dict[str, str]] = field(default_factory=dict)
+
+    def parser(self, engine: str, kind: str) -> str | None:
+        """The engine's `kind` ("tool" or "reasoning") parser for this model, if it names one;
+        vLLM's tool parser is `tool_parser:` unless `parsers:` says otherwise."""
+        name = self.parsers.get(engine, {}).get(kind)
+        if name is None and engine == "vllm" and kind == "tool":
+            return self.tool_parser
+        return name
 
     def request(self, shape: str, chat_template_kwargs: dict[str, Any]) -> dict[str, Any]:
         """The full request for one of this model's shapes, built-in, a dialect case or a
@@ -234,7 +245,8 @@ def _parse_engines(raw: Any, where: _Where) -> dict[str, str]:
 
 
 MODEL_KEYS = {"tokenizer", "template", "shapes", "variants", "engines", "kwargs", "pins", "prefix_tails",
-              "processor", "invariants", "dialects", "tool_parser"}
+              "processor", "invariants", "dialects", "tool_parser", "parsers"}
+PARSER_KINDS = ("tool", "reasoning")
 TOOL_PARSER = re.compile(r"^[a-z0-9][a-z0-9_]{0,63}$")
 
 
@@ -303,7 +315,22 @@ def _parse_model(name: str, raw: Any, where: _Where, key: str, default_dialects:
         invariants=_parse_invariants(raw.get("invariants") or [], where, f"{key}.invariants"),
         dialects=_parse_dialects(raw["dialects"], where, f"{key}.dialects") if "dialects" in raw else default_dialects,
         tool_parser=tool_parser,
+        parsers=_parse_parsers(raw.get("parsers") or {}, where, f"{key}.parsers"),
     )
+
+
+def _parse_parsers(raw: Any, where: _Where, key: str) -> dict[str, dict[str, str]]:
+    """`parsers: {<engine>: {tool: NAME, reasoning: NAME}}`: each engine's own parser names."""
+    out = {}
+    for engine, names in where.mapping(raw, key, None).items():
+        engine_registry.lookup(str(engine), f"{where.file}: {key}")
+        names = where.mapping(names, f"{key}.{engine}", set(PARSER_KINDS))
+        for kind, name in names.items():
+            if not (isinstance(name, str) and TOOL_PARSER.match(name)):
+                raise GoldensError(f"{where.file}: {key}.{engine}.{kind}: a parser name: lowercase "
+                                   "letters, digits and '_'")
+        out[str(engine)] = dict(names)
+    return out
 
 
 def _parse_invariants(raw: Any, where: _Where, key: str) -> tuple[Any, ...]:
