@@ -89,6 +89,23 @@ def render(**options) -> None:
     call("generator.goldens.commands:render_command", options)
 
 
+@main.command(epilog=EXIT_CODES)
+@CONFIG_OPTION
+@click.option("--model", "model_name", required=True, help="A model of the matrix.")
+@click.option("--request", "request_file", required=True, metavar="FILE",
+              help="A chat body ending in the assistant message the output should parse to (+ optional "
+                   "`output`: the raw text the model emitted); - for stdin.")
+@click.option("--engine", "engine_names", multiple=True, metavar="NAME[@VERSION]",
+              help="An engine whose parse is judged (repeatable; default: the model's engines that parse).")
+@click.option("--url", "urls", multiple=True, metavar="[ENGINE=]URL", help="Use a running server (repeatable).")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document (goldens.parse/1) instead.")
+@click.option("--request-timeout", default=60.0, type=Seconds(), help="Seconds per request [default: 60].")
+def parse(**options) -> None:
+    """The output side of one case: its output ids, the message they should parse to, and each
+    engine's parse, whole and in every chunk plan, judged as `check` judges a parse golden."""
+    call("generator.replay.parse_command:parse_command", options)
+
+
 @main.command(name="models")
 @CONFIG_OPTION
 @click.option("--resolve", "do_resolve", is_flag=True, help="Also fetch sources and show their current hashes.")
@@ -126,9 +143,8 @@ def list_models(**options) -> None:
               help="Seconds for the whole run; cases not judged by then are errors.")
 @click.option("--request-timeout", default=60.0, show_default=True, type=Seconds(),
               help="Seconds for one request to an engine, connect to last byte of the reply.")
-@click.option("--no-confirm", is_flag=True,
-              help="Skip confirming stand-in endpoints (llama-server /apply-template + /tokenize, vLLM "
-                   "/tokenize) on the serving path; faster, and every report says so.")
+@click.option("--no-confirm", is_flag=True, help="Skip confirming stand-in endpoints (llama-server "
+              "/apply-template + /tokenize, vLLM /tokenize) on the serving path; every report says so.")
 @click.option("--results", "results_path", type=click.Path(dir_okay=False, path_type=Path),
               help="Write the run's full result as JSON here (for `goldens report merge`).")
 @click.option("--json", "as_json", is_flag=True,
@@ -141,6 +157,8 @@ def list_models(**options) -> None:
               help="Add the checked models' template coverage to the Markdown report (a folded section).")
 @click.option("--store-durations", "store_durations", type=click.Path(dir_okay=False, path_type=Path),
               help="Write each (model, engine) group's measured seconds into this file (others kept).")
+@click.option("--axis", type=click.Choice(["render", "parse", "both"]), default="both", show_default=True,
+              help="The render goldens (request -> prompt ids), the parse goldens (output ids -> message), or both.")
 def check(**options) -> None:
     """Replay goldens through engines; exit 0 all match, 1 drift, 2 could not judge."""
     call("generator.replay.commands:check_command", options)
@@ -149,7 +167,6 @@ def check(**options) -> None:
 @main.group(name="report")
 def report_group() -> None:
     """Reports of earlier `goldens check` runs."""
-
 
 @report_group.command(name="merge", epilog=EXIT_CODES)
 @click.argument("results_paths", nargs=-1, required=True, type=click.Path(dir_okay=False, path_type=Path))
@@ -192,9 +209,9 @@ def list_engines(**options) -> None:
               help="Record the engine's stand-in endpoint where it disagrees with the serving path.")
 @click.option("--cause", "cause_name", metavar="NAME",
               help="Record a reviewed cause (goldens/causes/NAME.json) instead of per-case entries.")
-@click.option("--edit", "edit_text", metavar="EDIT",
-              help="The cause's edit of the golden's ids: 'insert IDS at start|end', 'delete IDS at "
-                   "start|end|every', 'replace IDS with IDS at start|end|every'.")
+@click.option("--edit", "edit_text", metavar="EDIT", help="The cause's edit of the golden's ids: 'insert IDS at "
+              "start|end', 'delete IDS at start|end|every', 'replace IDS with IDS at start|end|every'.")
+@click.option("--finding", "findings", multiple=True, help="A parse cause's finding, as a parse drift names it (repeatable).")
 @click.option("--model", "model_names", multiple=True, help="A model the cause covers (repeatable).")
 @click.option("--replace-entries", is_flag=True,
               help="Remove the per-case ledger entries the recorded cause explains exactly.")
@@ -216,8 +233,7 @@ def ledger(**options) -> None:
 @click.option("--full", is_flag=True, help="Show every row of a long change instead of cutting it.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document (goldens.diff/1) instead of the view.")
 def diff_command(**options) -> None:
-    """Token-level view of every golden changed against a git revision (default: HEAD): goldens
-    whose tokens moved first, then one line per model for provenance- or analysis-only changes."""
+    """Token-level view of every golden changed against a git revision (default: HEAD)."""
     call("generator.goldens.commands:diff_command", options)
 
 
@@ -227,8 +243,7 @@ def diff_command(**options) -> None:
 @click.option("--engine", "engine_names", multiple=True, default=(engine_registry.REFERENCE,), show_default=True,
               help="The engine whose ids are checked, NAME or NAME@VERSION (repeatable: side by side; "
                    "a server engine starts a managed server).")
-@click.option("--kwargs", "kwargs_json", metavar="JSON",
-              help="Chat-template kwargs, e.g. '{\"enable_thinking\": false}' (default: every variant).")
+@click.option("--kwargs", "kwargs_json", metavar="JSON", help="Chat-template kwargs (default: every variant).")
 @click.option("--conversation", "conversation_file", metavar="FILE",
               help="A chat body holding the whole recorded conversation (or a JSON list of the "
                    "requests as sent); - for stdin. Default: the multi-turn shapes.")
@@ -236,8 +251,7 @@ def diff_command(**options) -> None:
 @click.option("--cache-busters", "busters", is_flag=True,
               help="Also show the client behaviours that break the prefix, each with its fix.")
 def prefix(**options) -> None:
-    """Check that every request of a conversation starts with the one before it; exit 1 on a break
-    outside the tail models.yaml declares for the model and kwargs."""
+    """Check that each request of a conversation starts with the one before (exit 1 on a break)."""
     call("generator.analysis.prefix_command:command", options)
 
 
@@ -293,17 +307,15 @@ def history_command(**options) -> None:
               help="Measure this engine's request layer instead (repeatable): vllm, mistral-common, "
                    "minijinja, llama-server.")
 def coverage(**options) -> None:
-    """Per model, the share of its template's code the matrix's reference renders execute, and
-    every never-executed span with its template lines and text. With --engine, the share of
-    each engine's request layer (parsing, normalization, validation) the matrix's cases execute
-    on the real engine, per file, with the never-executed spans (docs/engine-coverage.md)."""
+    """Per model, the share of its template's code the matrix's reference renders execute, with
+    every never-executed span; with --engine, the share of each engine's request layer
+    (docs/engine-coverage.md)."""
     call("generator.coverage.commands:coverage_command", options)
 
 
 @main.group(name="requests")
 def requests_group() -> None:
     """Request files made for you: found by template coverage, or imported from your traffic."""
-
 
 @requests_group.command(name="search")
 @CONFIG_OPTION
@@ -314,9 +326,8 @@ def requests_group() -> None:
               help="Also keep variations that reach this engine's request-layer code nothing else "
                    "reaches (repeatable; models that replay through it).")
 def requests_search(**options) -> None:
-    """Search request variations for ones that execute template code the matrix does not (and,
-    with --engine, engine request-layer code), and write the minimal set that does (greedy
-    cover) as request files; coverage before and after."""
+    """Search request variations for ones that execute template (or, with --engine, request-layer)
+    code the matrix does not, and write the minimal set that does as request files."""
     call("generator.coverage.commands:requests_search_command", options)
 
 
@@ -329,10 +340,8 @@ def requests_search(**options) -> None:
               help="A model that will render them (repeatable; default: every model).")
 @click.option("--redact", is_flag=True, help="Replace message text with placeholder text of the same form.")
 def requests_import(**options) -> None:
-    """Logged OpenAI chat bodies (JSONL, or a folder of JSON files) to the smallest set of
-    request files that reaches everything the whole log reaches: each model's template code
-    and the bodies' structure. A malformed entry is one error line; the rest are imported
-    (exit 2 says some input was bad)."""
+    """Logged OpenAI chat bodies (JSONL, or a folder of JSON files) to the smallest set of request
+    files reaching what the whole log reaches; a malformed entry is one error line (exit 2)."""
     call("generator.coverage.commands:requests_import_command", options)
 
 

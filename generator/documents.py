@@ -18,7 +18,7 @@ def dumps(kind: str, document: dict[str, Any]) -> str:
 def models(config, resolved: dict[str, Any] | None = None) -> dict[str, Any]:
     """The matrix: engine pins, and per model its sources, shapes, variants, engines, pins (and,
     with `resolved`, the hashes its sources have now)."""
-    from generator.config.cases import model_cases
+    from generator.config.cases import model_cases, parse_cases_of
 
     out = []
     for model in config.models.values():
@@ -26,6 +26,7 @@ def models(config, resolved: dict[str, Any] | None = None) -> dict[str, Any]:
         item = {
             "name": model.name,
             "cases": [case.id for case in model_cases(model)],
+            "parse_cases": [case.id for case in parse_cases_of(model)],
             "tokenizer": {"kind": spec.kind, "value": spec.value, "revision": spec.revision,
                           "tokenizer_config": dict(spec.config) if spec.config else None},
             "template": {"kind": template.kind, "value": template.value, "name": template.name},

@@ -209,7 +209,7 @@ class GoldensFile(pytest.File):
 
     def collect(self):
         from generator.config import engine_registry, engine_spec
-        from generator.config.cases import model_cases, replays
+        from generator.config.cases import all_cases, replays
 
         state = self.config.stash[_STATE]
         matrix = state.matrix
@@ -225,7 +225,7 @@ class GoldensFile(pytest.File):
             if stale:
                 raise StaleGoldens("\n".join(f"goldens: error: {item.line()}" for item in stale))
         for model in selected:
-            cases = model_cases(model)
+            cases = all_cases(model)
             for case in cases:
                 yield ReferenceItem.from_parent(self, name=f"{case.id}[reference]", case=case,
                                                 nodeid=f"{self.nodeid}::{case.id}[reference]")
@@ -233,7 +233,7 @@ class GoldensFile(pytest.File):
                 if spec.name not in model.engines and not chosen:
                     continue
                 for case in cases:
-                    if not replays(case, spec.name):
+                    if not replays(case, spec.name, model):
                         continue
                     # the node id spelled out, so pytest reads its [...] as parameters, as it
                     # reads a printed id passed back (--lf's record, a node id argument)

@@ -320,7 +320,7 @@ def test_regenerate_never_removes_a_file_that_is_not_its_own(tmp_path):
     for path, text in mine.items():
         assert path.read_text() == text
     assert (out / "qwen3" / "renamed.json").exists()
-    stale = sorted(p for p in (GOLDENS / "qwen3").glob("*.json") if p.name != "plain.json")
+    stale = sorted(p for p in (GOLDENS / "qwen3").rglob("*.json") if p.name != "plain.json")
     removed = [line for line in result.stdout.splitlines() if line.startswith("removed ")]
     assert len(removed) == len(stale)
     assert f"removed {out / 'qwen3' / 'tools.llama-server.json'} (ledger entry)" in removed

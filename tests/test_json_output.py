@@ -14,7 +14,7 @@ from test_diff import change_token, edit, git, repo  # noqa: F401 - the fixture
 
 from generator.cli import main
 from generator.config import engine_registry
-from generator.config.cases import model_cases
+from generator.config.cases import model_cases, parse_cases_of
 
 
 def document(*args, code: int = 0) -> dict:
@@ -30,9 +30,10 @@ def test_models_json_is_the_matrix():
     assert data["engine_versions"] == CONFIG.engine_versions
     assert [m["name"] for m in data["models"]] == list(CONFIG.models)
     qwen3 = data["models"][0]
-    assert set(qwen3) == {"name", "cases", "tokenizer", "template", "shapes", "variants", "engines",
+    assert set(qwen3) == {"name", "cases", "parse_cases", "tokenizer", "template", "shapes", "variants", "engines",
                           "processor", "pins"}
     assert qwen3["cases"] == [c.id for c in model_cases(CONFIG.models["qwen3"])]
+    assert qwen3["parse_cases"] == [c.id for c in parse_cases_of(CONFIG.models["qwen3"])]
     assert qwen3["tokenizer"] == {"kind": "pack", "value": "npm:qwen3", "revision": None, "tokenizer_config": None}
     assert qwen3["variants"] == {"default": {}, "thinking-off": {"enable_thinking": False}}
     phi = next(m for m in data["models"] if m["name"] == "phi3.5")

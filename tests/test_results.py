@@ -132,7 +132,7 @@ def test_the_results_document_has_stable_keys_and_the_summary_s_counts():
     assert data["summary"] == run.summary.line() and data["shard"] == {"index": 1, "count": 1}
     assert list(data["groups"][0]["outcomes"][3]) == [
         "case", "engine", "status", "kind", "detail", "level", "refused", "unreachable", "version", "reason",
-        "stand_in", "cause", "edit", "advice", "divergence"]
+        "stand_in", "cause", "edit", "advice", "axis", "divergence"]
 
 
 def test_results_files_load_back_to_the_same_reports(tmp_path):

@@ -9,13 +9,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from generator.config import engine_registry, polyfill
+from generator.config import engine_registry, parse_cases, polyfill
 from generator.config.models import Config, ModelSpec
 from generator.config.request import carries_media
 
 # What a golden's ids are: the chat template's tokens (media as the one placeholder the template
 # writes), or the processor's expanded ids the model's forward pass gets (media parts carry data).
 TEMPLATE_VIEW, EXPANDED_VIEW = "template", "expanded"
+# The two axes of the served path: request -> prompt ids, and output ids -> the message.
+RENDER, PARSE = "render", "parse"
 
 
 @dataclass(frozen=True)
@@ -25,6 +27,7 @@ class Case:
     variant: str  # "" for the model's default kwargs
     request: dict[str, Any]
     polyfills: tuple[str, ...] = ()  # a `<shape>_polyfilled` case: what was done to the shape's body
+    axis: str = RENDER  # PARSE: a parse case (config/parse_cases.py), goldens/<model>/parse/<stem>.json
 
     @property
     def id(self) -> str:
@@ -36,13 +39,48 @@ class Case:
 
     @property
     def stem(self) -> str:
-        return f"{self.shape}--{self.variant}" if self.variant else self.shape
+        stem = f"{self.shape}--{self.variant}" if self.variant else self.shape
+        return f"{parse_cases.FOLDER}/{stem}" if self.axis == PARSE else stem
 
 
-def replays(case: Case, engine: str) -> bool:
-    """Whether `engine` is asked about `case`: an expanded-view case only by engines that take
-    media data, as the engine registry declares (a template renderer has no image to expand)."""
-    return case.view == TEMPLATE_VIEW or engine_registry.capabilities(engine).media
+def replays(case: Case, engine: str, model: ModelSpec | None = None) -> bool:
+    """Whether `engine` is asked about `case`, as the engine registry declares: a parse case only
+    by an engine with a parse path (for `model`, where its rule names the models it parses), a
+    render case only by one that renders, and an expanded-view case only by engines that take
+    media data (a template renderer has no image to expand)."""
+    info = engine_registry.capabilities(engine)
+    if case.axis == PARSE:
+        return bool(info.parses) and (model is None or engine_registry.parse_reason(engine, model) is None)
+    return info.renders and (case.view == TEMPLATE_VIEW or info.media)
+
+
+def is_parse_case(case_id: str) -> bool:
+    """`<model>/parse/<stem>`: a parse case's id."""
+    return case_id.split("/")[1:2] == [parse_cases.FOLDER] and case_id.count("/") == 2
+
+
+def parse_cases_of(model: ModelSpec) -> list[Case]:
+    """The model's parse cases: each built-in parse shape its template writes (per variant, as
+    the capabilities lock records; none before `goldens regenerate` probed it), then its parse
+    request files, per variant."""
+    spec = model.parse
+    if spec is None:
+        return []
+    cases = []
+    for variant, kwargs in model.variants.items():
+        merged = {**model.kwargs, **kwargs}
+        for shape in (spec.written or {}).get(variant, ()):
+            cases.append(Case(model=model.name, shape=shape, variant=variant, axis=PARSE,
+                              request=parse_cases.build(shape, merged)))
+        for shape, body in spec.requests.items():
+            request = {**body, "chat_template_kwargs": {**body["chat_template_kwargs"], **merged}}
+            cases.append(Case(model=model.name, shape=shape, variant=variant, axis=PARSE, request=request))
+    return cases
+
+
+def all_cases(model: ModelSpec) -> list[Case]:
+    """Both axes: the render cases, then the parse cases."""
+    return model_cases(model) + parse_cases_of(model)
 
 
 def model_cases(model: ModelSpec) -> list[Case]:
@@ -72,7 +110,7 @@ def case_of(config: Config, case_id: str, flag: str = "--case") -> Case:
     if not sep or model not in config.models:
         raise GoldensError(f"{flag} {shown!r}: not <model>/<case> of a model in {config.path.name} "
                            f"(models: {', '.join(config.models)})")
-    cases = {case.stem: case for case in model_cases(config.models[model])}
+    cases = {case.stem: case for case in all_cases(config.models[model])}
     if stem not in cases:
         raise GoldensError(f"{flag} {shown!r}: {model} has no such case (e.g. {min(cases)})")
     return cases[stem]

@@ -88,6 +88,8 @@ class Entry:
     # into a message (`parse`), in words; "" when it has no parse path
     parses: str = ""
     renders: bool = True  # False: a parse-only engine (SGLang's parsers), asked no render case
+    # which models it can parse ("module:callable" ModelSpec -> None or why not), as `applies`
+    parse_applies: Any = None
 
 
 @dataclass(frozen=True)
@@ -120,7 +122,10 @@ BUILT_IN = (
               "the reference itself: Transformers' apply_chat_template", media=True, starter=True,
               versions=Versions("version", "generator.engines.transformers:RELEASES", bisect=True),
               server=Server("transformers", "generator.engines.transformers:make_worker", per_model=False,
-                            start_seconds=5.0)),
+                            start_seconds=5.0),
+              parses="transformers serve's response templates (the model_type fallbacks of its serving "
+                     "code), whole and through its DirectStreamer",
+              parse_applies="generator.engines.transformers_parse:applies"),
     _built_in("llama-server", "generator.engines.llama_server:open_engine",
               "llama-server's chat template and tokenizer", media=True,
               versions=LLAMA_CPP, server=LLAMA_SERVER, stand_in="/apply-template + /tokenize"),
@@ -295,6 +300,15 @@ def declares(info: EngineInfo) -> str:
     if info.evidence != "ids":
         parts.append(f"evidence: {info.evidence}")
     return f" [{', '.join(parts)}]" if parts else ""
+
+
+def parse_reason(name: str, model: Any) -> str | None:
+    """Why `name` cannot parse `model`'s outputs (None: it can): no parse path, or its
+    `parse_applies` rule says why not."""
+    info = capabilities(name)
+    if not info.parses:
+        return f"{name} has no parse path"
+    return None if info.parse_applies is None else load(info.parse_applies)(model)
 
 
 def describe(info: EngineInfo) -> str:

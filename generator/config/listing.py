@@ -9,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from generator.config.cases import model_cases
+from generator.config.cases import model_cases, parse_cases_of
 
 
 def models_command(config_path: Path, do_resolve: bool, as_json: bool) -> None:
@@ -35,7 +35,8 @@ def models_command(config_path: Path, do_resolve: bool, as_json: bool) -> None:
             where += f" with tokenizer_config {json.dumps(spec.config, sort_keys=True)}"
         template = model.template.kind if model.template.kind == "tokenizer" else f"{model.template.kind}:{model.template.value}"
         variants = ", ".join(v or "default" for v in model.variants)
-        click.echo(f"{model.name}: {len(model_cases(model))} cases")
+        parses = f", {len(parse_cases_of(model))} parse cases" if model.parse is not None else ""
+        click.echo(f"{model.name}: {len(model_cases(model))} cases{parses}")
         click.echo(f"  tokenizer: {where}")
         click.echo(f"  template:  {template}" + (f" (name {model.template.name})" if model.template.name else ""))
         click.echo(f"  shapes:    {', '.join(model.shapes)}")

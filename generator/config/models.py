@@ -85,6 +85,19 @@ class ProcessorSpec:
 
 
 @dataclass(frozen=True)
+class ParseSpec:
+    """The output axis of a model (`parse:` in models.yaml): which built-in parse shapes and
+    request files, and the token(s) the model ends its turn with. `written` is what the
+    capabilities lock records: per variant, the built-in shapes its template writes (None: not
+    probed yet for this selection; `goldens regenerate` probes it)."""
+
+    shapes: tuple[str, ...]
+    end: tuple[str, ...] = ()
+    requests: dict[str, dict[str, Any]] = field(default_factory=dict)
+    written: dict[str, tuple[str, ...]] | None = None
+
+
+@dataclass(frozen=True)
 class ModelSpec:
     name: str
     tokenizer: TokenizerSpec
@@ -115,6 +128,7 @@ class ModelSpec:
     # each engine's own parser names for the output side (`parsers: {vllm: {tool: hermes,
     # reasoning: qwen3}, sglang: {...}}`): engine -> {"tool" | "reasoning": name}
     parsers: dict[str, dict[str, str]] = field(default_factory=dict)
+    parse: ParseSpec | None = None  # the output axis; None: no parse cases
 
     def parser(self, engine: str, kind: str) -> str | None:
         """The engine's `kind` ("tool" or "reasoning") parser for this model, if it names one;
@@ -245,8 +259,10 @@ def _parse_engines(raw: Any, where: _Where) -> dict[str, str]:
 
 
 MODEL_KEYS = {"tokenizer", "template", "shapes", "variants", "engines", "kwargs", "pins", "prefix_tails",
-              "processor", "invariants", "dialects", "tool_parser", "parsers"}
-PARSER_KINDS = ("tool", "reasoning")
+              "processor", "invariants", "dialects", "tool_parser", "parsers", "parse"}
+# an engine's tool-call and reasoning parsers; Transformers' `response` template (the fallback
+# `transformers serve` picks by model_type: qwen3, gemma4, ...)
+PARSER_KINDS = ("tool", "reasoning", "response")
 TOOL_PARSER = re.compile(r"^[a-z0-9][a-z0-9_]{0,63}$")
 
 
@@ -316,7 +332,50 @@ def _parse_model(name: str, raw: Any, where: _Where, key: str, default_dialects:
         dialects=_parse_dialects(raw["dialects"], where, f"{key}.dialects") if "dialects" in raw else default_dialects,
         tool_parser=tool_parser,
         parsers=_parse_parsers(raw.get("parsers") or {}, where, f"{key}.parsers"),
+        parse=_parse_parse(raw.get("parse"), where, f"{key}.parse"),
     )
+
+
+def _parse_parse(raw: Any, where: _Where, key: str) -> ParseSpec | None:
+    """`parse: {shapes: all | [names] | {all_except|only: [names], requests: [globs]}, end: TOKEN
+    | [TOKENS]}`: the model's parse cases (config/parse_cases.py) and its end-of-turn token(s)."""
+    from generator.config import parse_cases
+
+    if raw is None:
+        return None
+    raw = where.mapping(raw, key, {"shapes", "end"})
+    shapes_raw = raw.get("shapes", "all")
+    requests: dict[str, dict] = {}
+    if shapes_raw == "all":
+        shapes = tuple(parse_cases.SHAPES)
+    elif isinstance(shapes_raw, dict):
+        shapes_raw = where.mapping(shapes_raw, f"{key}.shapes", {"all_except", "only", "requests"})
+        if "all_except" in shapes_raw and "only" in shapes_raw:
+            raise GoldensError(f"{where.file}: {key}.shapes: give at most one of all_except, only")
+        names = where.string_list(shapes_raw.get("only", shapes_raw.get("all_except", [])), f"{key}.shapes")
+        _check_parse_shapes(names, where, f"{key}.shapes")
+        shapes = tuple(names) if "only" in shapes_raw else tuple(s for s in parse_cases.SHAPES if s not in names)
+        requests = _request_files(shapes_raw.get("requests", []), where, f"{key}.shapes.requests",
+                                  validate=parse_cases.validate)
+    else:
+        names = where.string_list(shapes_raw, f"{key}.shapes")
+        _check_parse_shapes(names, where, f"{key}.shapes")
+        shapes = tuple(names)
+    end = raw.get("end", [])
+    end = [end] if isinstance(end, str) else end
+    end = where.string_list(end, f"{key}.end")
+    if any(not token for token in end):
+        raise GoldensError(f"{where.file}: {key}.end: a token's text, e.g. <|im_end|>")
+    return ParseSpec(shapes=shapes, end=tuple(end), requests=requests)
+
+
+def _check_parse_shapes(names: list[str], where: _Where, key: str) -> None:
+    from generator.config import parse_cases
+
+    for i, name in enumerate(names):
+        if name not in parse_cases.SHAPES:
+            raise GoldensError(f"{where.file}: {key}[{i}]: unknown parse shape {name!r} "
+                               f"(known: {', '.join(parse_cases.SHAPES)})")
 
 
 def _parse_parsers(raw: Any, where: _Where, key: str) -> dict[str, dict[str, str]]:
@@ -480,9 +539,12 @@ def _parse_shapes(raw: Any, where: _Where, key: str) -> tuple[tuple[str, ...], d
     return builtin + tuple(requests), requests
 
 
-def _request_files(raw: Any, where: _Where, key: str) -> dict[str, dict]:
+def _request_files(raw: Any, where: _Where, key: str, validate: Any = None) -> dict[str, dict]:
     """Each file matched by the globs: an OpenAI-style chat body, checked like `goldens render`
-    checks one; its stem names the shape."""
+    checks one (a parse request by config/parse_cases.py's `validate`); its stem names the shape."""
+    from generator.config import parse_cases
+
+    taken = SHAPES if validate is None else parse_cases.SHAPES
     requests: dict[str, dict] = {}
     for i, pattern in enumerate(where.string_list(raw, key)):
         found = sorted(Path(p) for p in glob.glob(os.path.join(where.base, pattern)))
@@ -511,13 +573,19 @@ def _request_files(raw: Any, where: _Where, key: str) -> dict[str, dict]:
             if dialects.split(shape) is not None:
                 raise GoldensError(f"{where.file}: {key}[{i}]: {shown}: {shape!r} names a dialect case "
                                    "(<shape>_<dialect>); rename the file")
-            if shape in SHAPES or shape in requests:
+            if shape in taken or shape in requests:
                 raise GoldensError(f"{where.file}: {key}[{i}]: {shown}: shape {shape!r} is already defined")
             if shape.endswith("_polyfilled"):
                 raise GoldensError(f"{where.file}: {key}[{i}]: {shown}: `<shape>_polyfilled` names the form "
                                    "goldens makes of a shape the template refuses; rename the file")
             text = files.read_text(path, f"{where.file}: {key}[{i}]: {shown}")
-            requests[shape] = parse_request(text, f"{where.file}: {key}[{i}]: {shown}")
+            if validate is None:
+                requests[shape] = parse_request(text, f"{where.file}: {key}[{i}]: {shown}")
+            else:
+                from generator.json_reader import load_json
+
+                shown_where = f"{where.file}: {key}[{i}]: {shown}"
+                requests[shape] = validate(load_json(text, shown_where), shown_where)
     return requests
 
 

@@ -33,10 +33,13 @@ def attach(config):
     """The config with each model's recorded capabilities (models.yaml's own load calls it)."""
     import dataclasses
 
+    from generator.config import parse_cases
+
     entries = load_lock(config.path)
     for name, model in list(config.models.items()):
         if name in entries:
-            config.models[name] = dataclasses.replace(model, capabilities=dict(entries[name]["capabilities"]))
+            model = dataclasses.replace(model, capabilities=dict(entries[name]["capabilities"]))
+        config.models[name] = parse_cases.attach(model, entries.get(name))
     return config
 
 

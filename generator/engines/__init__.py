@@ -173,6 +173,10 @@ class EngineContext:
     connection: Any = field(default=None, repr=False)  # engines.remote.Connection: retries, redaction
     transport: Any = field(default=None, repr=False)  # generator.http.Transport: the run's deadlines
     on_start: Callable[[str], None] = field(default=lambda message: None, repr=False)
+    # the output side (engines/parse.py): this engine's parser names for the model (models.yaml
+    # `parsers: {<engine>: {tool, reasoning, ...}}`) and the tokens the model ends a turn with
+    parsers: dict[str, str] = field(default_factory=dict)
+    end: tuple[str, ...] = ()
 
     def managed(self) -> Any:
         """The entry's managed server, started on first use."""

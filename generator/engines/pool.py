@@ -19,6 +19,7 @@ from generator.config import engine_registry, engine_spec
 from generator.config.engine_spec import EngineSpec
 from generator.config.models import ModelSpec
 from generator.engines import Engine, EngineContext, StandIn
+from generator.engines.parse import Parser
 from generator.engines.remote import Connection
 from generator.errors import GoldensError
 from generator.sources.source import Source
@@ -156,12 +157,16 @@ class EnginePool:
             jobs=self.connection.jobs, version=version, processor=model.processor,
             server=None if server is None else (lambda: self._server(server, model, source, version)),
             connection=self.connection, transport=self.transport, on_start=self.on_start,
+            parsers={kind: name for kind in ("tool", "reasoning", "response")
+                     if (name := model.parser(info.name, kind)) is not None},
+            end=model.parse.end if model.parse is not None else (),
         )
         factory = engine_registry.factory(info)
         engine = factory(context) if info.entry_point is None else self._plugin(info, factory, context)
-        wanted = StandIn if info.stand_in else Engine
+        wanted = StandIn if info.stand_in else Engine if info.renders else Parser
         if not isinstance(engine, wanted) or engine.name != info.name:
-            what = "a StandIn engine (it declares stand_in)" if info.stand_in else "an Engine"
+            what = ("a StandIn engine (it declares stand_in)" if info.stand_in else "an Engine" if info.renders
+                    else "a Parser (it declares renders=False)")
             raise GoldensError(f"{engine_registry.describe(info)}: returned {type(engine).__name__} named "
                                f"{getattr(engine, 'name', None)!r}, not {what} named {info.name!r}")
         self._stack.callback(engine.close)

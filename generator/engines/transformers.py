@@ -17,10 +17,21 @@ from generator.sources.source import Source
 class TransformersEngine(EngineBase):
     name = "transformers"
 
-    def __init__(self, source: Source, date: _dt.date):
+    def __init__(self, source: Source, date: _dt.date, parsers: dict[str, str] | None = None,
+                 end: tuple[str, ...] = ()):
         self.source = source
         self.date = date
         self.tokenizer = reference.load_tokenizer(source.tokenizer_dir)
+        self._parse = (parsers or {}).get("response"), end
+        self._parser = None
+
+    def parse(self, request: Request, output, chunks):
+        """What `transformers serve` sends back for these output ids (engines/transformers_parse.py)."""
+        if self._parser is None:
+            from generator.engines.transformers_parse import TransformersParser
+
+            self._parser = TransformersParser(self.source, self.date, *self._parse)
+        return self._parser.parse(request, output, chunks)
 
     def version(self) -> str:
         import transformers
@@ -79,7 +90,7 @@ def installed() -> str:
 def open_engine(context: EngineContext) -> TransformersEngine | WorkerTransformersEngine:
     """The installed Transformers, or another release through a worker in its own venv."""
     if context.version is None or context.version == installed():
-        return TransformersEngine(context.source, context.date)
+        return TransformersEngine(context.source, context.date, context.parsers, context.end)
     return WorkerTransformersEngine(context.managed(), context.source, context.date)
 
 

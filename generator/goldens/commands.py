@@ -17,13 +17,13 @@ def regenerate_command(config_path: Path, out: Path, old_out: Path | None, model
     """Render the models whose inputs changed (every model with --force) and write the goldens
     that changed; remove only this matrix's own stale goldens and ledger entries, each named."""
     from generator.config import models
-    from generator.config.cases import matrix
+    from generator.config.cases import all_cases
     from generator.goldens import regenerate as regen
     from generator.progress import progress_bar
 
     out = old_out or out
     config = models.load(config_path)
-    total = len(matrix(config, model_names))
+    total = sum(len(all_cases(model)) for model in config.select(model_names))
     with progress_bar(total, "rendering") as advance:
         summary = regen.regenerate(config, out, model_names, update_pins=update_pins, advance=advance,
                                    force=force, workers=None, prune=prune,

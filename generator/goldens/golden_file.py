@@ -83,8 +83,9 @@ def loads(text: str | bytes, where: str) -> Golden:
     for key in ("case", "request", "outcome", "tokens", "provenance"):
         if key not in data:
             raise GoldensError(f"{where}: missing key {key!r}")
-    if not isinstance(data["case"], str) or data["case"].count("/") != 1:
-        raise GoldensError(f"{where}: case must be a string like 'qwen3/tools', not {data['case']!r}")
+    if not isinstance(data["case"], str) or not is_case_id(data["case"]):
+        raise GoldensError(f"{where}: case must be a string like 'qwen3/tools' or 'qwen3/parse/call', "
+                           f"not {data['case']!r}")
     validate_request(data["request"], f"{where}: request")  # an engine must never be sent junk
     if data["outcome"] not in ("ok", "error"):
         raise GoldensError(f"{where}: outcome must be 'ok' or 'error', not {data['outcome']!r}")
@@ -115,9 +116,25 @@ def read(path: Path) -> Golden:
     text = files.read_bytes(path)
     item = loads(text, str(path))
     expected = f"{path.parent.name}/{path.name.split('.', 1)[0]}"
+    if path.parent.name == PARSE_FOLDER:  # goldens/<model>/parse/<stem>.json: a parse golden
+        expected = f"{path.parent.parent.name}/{expected}"
     if item.case != expected:
         raise GoldensError(f"{path}: its case is {item.case!r} but its path names {expected!r}")
     return item
+
+
+PARSE_FOLDER = "parse"  # config/parse_cases.py FOLDER: a model's parse goldens, beside its render goldens
+
+
+def is_case_id(case: str) -> bool:
+    """`<model>/<stem>`, or `<model>/parse/<stem>` for a parse case."""
+    parts = case.split("/")
+    return len(parts) == 2 or (len(parts) == 3 and parts[1] == PARSE_FOLDER)
+
+
+def is_parse(item: Golden) -> bool:
+    """A parse golden: output ids and the message they should parse to (replay/parse_judge.py)."""
+    return item.extra.get("axis") == PARSE_FOLDER
 
 
 def golden_path(root: Path, case_id: str) -> Path:

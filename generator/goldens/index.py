@@ -194,6 +194,7 @@ def model_inputs(model: ModelSpec, source: Source, config: Config, cases: list[C
         ("prefix_tails", tails),
         ("processor", processor.fingerprint(model.processor) if model.processor is not None else None),
         ("cases", [[case.id, case.request] for case in cases]),
+        ("parse_end", list(model.parse.end) if model.parse is not None else None),
     ]
     return canonical.digest(inputs, keep_order=True)
 

@@ -22,10 +22,10 @@ from pathlib import Path
 from generator import files, installed, machine, reference
 from generator.analysis import capabilities
 from generator.config import engine_registry, polyfill
-from generator.config.cases import EXPANDED_VIEW, Case, model_cases
+from generator.config.cases import EXPANDED_VIEW, PARSE, Case, all_cases
 from generator.config.models import Config, ModelSpec
 from generator.errors import GoldensError
-from generator.goldens import golden_file, index, pins
+from generator.goldens import golden_file, index, parse_goldens, pins
 from generator.sources import processor
 from generator.sources.source import Source, resolve
 
@@ -68,6 +68,8 @@ def provenance(source: Source, config: Config) -> dict[str, str]:
 
 
 def reference_golden(case: Case, source: Source, config: Config, stamp: dict[str, str]) -> golden_file.Golden:
+    if case.axis == PARSE:
+        return parse_goldens.golden(case, source, config, stamp)
     result = reference.render_request(source, case.request, config.date)
     item = golden_file.Golden(
         case=case.id, request=case.request, outcome=result.outcome, ids=result.ids,
@@ -190,7 +192,7 @@ def finding_kinds(source: Source, request: dict, rendered: reference.Rendered) -
 def render_model(model: ModelSpec, source: Source, config: Config) -> list[golden_file.Golden]:
     """A model's goldens in case order (loads its tokenizer: the cost a regenerate avoids)."""
     stamp = provenance(source, config)
-    return [reference_golden(case, source, config, stamp) for case in model_cases(model)]
+    return [reference_golden(case, source, config, stamp) for case in all_cases(model)]
 
 
 def render_models(config: Config, jobs: list[tuple[ModelSpec, Source]], advance: Progress | None = None,
@@ -331,10 +333,12 @@ def write(out: Path, goldens: dict[str, golden_file.Golden | None], models: list
             dirs += absent
         else:
             summary.left_alone = absent
+    dirs = [path for directory in dirs for path in (directory / golden_file.PARSE_FOLDER, directory)]
     for directory in dirs:
         if not directory.is_dir() or directory.is_symlink():
             continue
-        for path, kind in owned(directory, keep=lambda stem: f"{directory.name}/{stem}" in goldens):
+        prefix = case_prefix(directory)
+        for path, kind in owned(directory, keep=lambda stem: f"{prefix}{stem}" in goldens):
             try:
                 path.unlink()
             except OSError as error:
@@ -345,6 +349,13 @@ def write(out: Path, goldens: dict[str, golden_file.Golden | None], models: list
             if not any(directory.iterdir()):
                 directory.rmdir()
     return summary
+
+
+def case_prefix(directory: Path) -> str:
+    """How the case ids of a folder's goldens begin: `qwen3/`, or `qwen3/parse/` for its parse folder."""
+    if directory.name == golden_file.PARSE_FOLDER:
+        return f"{directory.parent.name}/{directory.name}/"
+    return f"{directory.name}/"
 
 
 def owned(directory: Path, keep: Callable[[str], bool] | None = None) -> list[tuple[Path, str]]:
@@ -387,10 +398,11 @@ def regenerate(config: Config, out: Path, model_names: tuple[str, ...] = (), upd
     models = config.select(model_names)
     sources = resolve_sources(config, models, update_pins)
     models = capabilities.refresh(config, models, sources, full=not model_names)
+    models = parse_goldens.refresh(config, models, sources)
     models = choose_dialects(config, models, sources, rechoose_dialects)
     saved = index.load(out)
     code, versions = index.code_fingerprint(), index.library_versions()
-    cases = {model.name: model_cases(model) for model in models}
+    cases = {model.name: all_cases(model) for model in models}
     inputs, stale = {}, []
     for model in models:
         source = sources[model.name]
@@ -448,6 +460,8 @@ def same_ids(goldens: dict[str, golden_file.Golden]) -> list[str]:
     twins: dict[str, list[str]] = {}
     for case_id, item in goldens.items():
         model, _, stem = case_id.partition("/")
+        if golden_file.is_parse(item):
+            continue  # output ids: two parse shapes with the same ids are never both kept
         if item.outcome != "ok" or item.extra.get("view") == EXPANDED_VIEW or dialects.split(stem) is not None:
             continue  # a dialect case renders its shape's ids by design: what it adds is for the engines
         key = (model, stem.partition("--")[2], tuple(item.ids))

@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from generator.config.cases import model_cases
+from generator.config.cases import all_cases
 from generator.config.models import Config, ModelSpec
 from generator.goldens import golden_file
 from generator.sources.source import Source, resolve
@@ -63,7 +63,7 @@ def stale_goldens(model: str, source: Source, goldens: Iterable[golden_file.Gold
 def committed(root: Path, model: ModelSpec) -> list[golden_file.Golden]:
     """The model's goldens present under `root` (a missing one is `check`'s own error)."""
     out = []
-    for case in model_cases(model):
+    for case in all_cases(model):
         path = golden_file.golden_path(root, case.id)
         if path.exists():
             out.append(golden_file.read(path))

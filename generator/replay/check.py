@@ -20,7 +20,7 @@ from pathlib import Path
 
 from generator import budget, http, reference
 from generator.config import engine_registry, engine_spec
-from generator.config.cases import model_cases, replays
+from generator.config.cases import all_cases, is_parse_case, replays
 from generator.config.engine_spec import EngineSpec
 from generator.config.models import Config, ModelSpec
 from generator.engines import Engine
@@ -64,19 +64,25 @@ def plan(config: Config, engines: tuple[str, ...], models: tuple[str, ...],
     return out
 
 
-def groups(config: Config, work: list[tuple[str, list[EngineSpec]]]) -> list[tuple[str, EngineSpec, list[str]]]:
-    """The plan's (model, engine, case ids replayed) groups, in run order: what a shard takes whole."""
+AXES = ("render", "parse")
+
+
+def groups(config: Config, work: list[tuple[str, list[EngineSpec]]],
+           axis: str = "both") -> list[tuple[str, EngineSpec, list[str]]]:
+    """The plan's (model, engine, case ids replayed) groups, in run order: what a shard takes
+    whole; `axis` "render" or "parse" keeps that axis's cases only."""
     out = []
     for model_name, specs in work:
-        cases = model_cases(config.models[model_name])
+        model = config.models[model_name]
+        cases = [c for c in all_cases(model) if axis in ("both", c.axis)]
         for spec in specs:
-            out.append((model_name, spec, [c.id for c in cases if replays(c, spec.name)]))
+            out.append((model_name, spec, [c.id for c in cases if replays(c, spec.name, model)]))
     return out
 
 
-def selection(config: Config, work: list[tuple[str, list[EngineSpec]]]) -> Plan:
+def selection(config: Config, work: list[tuple[str, list[EngineSpec]]], axis: str = "both") -> Plan:
     """The plan as results name it: its group and replay counts and fingerprint."""
-    parts = groups(config, work)
+    parts = groups(config, work, axis)
     return Plan(groups=len(parts), replays=sum(len(c) for _, _, c in parts),
                 fingerprint=fingerprint([(m, spec.label, c) for m, spec, c in parts]))
 
@@ -97,17 +103,17 @@ def run(config: Config, root: Path, engines: tuple[str, ...] = (), models: tuple
         confirm: bool = True, timeout: float | None = None,
         request_timeout: float | None = None,
         connection: Connection | None = None, only: set[int] | None = None,
-        shard: tuple[int, int] | None = None, pool: EnginePool | None = None) -> Results:
+        shard: tuple[int, int] | None = None, pool: EnginePool | None = None, axis: str = "both") -> Results:
     """Every (model, engine) group of the plan (those indexed in `only`, when given), judged.
     `confirm` sends each case down the serving path of engines read through a stand-in;
     `timeout` bounds the whole run and `request_timeout` each request to an engine, in seconds.
     `pool` lends the run servers its owner keeps (a test session's): the run then stops, after
     each model, only the vLLM servers (about 3.5 GB each) it started itself, never the owner's."""
     work = plan(config, engines, models, urls)
-    parts = groups(config, work)
+    parts = groups(config, work, axis)
     chosen = [i for i in range(len(parts)) if only is None or i in only]
     refuse_unavailable(config, parts, chosen, urls)
-    results = Results(plan=selection(config, work), groups=[], shard=shard,
+    results = Results(plan=selection(config, work, axis), groups=[], shard=shard,
                       notes=[] if confirm else [NO_CONFIRM])
     started = time.monotonic()
 
@@ -158,9 +164,10 @@ def run(config: Config, root: Path, engines: tuple[str, ...] = (), models: tuple
                 group.seconds = time.monotonic() - group_started
                 results.groups.append(group)
             first = next(i for i, part in enumerate(parts) if part[0] == model_name)
-            if first in indices and results.groups:  # one shard speaks for a model's goldens
-                model_cases_ids = list(dict.fromkeys(c for part in parts if part[0] == model_name for c in part[2]))
-                found, note = invariant_outcomes(root, model, model_cases_ids)
+            render_ids = list(dict.fromkeys(c for part in parts if part[0] == model_name for c in part[2]
+                                            if not is_parse_case(c)))
+            if first in indices and results.groups and render_ids:  # one shard speaks for a model's goldens
+                found, note = invariant_outcomes(root, model, render_ids)
                 results.groups[-len(indices)].outcomes += found
                 results.notes += note
             if lent:  # a shared pool keeps the light servers for the next model's cases
@@ -230,8 +237,19 @@ def stale_causes(root: Path, model: str, engine: str, label: str, outcomes: list
     verdicts = [o for o in outcomes if o.stand_in is None]
     if not verdicts or any(o.status == "error" for o in verdicts):
         return []
-    shown = {o.cause for o in verdicts if o.cause is not None}
+    shown = {name for o in verdicts if o.cause is not None for name in o.cause.split(", ")}
     out = []
+    if any(o.axis == "parse" for o in verdicts):
+        from generator.replay import parse_judge
+
+        for cause in parse_judge.covering(root, engine, model):
+            if cause.name not in shown:
+                out.append(Outcome(
+                    f"{model}/{causes.FOLDER}:{cause.name}", label, "drift",
+                    f"the reviewed parse cause {cause.name} covers {engine} on {model}, but none of its "
+                    f"{len(verdicts)} checked cases shows its findings any more; if {engine} was fixed, remove "
+                    f"{cause.path} (was: {cause.reason})", kind="cause-stale", cause=cause.name,
+                    version=verdicts[0].version, axis="parse"))
     for cause in causes.covering(root, engine, model):
         if cause.name not in shown:
             out.append(Outcome(

@@ -18,7 +18,7 @@ def check_command(config_path: Path, engines: tuple[str, ...], model_names: tupl
                   served: tuple[str, ...], headers: tuple[str, ...], api_key_env: str | None, timeout: float,
                   request_timeout: float, no_confirm: bool, results_path: Path | None, as_json: bool,
                   shard_text: str | None, durations_path: Path | None, store_durations: Path | None,
-                  with_coverage: bool) -> None:
+                  with_coverage: bool, axis: str = "both") -> None:
     """Replay goldens through engines; exit 0 all match, 1 drift, 2 could not judge."""
     from generator.config import models
     from generator.goldens import staleness
@@ -36,7 +36,7 @@ def check_command(config_path: Path, engines: tuple[str, ...], model_names: tupl
     connection = remote_options.connection(config, model_names, served, headers, api_key_env, jobs)
     model_names = model_names or tuple(connection.served)
     work = checking.plan(config, engines, model_names, url_map)
-    groups = checking.groups(config, work)
+    groups = checking.groups(config, work, axis)
     only, part = shard.select(groups, shard_text, durations_path)
     destination.check_destination(junit_path, report_path, results_path, store_durations)
     checking.refuse_unavailable(config, groups, [i for i in range(len(groups)) if only is None or i in only], url_map)
@@ -46,14 +46,14 @@ def check_command(config_path: Path, engines: tuple[str, ...], model_names: tupl
             click.echo(f"goldens: error: {item.line()}", err=True)
         sys.exit(2)
     if only is not None and not only:
-        shard.empty(config, work, groups, part, no_confirm, junit_path, report_path, results_path, as_json)
+        shard.empty(config, work, groups, part, no_confirm, junit_path, report_path, results_path, as_json, axis)
     remote_options.probe(url_map, request_timeout)
     total = sum(len(groups[i][2]) for i in range(len(groups)) if only is None or i in only)
     with destination.claim(junit_path, report_path, results_path), progress_bar(total, "replaying") as advance:
         results = checking.run(config, root, engines, model_names, url_map, jobs, advance=advance,
                                note=lambda message: click.echo(message, err=True),
                                confirm=not no_confirm, timeout=timeout, request_timeout=request_timeout,
-                               connection=connection, only=only, shard=part)
+                               connection=connection, only=only, shard=part, axis=axis)
         if with_coverage:
             from generator.coverage.trace import coverage_records
 

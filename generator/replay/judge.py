@@ -86,6 +86,7 @@ class Outcome:
     cause: str | None = None  # the reviewed cause a known outcome matched (or a stale one names)
     edit: dict | None = None  # a drift's first edit (causes.Edit.data()): drifts sharing it group
     advice: str = ""  # what to do, for a body the reference normalized
+    axis: str = "render"  # or "parse": an engine's parse of output ids (replay/parse_judge.py)
 
     def __post_init__(self) -> None:
         self.kind = self.kind or self.status
@@ -239,6 +240,10 @@ def judge(engine: Engine, item: golden_file.Golden, root: Path,
     `label` names it in the outcome when several versions of one engine run
     (`llama-server@11000`); the ledger is the engine's own."""
     label = label or engine.name
+    if golden_file.is_parse(item):
+        from generator.replay import parse_judge
+
+        return parse_judge.judge(engine, item, root, label)
     entry = ledger.read(root, item.case, engine.name)
     covering = causes_.covering(root, engine.name, item.case.partition("/")[0])
     try:
@@ -410,6 +415,12 @@ def record(engine: Engine, item: golden_file.Golden, root: Path, reason: str, st
     record instead the engine's stand-in endpoint where it disagrees with the serving path."""
     if not reason.strip():
         raise GoldensError("a reviewed divergence needs a --reason that says why it is accepted")
+    if golden_file.is_parse(item):
+        from generator.replay import parse_judge
+
+        if stand_in:
+            raise GoldensError(f"{item.case}: a parse case has no stand-in endpoint")
+        return parse_judge.record(engine, item, root, reason)
     if item.outcome != "ok" and stand_in:
         raise GoldensError(f"{item.case}: the reference refused this case; there are no ids to diverge from")
     got = answer(engine, item.request)

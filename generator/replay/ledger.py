@@ -89,7 +89,7 @@ def write(root: Path, golden: golden_file.Golden, engine: str, reason: str,
 
 def command(config_path: Path, engine_name: str, case_ids: tuple[str, ...], reason: str, url: str | None,
             root: Path, stand_in: bool, cause_name: str | None, edit_text: str | None,
-            model_names: tuple[str, ...], replace_entries: bool) -> None:
+            model_names: tuple[str, ...], replace_entries: bool, findings: tuple[str, ...] = ()) -> None:
     """`goldens ledger`: record a reviewed divergence: the engine's own ids for a case, beside its
     golden, with a reason; or with --cause, one edit the engine makes on every case of the models
     named."""
@@ -105,6 +105,20 @@ def command(config_path: Path, engine_name: str, case_ids: tuple[str, ...], reas
 
     redaction.register(*redaction.url_secrets(url or ""))
     config = models.load(config_path)
+    if findings:
+        if cause_name is None or edit_text or case_ids or stand_in or not model_names:
+            raise GoldensError("--finding records a parse cause: give --cause NAME and --model, not --edit, "
+                               "--case or --stand-in")
+        from generator.replay import parse_judge
+
+        config.select(list(model_names))
+        with EnginePool(config.date, {engine_name.partition("@")[0]: url} if url else None,
+                        versions=config.engine_versions, on_start=lambda m: click.echo(m, err=True)) as pool:
+            path, explained = parse_judge.record_cause(root, config, pool, cause_name, findings, engine_name,
+                                                       model_names, reason)
+        click.echo(f"recorded {path}: explains {len(explained)} parse case{'s' if len(explained) != 1 else ''}: "
+                   f"{', '.join(explained)}")
+        return
     if cause_name is not None:
         if case_ids or stand_in or not edit_text or not model_names:
             raise GoldensError("--cause records one edit for whole models: give --edit and --model, not --case "

@@ -21,6 +21,8 @@ cause to review, not one problem per case.
 
 from __future__ import annotations
 
+import shlex
+
 import dataclasses
 import re
 from collections.abc import Sequence
@@ -269,17 +271,24 @@ def problems(outcomes: Sequence[Outcome]) -> list[list[Outcome]]:
 
 
 def edit_key(edit: dict) -> str:
+    if "findings" in edit:  # a parse drift: grouped by the kinds of what is wrong (replay/parse_judge.py)
+        return repr(("findings", sorted(edit["findings"])))
     return repr((edit["at"], [tuple(t) for t in edit["replace"]], [tuple(t) for t in edit["with"]]))
 
 
 def describe_edit(edit: dict) -> str:
-    """A drift's first edit in words: "insert [1 '<s>'] at start"."""
+    """A drift's first edit in words: "insert [1 '<s>'] at start"; a parse drift's findings."""
+    if "findings" in edit:
+        return "findings " + "; ".join(edit["findings"])
     return edit_from(edit, "edit").describe()
 
 
 def spelled_edit(edit: dict) -> str:
-    """A drift's first edit as `goldens ledger --edit` takes it: 'insert 1 at start'."""
-    return edit_from(edit, "edit").spelled()
+    """A drift's first edit as `goldens ledger` takes it: `--edit 'insert 1 at start'`, or a parse
+    drift's `--finding '...'` for each finding."""
+    if "findings" in edit:
+        return " ".join(f"--finding {shlex.quote(f)}" for f in edit["findings"])
+    return f"--edit '{edit_from(edit, 'edit').spelled()}'"
 
 
 def group_line(group: list[Outcome]) -> str:
@@ -289,7 +298,7 @@ def group_line(group: list[Outcome]) -> str:
     models = list(dict.fromkeys(split_case(o.case)[0] for o in group))
     engine = first.column.partition("@")[0]
     cases = ", ".join(o.case for o in group[:6]) + (f", and {len(group) - 6} more" if len(group) > 6 else "")
-    record = (f"goldens ledger --cause NAME --edit '{spelled_edit(first.edit)}' --engine {engine} "
+    record = (f"goldens ledger --cause NAME {spelled_edit(first.edit)} --engine {engine} "
               + " ".join(f"--model {m}" for m in models) + " --reason '...'")
     return (f"{len(group)} drifts, one edit: {describe_edit(first.edit)} ({cases}); "
             f"if it is accepted, record it once: {record}")

@@ -44,7 +44,7 @@ from generator.replay.report import Summary, counts
 FORMAT = 1
 _OUTCOME_FIELDS = ("case", "engine", "status", "kind", "detail", "level", "refused", "unreachable",
                    "version", "reason", "stand_in")
-_ADDED_FIELDS = {"cause": None, "edit": None, "advice": ""}  # added later: absent in older files
+_ADDED_FIELDS = {"cause": None, "edit": None, "advice": "", "axis": "render"}  # added later: absent in older files
 
 
 @dataclasses.dataclass
@@ -102,7 +102,7 @@ def outcome_data(outcome: Outcome) -> dict:
     return data
 
 
-_CASE = re.compile(r"[a-z0-9][a-z0-9.-]{0,63}/[a-z0-9][a-z0-9_-]{0,63}(--[a-z0-9][a-z0-9-]{0,63})?")
+_CASE = re.compile(r"[a-z0-9][a-z0-9.-]{0,63}/(parse/)?[a-z0-9][a-z0-9_-]{0,63}(--[a-z0-9][a-z0-9-]{0,63})?")
 _LABEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@+-]{0,127}")
 _TEXT_FIELDS = ("detail", "version", "reason", "stand_in")
 
@@ -124,6 +124,8 @@ def _checked(data: Any) -> dict:
     if kind not in KIND_STATUS or KIND_STATUS[kind] != status:
         raise ValueError(f"{case} [{engine}]: status {str(status)[:40]!r} with kind {str(kind)[:40]!r} is not "
                          "a verdict goldens gives")
+    if data.get("axis", "render") not in ("render", "parse"):
+        raise ValueError(f"{case} [{engine}]: axis {str(data.get('axis'))[:40]!r}")
     if data["level"] not in ("ids", "count"):
         raise ValueError(f"{case} [{engine}]: level {str(data['level'])[:40]!r}")
     for name in ("refused", "unreachable"):

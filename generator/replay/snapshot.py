@@ -79,12 +79,12 @@ class Update:
             self.flush(model, source)
 
     def flush(self, model_name: str, source) -> None:
-        from generator.config.cases import model_cases
+        from generator.config.cases import all_cases
         from generator.goldens import index, regenerate
 
         model = self.config.models[model_name]
         goldens = self.rendered.pop(model_name, {})
-        cases = model_cases(model)
+        cases = all_cases(model)
         whole = all(case.id in goldens for case in cases)
         if whole:
             regenerate.refuse_all_refused({model_name: list(goldens.values())})
