@@ -149,7 +149,9 @@ BUILT_IN = (
               "@huggingface/tokenizers 0.2.0 in Node"),
     _built_in("harmony", "generator.engines.harmony:open_engine",
               "openai-harmony 0.0.8 (gpt-oss's own renderer), as vLLM's gpt-oss chat path uses it",
-              applies="generator.config.engine_matrix:gpt_oss_only"),
+              applies="generator.config.engine_matrix:gpt_oss_only",
+              parses="openai-harmony's parse_messages_from_completion_tokens, and its StreamableParser id by id",
+              parse_applies="generator.config.engine_matrix:gpt_oss_only"),
     _built_in("openai", "generator.engines.openai:open_engine",
               "any /v1/chat/completions server (--url): prompt token ids where it returns them, "
               "else usage.prompt_tokens", any_model=True, evidence="ids or count"),

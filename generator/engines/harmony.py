@@ -21,6 +21,7 @@ import threading
 from pathlib import Path
 
 from generator.engines import EngineBase, EngineContext, EngineError, Ids, Refused, Request, strict_ids
+from generator.engines import parse as parse_api
 from generator import heavy
 from generator.errors import GoldensError
 from generator.files import cache_dir
@@ -59,11 +60,13 @@ class HarmonyWorker:
         self.versions = self._read()
 
     def render(self, request: Request) -> dict:
+        return self.ask({"request": request, "date": self.date})
+
+    def ask(self, job: dict) -> dict:
         with self._lock:
             assert self._process.stdin is not None
             try:
-                self._process.stdin.write(json.dumps({"request": request, "date": self.date},
-                                                     ensure_ascii=False) + "\n")
+                self._process.stdin.write(json.dumps(job, ensure_ascii=False) + "\n")
                 self._process.stdin.flush()
             except OSError as error:
                 raise EngineError(f"harmony: the worker died ({error})") from None
@@ -111,6 +114,19 @@ class HarmonyEngine(EngineBase):
             raise Refused(f"{self.name}: {answer['refused']}")
         ids = strict_ids(self.name, answer.get("ids"))
         return Ids(ids, prompt=answer.get("prompt"), pieces=answer.get("pieces"))
+
+    def parse(self, request: Request, output, chunks) -> parse_api.Parsed:
+        """openai-harmony's own parse of gpt-oss output ids (servers/harmony_worker.py `parse`):
+        analysis is reasoning, final (or commentary to no one) content, a message to
+        `functions.NAME` a call; finish_reason "tool_calls" with calls, "length" when the output
+        does not end in <|return|> or <|call|>."""
+        answer = self.worker.ask({"output": list(output), "chunks": None if chunks is None else list(chunks)})
+        if "refused" in answer:
+            raise Refused(f"{self.name}: {answer['refused']}")
+        if chunks is None:
+            return parse_api.Parsed(message=parse_api.message_of(answer["message"], answer["finish_reason"], self.name))
+        return parse_api.Parsed(deltas=[[parse_api.delta_of(d, d.get("finish_reason"), self.name) for d in step]
+                                        for step in answer["deltas"]])
 
     def close(self) -> None:
         self.worker.stop()

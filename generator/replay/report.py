@@ -102,7 +102,13 @@ def summary_line(outcomes: Sequence[Outcome]) -> str:
     line = (f"{len(outcomes)} checked: {n['match']} rendered and match, {n['both-refuse']} both refuse, "
             f"{n['known']} known divergence, {n['drift']} drift, {n['error']} error")
     line += f", {n['count']} length only (count only, ids not seen)" if n["count"] else ""
-    return line + "".join(f", {count} {status}" for status, count in n.items() if status not in STATUSES)
+    line += "".join(f", {count} {status}" for status, count in n.items() if status not in STATUSES)
+    parsed = [o for o in outcomes if o.axis == "parse"]
+    if parsed:  # the output side's share of the same counts
+        p = counts(parsed)
+        line += (f" (of which {len(parsed)} parse cases: {p['match']} parsed as expected, {p['known']} known, "
+                 f"{p['drift']} drift, {p['error']} error)")
+    return line
 
 
 def refusal_notes(outcomes: Sequence[Outcome]) -> list[str]:

@@ -41,6 +41,10 @@ def main() -> None:
         if not line.strip():
             continue
         job = json.loads(line)
+        if "output" in job:  # the output side: {"output": [ids], "chunks": [sizes] | null}
+            out.write(json.dumps(parse(encoding, job["output"], job.get("chunks")), ensure_ascii=False) + "\n")
+            out.flush()
+            continue
         try:
             ids = render(encoding, job["request"], job["date"])
             answer = {"ids": ids, "prompt": encoding.decode_utf8(ids),
@@ -54,6 +58,72 @@ def main() -> None:
 
 
 REASONING_EFFORTS = ("high", "medium", "low")
+STOPS = ("<|return|>", "<|call|>")  # the tokens a gpt-oss turn ends on (harmony's stop tokens)
+
+
+def _kind(channel, recipient) -> str:
+    """What an assistant message is to a chat client, by its channel and recipient: a call to a
+    function (`functions.NAME`), reasoning (analysis), content (final, or commentary to no one)."""
+    if recipient and recipient.startswith("functions."):
+        return "tool"
+    if channel == "analysis":
+        return "reasoning"
+    if channel == "final" or (channel == "commentary" and not recipient):
+        return "content"
+    return "ignore"
+
+
+def _finish(encoding, output: list, calls: bool) -> str:
+    ended = bool(output) and encoding.decode([output[-1]]) in STOPS
+    return "tool_calls" if calls else "stop" if ended else "length"
+
+
+def parse(encoding, output: list, chunks) -> dict:
+    """Harmony's own parse of output ids: whole with `parse_messages_from_completion_tokens`, or
+    one `StreamableParser.process` per id, a chunk's deltas being what `last_content_delta` gave
+    on its channel (a call's name when its recipient first shows)."""
+    from openai_harmony import HarmonyError, Role, StreamableParser
+
+    if chunks is None:
+        try:
+            messages = encoding.parse_messages_from_completion_tokens(output, Role.ASSISTANT)
+        except HarmonyError as error:
+            return {"refused": f"HarmonyError: {error}"}
+        out = {"content": None, "reasoning_content": None, "tool_calls": []}
+        for message in messages:
+            text = "".join(getattr(part, "text", "") for part in message.content)
+            kind = _kind(message.channel, message.recipient)
+            if kind == "tool":
+                out["tool_calls"].append({"function": {"name": message.recipient.removeprefix("functions."),
+                                                       "arguments": text}})
+            elif kind in ("reasoning", "content") and text:
+                key = "reasoning_content" if kind == "reasoning" else "content"
+                out[key] = text if out[key] is None else out[key] + "\n" + text
+        return {"message": out, "finish_reason": _finish(encoding, output, bool(out["tool_calls"]))}
+    parser = StreamableParser(encoding, role=Role.ASSISTANT)
+    steps, at, index, recipient, calls = [], 0, -1, None, False
+    for size in chunks:
+        deltas = []
+        for token in output[at:at + size]:
+            try:
+                parser.process(token)
+            except HarmonyError as error:
+                return {"refused": f"HarmonyError: {error}"}
+            kind = _kind(parser.current_channel, parser.current_recipient)
+            delta = parser.last_content_delta or ""
+            if kind == "tool":
+                if parser.current_recipient != recipient:
+                    index, recipient, calls = index + 1, parser.current_recipient, True
+                    deltas.append({"tool_calls": [{"index": index, "function": {
+                        "name": recipient.removeprefix("functions."), "arguments": delta}}]})
+                elif delta:
+                    deltas.append({"tool_calls": [{"index": index, "function": {"arguments": delta}}]})
+            elif kind in ("reasoning", "content") and delta:
+                deltas.append({"reasoning_content" if kind == "reasoning" else "content": delta})
+        at += size
+        steps.append(deltas)
+    steps[-1].append({"finish_reason": _finish(encoding, output, calls)})
+    return {"deltas": steps}
 
 
 def render(encoding, request: dict, date: str) -> list[int]:
