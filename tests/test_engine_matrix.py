@@ -31,10 +31,15 @@ def test_a_cell_says_why_an_engine_does_not_replay_a_model():
 def test_the_command_prints_the_table_with_numbered_reasons():
     result = CliRunner().invoke(main, ["engines", "--matrix", "--config", str(ROOT / "models.yaml")])
     assert result.exit_code == 0, result.output
-    lines = result.output.splitlines()
-    assert lines[0].startswith("| model | transformers | llama-server |")
-    rows = [line for line in lines[2:] if line.startswith("| ")]
-    assert [row.split(" | ")[0][2:] for row in rows] == list(CONFIG.models)
-    numbers = {part.strip() for row in rows for part in row.split("|") if part.strip().startswith("- (")}
-    notes = [line for line in lines if line.startswith("(")]
-    assert sorted(numbers) == sorted(f"- {note.split(')')[0]})" for note in notes)
+    render, _, parse = result.output.partition("\nThe output side")
+    for text, first in ((render, "| model | transformers | llama-server |"), (parse, "| model | transformers |")):
+        lines = text[text.index("| model"):].splitlines()
+        assert lines[0].startswith(first)
+        rows = [line for line in lines[2:] if line.startswith("| ")]
+        assert [row.split(" | ")[0][2:] for row in rows] == list(CONFIG.models)
+        numbers = {part.strip() for row in rows for part in row.split("|") if part.strip().startswith("- (")}
+        notes = [line for line in lines if line.startswith("(")]
+        assert sorted(numbers) == sorted(f"- {note.split(')')[0]})" for note in notes)
+    cells = engine_matrix.parse_matrix(CONFIG)
+    assert parse.count("| parsed") + parse.count(" parsed |") >= 1
+    assert sum(cell.replayed for cell in cells) == sum(row.count(" parsed ") for row in parse.splitlines())

@@ -71,7 +71,26 @@ def matrix(config: Config) -> list[Cell]:
     return cells
 
 
-def markdown(cells: list[Cell]) -> str:
+PARSED = "parsed"
+
+
+def parse_matrix(config: Config) -> list[Cell]:
+    """The output side's cells: each (model, engine with a parse path), `replayed` when the
+    engine parses the model's parse cases in `goldens check` (the model lists it and has parse
+    cases, and the engine's rule takes the model), else why not."""
+    cells = []
+    for model in config.models.values():
+        for info in engine_registry.registered():
+            if info.problem is not None or not info.parses:
+                continue
+            reason = (engine_registry.parse_reason(info.name, model)
+                      or ("no parse cases (models.yaml `parse:`)" if model.parse is None else None)
+                      or (None if info.name in model.engines else "not in the model's engines in models.yaml"))
+            cells.append(Cell(model.name, info.name, reason is None, reason or ""))
+    return cells
+
+
+def markdown(cells: list[Cell], word: str = REPLAYED) -> str:
     """One row per model, one column per engine; each reason numbered once below the table."""
     engines = list(dict.fromkeys(cell.engine for cell in cells))
     models = list(dict.fromkeys(cell.model for cell in cells))
@@ -83,7 +102,7 @@ def markdown(cells: list[Cell]) -> str:
         for engine in engines:
             cell = by[(model, engine)]
             if cell.replayed:
-                row.append(REPLAYED)
+                row.append(word)
             else:
                 number = reasons.setdefault(cell.why_not, len(reasons) + 1)
                 row.append(f"- ({number})")

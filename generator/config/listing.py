@@ -65,7 +65,10 @@ def engines_command(config_path: Path, as_json: bool, as_matrix: bool) -> None:
     if as_matrix:
         from generator.config import engine_matrix, models
 
-        click.echo(engine_matrix.markdown(engine_matrix.matrix(models.load(config_path))), nl=False)
+        config = models.load(config_path)
+        click.echo(engine_matrix.markdown(engine_matrix.matrix(config)), nl=False)
+        click.echo("\nThe output side (parse cases: output ids -> message, docs/parse.md):\n")
+        click.echo(engine_matrix.markdown(engine_matrix.parse_matrix(config), engine_matrix.PARSED), nl=False)
         return
     if as_json:
         from generator import documents

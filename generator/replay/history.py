@@ -252,6 +252,10 @@ def _edit_starts(old: list[int], new: list[int]) -> tuple[int, int]:
 def _edit_key(case: Case, old: Answer, new: Answer) -> tuple:
     """One cause: the same model, the same ids removed and added by the first edit (or the same
     refusal change)."""
+    if old.kind == new.kind == "parse":
+        from generator.replay.releases import parse_change
+
+        return case.model, "parse", parse_change(old.parse, new.parse).split(":")[0]
     if not old.answered or not new.answered:
         return case.model, "refusal", old.kind, new.kind, tuple(old.ids), tuple(new.ids)
     removed, added = _first_edit(old.ids, new.ids)

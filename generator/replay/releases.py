@@ -19,7 +19,7 @@ from pathlib import Path
 
 from generator import canonical, reference
 from generator.config import engine_registry
-from generator.config.cases import EXPANDED_VIEW, Case, matrix
+from generator.config.cases import EXPANDED_VIEW, PARSE, Case, matrix
 from generator.config.engine_spec import EngineSpec
 from generator.config.models import Config
 from generator.engines import EngineError, Ids, Refused
@@ -46,10 +46,13 @@ class Answer:
     prompt: str | None = None
     refused: str | None = None
     error: str | None = None
+    parse: dict | None = None  # a parse case: the release's parse signature (replay/parse_judge.py)
 
     @property
     def kind(self) -> str:
-        return "error" if self.error is not None else "refused" if self.refused is not None else "ids"
+        if self.error is not None:
+            return "error"
+        return "parse" if self.parse is not None else "refused" if self.refused is not None else "ids"
 
     @property
     def answered(self) -> bool:
@@ -57,7 +60,7 @@ class Answer:
         return self.kind == "ids"
 
     def same(self, other: Answer) -> bool:
-        return self.kind == other.kind and self.ids == other.ids
+        return self.kind == other.kind and self.ids == other.ids and self.parse == other.parse
 
 
 def line(engine: str, command: str = "bisect"):
@@ -94,7 +97,11 @@ def cases_for(config: Config, engine: str, models: Sequence[str], case_ids: Sequ
     names = [m.name for m in chosen if engine in m.engines or listed in m.engines]
     if not names:
         raise GoldensError(f"no selected model lists {engine} among its engines in {config.path.name}")
+    from generator.config.cases import parse_cases_of, replays
+
     cases = matrix(config, names)
+    cases += [case for name in names for case in parse_cases_of(config.models[name])
+              if replays(case, engine, config.models[name])]
     if case_ids:
         known = {case.id for case in cases}
         for case_id in case_ids:
@@ -191,9 +198,10 @@ class AnswerStore:
             source["processor"] = None  # a template-view case never reaches the processor
         elif self.engine in MEDIA_REVISION:
             source["media_revision"] = MEDIA_REVISION[self.engine]
+        parse = {"axis": case.axis, "end": list(self.config.models[case.model].parse.end)} if case.axis == PARSE else {}
         return canonical.digest({"format": ANSWERS_FORMAT, "engine": self.engine,
                                  "request": canonical.dumps(case.request, keep_order=True),
-                                 **source, "date": self.config.date.isoformat()})
+                                 **source, "date": self.config.date.isoformat(), **parse})
 
     def _path(self, version: str, case: Case) -> Path:
         return self.root / self.engine / version / f"{self.key(case)}.json"
@@ -203,7 +211,8 @@ class AnswerStore:
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
             return Answer(ids=[int(i) for i in data["ids"]], pieces=[str(p) for p in data["pieces"]],
-                          prompt=data["prompt"], refused=data["refused"], error=data.get("error"))
+                          prompt=data["prompt"], refused=data["refused"], error=data.get("error"),
+                          parse=data.get("parse"))
         except (OSError, ValueError, KeyError, TypeError):
             return None
 
@@ -242,7 +251,7 @@ def replay(config: Config, engine: str, version: str, cases: list[Case],
                 model = config.models[model_name]
                 runner = pool.engine(EngineSpec(engine, version), model, resolve(model, config))
                 for case in (c for c in missing if c.model == model_name):
-                    answers[case.id] = answer = _answer(runner, case, version)
+                    answers[case.id] = answer = _answer(runner, case, version, config)
                     if store is not None:
                         store.put(version, case, answer)
                 pool.release(model_name)
@@ -255,7 +264,9 @@ def _portable(message: str) -> str:
     return message.replace(str(cache_dir()), "<cache>")
 
 
-def _answer(runner, case: Case, version: str) -> Answer:
+def _answer(runner, case: Case, version: str, config: Config | None = None) -> Answer:
+    if case.axis == PARSE:
+        return _parse_answer(runner, case, config)
     try:
         ids = runner.ids(case.request)
     except Refused as refusal:
@@ -264,6 +275,39 @@ def _answer(runner, case: Case, version: str) -> Answer:
         return Answer(error=_portable(stable_line(error))[:300])
     ids = Ids.of(ids)
     return Answer(list(ids), list(ids.pieces or []), ids.prompt)
+
+
+def _parse_answer(runner, case: Case, config: Config) -> Answer:
+    """A release's parse of a parse case's output ids (made by the reference, as its golden is):
+    its signature, every plan included, or that it has no parse path or could not answer."""
+    from generator.goldens import parse_goldens
+    from generator.replay import parse_judge
+
+    if not hasattr(runner, "parse"):
+        return Answer(error=f"{runner.name} has no parse path in this release")
+    item = parse_goldens.golden(case, resolve(config.models[case.model], config), config, {})
+    if item.outcome != "ok":
+        return Answer(error=f"no output ids: {item.error}")
+    try:
+        return Answer(parse=parse_judge.observe(runner, item).signature())
+    except EngineError as error:
+        return Answer(error=_portable(stable_line(error))[:300])
+
+
+def parse_change(old: dict, new: dict) -> str:
+    """How two releases' parses of one case differ, in words: the first field of the whole
+    parse that moved, else the plans whose stream moved."""
+    from generator.replay import parse_judge
+
+    if ("refused" in old) != ("refused" in new):
+        return "refused" if "refused" in new else "parsed where it refused"
+    if "refused" in old:
+        return f"refused otherwise: {new['refused']}"
+    moved = parse_judge.differences(old["whole"] or {}, new["whole"] or {}, ("was", "now"))
+    if moved:
+        return f"whole {moved[0]}"
+    plans = sorted(set(old["plans"]) ^ set(new["plans"]) | {p for p in old["plans"] if old["plans"][p] != new["plans"].get(p)})
+    return f"streams of {len(plans)} plans ({', '.join(plans[:4])}{', ...' if len(plans) > 4 else ''})"
 
 
 def divergence(config: Config, case: Case, old: Answer, new: Answer) -> Divergence | None:
@@ -276,11 +320,14 @@ def divergence(config: Config, case: Case, old: Answer, new: Answer) -> Divergen
 
 def describe(config: Config, case: Case, old: Answer, new: Answer, left: str, right: str) -> str:
     """`case: drift at token N ...` (both windows), or what each side refused or rendered."""
+    if old.kind == new.kind == "parse":
+        return f"{case.id}: {left} and {right} parse it differently: {parse_change(old.parse, new.parse)}"
     if not old.answered or not new.answered:
         said = {left: old, right: new}
         return f"{case.id}: " + "; ".join(
             f"{name} " + ("could not answer: " + a.error if a.error is not None else
-                          "refused: " + a.refused if a.refused is not None else f"renders {len(a.ids)} tokens")
+                          "refused: " + a.refused if a.refused is not None else
+                          "parses it" if a.parse is not None else f"renders {len(a.ids)} tokens")
             for name, a in said.items())
     div = divergence(config, case, old, new)
     assert div is not None, "describe() is for answers that differ"
