@@ -106,16 +106,16 @@ def command(config_path: Path, engine_name: str, case_ids: tuple[str, ...], reas
     redaction.register(*redaction.url_secrets(url or ""))
     config = models.load(config_path)
     if findings:
-        if cause_name is None or edit_text or case_ids or stand_in or not model_names:
-            raise GoldensError("--finding records a parse cause: give --cause NAME and --model, not --edit, "
-                               "--case or --stand-in")
+        if cause_name is None or edit_text or stand_in or not model_names:
+            raise GoldensError("--finding records a parse cause: give --cause NAME and --model (and --case "
+                               "patterns to limit it), not --edit or --stand-in")
         from generator.replay import parse_judge
 
         config.select(list(model_names))
         with EnginePool(config.date, {engine_name.partition("@")[0]: url} if url else None,
                         versions=config.engine_versions, on_start=lambda m: click.echo(m, err=True)) as pool:
             path, explained = parse_judge.record_cause(root, config, pool, cause_name, findings, engine_name,
-                                                       model_names, reason)
+                                                       model_names, reason, case_ids)
         click.echo(f"recorded {path}: explains {len(explained)} parse case{'s' if len(explained) != 1 else ''}: "
                    f"{', '.join(explained)}")
         return

@@ -274,6 +274,12 @@ class Cause:
     findings: tuple[str, ...]
     reason: str
     path: Path | None = None
+    cases: tuple[str, ...] = ()  # case id patterns (fnmatch) it is limited to; () for every case
+
+    def applies(self, case: str) -> bool:
+        import fnmatch
+
+        return not self.cases or any(fnmatch.fnmatchcase(case, pattern) for pattern in self.cases)
 
 
 def causes_folder(root: Path) -> Path:
@@ -292,11 +298,13 @@ def load_causes(root: Path) -> list[Cause]:
         data = load_json(files.read_bytes(path), str(path))
         try:
             cause = Cause(name=data["cause"], engines=tuple(data["engines"]), models=tuple(data["models"]),
-                          findings=tuple(data["findings"]), reason=data["reason"], path=path)
+                          findings=tuple(data["findings"]), reason=data["reason"], path=path,
+                          cases=tuple(data.get("cases") or ()))
         except (KeyError, TypeError):
             raise GoldensError(f"{path}: a parse cause has cause, engines, models, findings and reason") from None
         if cause.name != path.stem or not all(isinstance(x, str) and x for x in
-                                              (*cause.engines, *cause.models, *cause.findings, cause.reason)):
+                                              (*cause.engines, *cause.models, *cause.findings, *cause.cases,
+                                               cause.reason)):
             raise GoldensError(f"{path}: `cause` must be the file's name, and every value a non-empty string")
         out.append(cause)
     return out
@@ -313,6 +321,7 @@ def write_cause(root: Path, cause: Cause) -> Path:
 
     render_causes.check_name(cause.name)
     data = {"format": 1, "cause": cause.name, "engines": list(cause.engines), "models": list(cause.models),
+            **({"cases": list(cause.cases)} if cause.cases else {}),
             "findings": list(cause.findings), "reason": cause.reason}
     path = causes_folder(root) / f"{cause.name}.json"
     files.atomic_write(path, json_.dumps(data, indent=2, ensure_ascii=False) + "\n", within=root)
@@ -383,7 +392,7 @@ def verdict(item: golden_file.Golden, entry: Entry | None, label: str, observed:
     if not found:
         return Outcome(item.case, label, "match", axis=AXIS)
     kinds = findings(item, observed)
-    used = [c for c in causes if set(c.findings) & set(kinds)]
+    used = [c for c in causes if c.applies(item.case) and set(c.findings) & set(kinds)]
     unexplained = [k for k in kinds if not any(k in c.findings for c in used)]
     if kinds and not unexplained:
         names = ", ".join(c.name for c in used)
@@ -428,10 +437,12 @@ def record(engine: Any, item: golden_file.Golden, root: Path, reason: str) -> Pa
 
 
 def record_cause(root: Path, config, pool, name: str, kinds: Sequence[str], engine: str,
-                 model_names: Sequence[str], reason: str) -> tuple[Path, list[str]]:
-    """`goldens ledger --cause NAME --finding ...`: record a parse cause after replaying every
-    parse case of the models through the engine; refused (nothing written) unless some case's
-    findings are all among `kinds`, and naming a finding no case shows."""
+                 model_names: Sequence[str], reason: str, cases: Sequence[str] = ()) -> tuple[Path, list[str]]:
+    """`goldens ledger --cause NAME --finding ... [--case PATTERN]`: record a parse cause after
+    replaying every parse case of the models (those `cases` patterns name) through the engine;
+    refused (nothing written) unless some case's findings are all among `kinds`, and naming a
+    finding no case shows."""
+    scope = Cause(name, (), (), (), "", cases=tuple(cases))
     from generator.config.cases import parse_cases_of
     from generator.replay.judge import load_goldens
     from generator.sources.source import resolve
@@ -442,7 +453,7 @@ def record_cause(root: Path, config, pool, name: str, kinds: Sequence[str], engi
     for model_name in model_names:
         model = config.models[model_name]
         engine_ = pool.engine(engine, model, resolve(model, config))
-        for item in load_goldens(root, [c.id for c in parse_cases_of(model)]):
+        for item in load_goldens(root, [c.id for c in parse_cases_of(model) if scope.applies(c.id)]):
             if item.outcome != "ok":
                 continue
             found = findings(item, observe(engine_, item))
@@ -456,5 +467,5 @@ def record_cause(root: Path, config, pool, name: str, kinds: Sequence[str], engi
         raise GoldensError(f"no parse case of {', '.join(model_names)} on {engine} has only these findings; "
                            "nothing recorded")
     cause = Cause(name=name, engines=(engine.partition("@")[0],), models=tuple(model_names), findings=tuple(kinds),
-                  reason=" ".join(reason.split()))
+                  reason=" ".join(reason.split()), cases=tuple(cases))
     return write_cause(root, cause), explained
