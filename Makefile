@@ -32,7 +32,7 @@ test-fast: setup         ## the one-minute tier: no server, build, venv install 
 check: setup             ## the CI gate: replay the matrix, write JUnit and Markdown reports
 	$(BIN)/goldens check --junit out/goldens.xml --report out/goldens.md
 
-bench: setup             ## speed against the floor of the same run: regenerate, replay, venvs, builds, a first check, coverage, bisect, history, vLLM's render server, shards (tests/test_bench.py smoke-runs them); each writes its section of $(BENCH_PAGE)
+bench: setup             ## speed against the floor of the same run: regenerate, replay, venvs, builds, a first check, coverage, bisect, history, vLLM's render server, the output side, shards (tests/test_bench.py smoke-runs them); each writes its section of $(BENCH_PAGE)
 	$(BIN)/python bench/regenerate.py --page $(BENCH_PAGE)
 	$(BIN)/python bench/replay.py --page $(BENCH_PAGE)
 	$(BIN)/python bench/venv.py --cold --page $(BENCH_PAGE)
@@ -42,6 +42,7 @@ bench: setup             ## speed against the floor of the same run: regenerate,
 	$(BIN)/python bench/bisection.py --page $(BENCH_PAGE)
 	$(BIN)/python bench/history.py --page $(BENCH_PAGE)
 	$(BIN)/python bench/vllm_render.py --page $(BENCH_PAGE)
+	$(BIN)/python bench/parse.py --page $(BENCH_PAGE)
 	$(BIN)/python bench/shards.py --page $(BENCH_PAGE)
 
 $(DOCS_STAMP): $(STAMP) pyproject.toml

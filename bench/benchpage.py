@@ -34,6 +34,7 @@ SECTIONS = {
     "bisection": "goldens bisect against its floor",
     "history": "goldens history against its floor",
     "vllm_render": "vLLM's render server beside its serving server",
+    "parse": "The output side against the render side",
     "shards": "What a shard costs",
 }
 
