@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -116,7 +117,8 @@ def unwritten(assistant: dict[str, Any], text: str) -> str | None:
         return "its reasoning"
     for i, call in enumerate(assistant.get("tool_calls") or []):
         function = call.get("function", call) if isinstance(call, dict) else {}
-        if function.get("name") and function["name"] not in text:
+        name = function.get("name")
+        if name and not re.search(rf"(?<![\w-]){re.escape(name)}(?![\w-])", text):
             return f"tool call {i}"
         for leaf in _leaves(_arguments(function.get("arguments", {}))):
             if leaf not in text and json.dumps(leaf)[1:-1] not in text and json.dumps(leaf, ensure_ascii=False)[1:-1] not in text:

@@ -28,7 +28,8 @@ from generator.sources.source import Source
 
 
 def golden(case: Case, source: Source, config: Config, stamp: dict[str, str]) -> golden_file.Golden:
-    """The reference's parse golden for a parse case."""
+    """The reference's parse golden for a parse case (one whose output cannot be made has
+    outcome `error` with why: `goldens regenerate` refuses to write it, see `required`)."""
     spec = config.models[case.model].parse
     out = parse_reference.output_of(source, case.request, spec.end if spec else (), config.date)
     split = parse_cases.split(case.request)
@@ -38,6 +39,18 @@ def golden(case: Case, source: Source, config: Config, stamp: dict[str, str]) ->
                      delimiters=_delimiters(source, out.ids))
     return golden_file.Golden(case=case.id, request=split.chat, outcome=out.outcome, ids=out.ids,
                               pieces=out.pieces, prompt=None, error=out.error, provenance=stamp, extra=extra)
+
+
+def required(item: golden_file.Golden) -> golden_file.Golden:
+    """A parse golden `goldens regenerate` may write: one with output ids. A case the template
+    cannot produce output for (a request file whose message it drops) is one error line, and
+    nothing is written."""
+    if item.outcome != "ok":
+        from generator.errors import GoldensError
+
+        raise GoldensError(f"{item.case}: no output ids for this parse case: {item.error}; give the text the "
+                           "model emitted as `output` in its request file (docs/parse.md)")
+    return item
 
 
 def _delimiters(source: Source, ids: list[int]) -> list[str]:

@@ -69,7 +69,7 @@ def provenance(source: Source, config: Config) -> dict[str, str]:
 
 def reference_golden(case: Case, source: Source, config: Config, stamp: dict[str, str]) -> golden_file.Golden:
     if case.axis == PARSE:
-        return parse_goldens.golden(case, source, config, stamp)
+        return parse_goldens.required(parse_goldens.golden(case, source, config, stamp))
     result = reference.render_request(source, case.request, config.date)
     item = golden_file.Golden(
         case=case.id, request=case.request, outcome=result.outcome, ids=result.ids,
