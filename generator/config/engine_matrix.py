@@ -40,6 +40,13 @@ def tekken_only(model: ModelSpec) -> str | None:
     return "mistral-common encodes Mistral models (a tekken tokenizer) only"
 
 
+def sglang_parsers(model: ModelSpec) -> str | None:
+    """SGLang is asked a model's outputs through the parsers models.yaml names for it."""
+    if model.parsers.get("sglang"):
+        return None
+    return "SGLang parses only; models.yaml names no SGLang parser for this model (parsers: {sglang: ...})"
+
+
 def ollama_url(model: ModelSpec) -> str | None:
     """Ollama serves its own library, never this matrix's files: how it renders, for the matrix."""
     return ("a running Ollama given --url (a prompt token count; none runs here): it renders with its "
