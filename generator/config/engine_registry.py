@@ -149,7 +149,7 @@ BUILT_IN = (
               "SGLang's detokenizer, reasoning and tool-call parsers (PyPI sglang, no server)",
               versions=Versions("version", "generator.engines.sglang:RELEASES", bisect=True),
               server=Server("sglang", "generator.engines.sglang:make_worker", start_seconds=5.0, prepare=True),
-              applies="generator.config.engine_matrix:sglang_parsers", renders=False,
+              renders=False,
               parses="the release's own parsers in a light venv (sglang==V --no-deps), behind the "
                      "DetokenizerManager's incremental detokenization and serving_chat's order "
                      "(reasoning parser, then tool-call parser; finish_reason tool_calls), copied "
