@@ -45,6 +45,10 @@ WORKER = Path(__file__).resolve().parents[1] / "servers" / "sglang_worker.py"
 LIGHT = ("pydantic", "partial_json_parser", "orjson", "msgspec", "openai", "regex", "numpy",
          "pybase64", "requests", "jinja2", "transformers", "tokenizers")
 TIMEOUT = 120.0  # seconds for one answer: a parser that loops is an error, never a hang
+# Opening a model loads its tokenizer as SGLang does: Transformers 5 reads tokenizer.json once
+# per attempt, and a generic TokenizersBackend is loaded three times (get_tokenizer's retries):
+# 13 s for Qwen3 and 79 s for Gemma 4's 262k vocabulary on this 2-core machine, imports included.
+OPEN_TIMEOUT = 600.0
 # Where the model's stop ids are more than its tokenizer's eos (SGLang stops on the model
 # config's eos_token_id too; the packs here carry no generation_config.json): gpt-oss's lists
 # <|return|> and <|call|> (generation_config.json eos_token_id [200002, 199999, 200012]), and
@@ -202,8 +206,8 @@ class SglangWorker:
             stderr=subprocess.DEVNULL, text=True, encoding="utf-8", env=env, cwd=str(cache_dir()))
         self._lines = queue.Queue()
         threading.Thread(target=self._pump, args=(self._process, self._lines), daemon=True).start()
-        self.versions = self._read()
-        answer = self._exchange(self.setup)
+        self.versions = self._read(OPEN_TIMEOUT)
+        answer = self._exchange(self.setup, OPEN_TIMEOUT)
         if "model" not in answer:
             self._stop()
             raise GoldensError(f"sglang@{self.release}: cannot open {self.model_name}: "
@@ -226,7 +230,7 @@ class SglangWorker:
                 self._start()
             return self._exchange(job)
 
-    def _exchange(self, job: dict) -> dict:
+    def _exchange(self, job: dict, timeout: float = TIMEOUT) -> dict:
         assert self._process is not None and self._process.stdin is not None
         try:
             self._process.stdin.write(json.dumps(job, ensure_ascii=False) + "\n")
@@ -234,14 +238,14 @@ class SglangWorker:
         except OSError as error:
             self._stop()
             raise EngineError(f"sglang@{self.release}: the worker died ({error})") from None
-        return self._read()
+        return self._read(timeout)
 
-    def _read(self) -> dict:
+    def _read(self, timeout: float) -> dict:
         try:
-            line = self._lines.get(timeout=TIMEOUT)
+            line = self._lines.get(timeout=timeout)
         except queue.Empty:
             self._stop()
-            raise EngineError(f"sglang@{self.release}: no answer within {TIMEOUT:.0f} s (the worker was "
+            raise EngineError(f"sglang@{self.release}: no answer within {timeout:.0f} s (the worker was "
                               "stopped)") from None
         if line is None:
             code = self._process.wait() if self._process is not None else None
