@@ -286,3 +286,19 @@ def test_the_engine_reports_its_release_and_parse_only(qwen3):
     assert qwen3.version() == "0.5.23"
     with pytest.raises(EngineError, match="parse-only"):
         qwen3.ids(CHAT)
+
+
+@pytest.mark.integration
+def test_gpt_oss_call_with_no_analysis_before_it_is_missed_whole_but_not_streamed(gpt_oss):
+    """Finding: GptOssDetector.has_tool_call (function_call/gpt_oss_detector.py) looks for
+    `<|start|>assistant<|channel|>commentary`, but the generation prompt ends in
+    `<|start|>assistant`, so an output that opens with its call never holds it: serving_chat's
+    _process_tool_calls (`parser.has_tool_call(text)`) skips the parser and the whole answer is
+    the raw harmony text, <|call|> included (kept by trim_matched_stop), finish "stop"; the
+    stream, parsed event by event, finds the call."""
+    text = '<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{"city": "Paris"}<|call|>'
+    output = encoded("gpt-oss", text)
+    whole = gpt_oss.parse(ASK, output, None).message
+    assert whole == {"content": text, "reasoning_content": None, "tool_calls": [], "finish_reason": "stop"}
+    streamed = parse_api.assemble(gpt_oss.parse(ASK, output, [1] * len(output)).deltas)
+    assert arguments(streamed) == [("get_weather", {"city": "Paris"})] and streamed["finish_reason"] == "tool_calls"
