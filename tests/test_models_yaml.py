@@ -165,8 +165,8 @@ BAD_CONFIGS = {
         ["models.m.tokenizer.tokenizer_config.add_bos_token", "scalar value"],
     ),
     "unknown-pinned-engine": (
-        f"engines:\n  sglang: {{version: 0.5.0}}\nmodels:\n  m:\n    tokenizer: {QWEN}\n",
-        ["engines.sglang", "unknown key"],
+        f"engines:\n  tgi: {{version: 3.3.0}}\nmodels:\n  m:\n    tokenizer: {QWEN}\n",
+        ["engines.tgi", "unknown key"],
     ),
     "unknown-engine-pin-key": (
         f"engines:\n  llama-server: {{version: 11434}}\nmodels:\n  m:\n    tokenizer: {QWEN}\n",
@@ -304,7 +304,7 @@ def test_an_engine_that_follows_another_runs_its_pin(tmp_path):
                                          f"models:\n  m:\n    tokenizer: {QWEN}\n"), tmp_path / "m.yaml")
     assert config.pinned("client-completion") == config.pinned("llama-server") == "11000"
     assert config.pinned("minijinja") is None
-    with pytest.raises(GoldensError, match=r"engines.client-completion: unknown key \(allowed: llama-server, transformers, vllm\)"):
+    with pytest.raises(GoldensError, match=r"engines.client-completion: unknown key \(allowed: llama-server, sglang, transformers, vllm\)"):
         models.parse(yaml.safe_load(f"engines:\n  client-completion: {{build: 11000}}\n"
                                     f"models:\n  m:\n    tokenizer: {QWEN}\n"), tmp_path / "m.yaml")
 

@@ -40,6 +40,13 @@ def tekken_only(model: ModelSpec) -> str | None:
     return "mistral-common encodes Mistral models (a tekken tokenizer) only"
 
 
+def sglang_parsers(model: ModelSpec) -> str | None:
+    """SGLang is asked a model's outputs through the parsers models.yaml names for it."""
+    if model.parsers.get("sglang"):
+        return None
+    return "models.yaml names no SGLang parser for this model (parsers: {sglang: {tool, reasoning}})"
+
+
 def ollama_url(model: ModelSpec) -> str | None:
     """Ollama serves its own library, never this matrix's files: how it renders, for the matrix."""
     return ("a running Ollama given --url (a prompt token count; none runs here): it renders with its "
@@ -61,8 +68,9 @@ def why_not(info: engine_registry.EngineInfo, model: ModelSpec) -> str:
 
 
 def matrix(config: Config) -> list[Cell]:
-    """Every (model, usable engine) cell, models in file order, engines in registry order."""
-    engines = [info for info in engine_registry.registered() if info.problem is None]
+    """Every (model, usable engine) cell, models in file order, engines in registry order; a
+    parse-only engine (renders False) replays no render case, so it has no column."""
+    engines = [info for info in engine_registry.registered() if info.problem is None and info.renders]
     cells = []
     for model in config.models.values():
         for info in engines:

@@ -152,6 +152,17 @@ BUILT_IN = (
               applies="generator.config.engine_matrix:gpt_oss_only",
               parses="openai-harmony's parse_messages_from_completion_tokens, and its StreamableParser id by id",
               parse_applies="generator.config.engine_matrix:gpt_oss_only"),
+    _built_in("sglang", "generator.engines.sglang:open_engine",
+              "SGLang's detokenizer, reasoning and tool-call parsers (PyPI sglang, no server)",
+              versions=Versions("version", "generator.engines.sglang:RELEASES", bisect=True),
+              server=Server("sglang", "generator.engines.sglang:make_worker", start_seconds=5.0, prepare=True),
+              renders=False,
+              parses="the release's own parsers in a light venv (sglang==V --no-deps), behind the "
+                     "DetokenizerManager's incremental detokenization and serving_chat's order "
+                     "(reasoning parser, then tool-call parser; finish_reason tool_calls), copied "
+                     "from SGLang's source: whole (parse_non_stream) and chunk by chunk "
+                     "(parse_stream_chunk)",
+              parse_applies="generator.config.engine_matrix:sglang_parsers"),
     _built_in("openai", "generator.engines.openai:open_engine",
               "any /v1/chat/completions server (--url): prompt token ids where it returns them, "
               "else usage.prompt_tokens", any_model=True, evidence="ids or count"),

@@ -264,6 +264,7 @@ MODEL_KEYS = {"tokenizer", "template", "shapes", "variants", "engines", "kwargs"
 # `transformers serve` picks by model_type: qwen3, gemma4, ...)
 PARSER_KINDS = ("tool", "reasoning", "response")
 TOOL_PARSER = re.compile(r"^[a-z0-9][a-z0-9_]{0,63}$")
+PARSER_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")  # SGLang spells some with '-' (gpt-oss)
 
 
 def _parse_dialects(raw: Any, where: _Where, key: str) -> tuple[str, ...]:
@@ -385,9 +386,9 @@ def _parse_parsers(raw: Any, where: _Where, key: str) -> dict[str, dict[str, str
         engine_registry.lookup(str(engine), f"{where.file}: {key}")
         names = where.mapping(names, f"{key}.{engine}", set(PARSER_KINDS))
         for kind, name in names.items():
-            if not (isinstance(name, str) and TOOL_PARSER.match(name)):
+            if not (isinstance(name, str) and PARSER_NAME.match(name)):
                 raise GoldensError(f"{where.file}: {key}.{engine}.{kind}: a parser name: lowercase "
-                                   "letters, digits and '_'")
+                                   "letters, digits, '_' and '-'")
         out[str(engine)] = dict(names)
     return out
 
