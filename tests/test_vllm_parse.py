@@ -1,0 +1,211 @@
+"""vLLM's output side: output ids -> the message, through the render server's
+/v1/chat/completions/derender and the --reasoning-parser and --tool-call-parser it runs with.
+
+The integration tests send real outputs (Qwen3's and gpt-oss's own markup, tokenized by the
+model's reference tokenizer, special tokens parsed) to the session's render servers, whole and in
+several chunkings, and check what comes back against the message each output encodes. Where
+vLLM's answer is not that message, the test pins vLLM's answer and names the source line that
+makes it, so a release that changes it fails here and the finding is looked at again.
+
+The reply-shape tests speak the route's protocol through a HandlerTransport (no socket): what the
+engine sends (the chat body back as chat_request, the prompt ids /render gave, the stream_state
+of the previous reply, verbatim), and how a refusal, a malformed reply or an old release ends.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import CONFIG, engine_of, tokenizer_of
+
+from generator import http
+from generator.engines import EngineError, Refused
+from generator.engines.parse import Parsed, split
+from generator.engines.vllm import (
+    DERENDER,
+    FIRST_DERENDER,
+    FIRST_STREAMED_DERENDER,
+    RENDER,
+    VllmEngine,
+    parser_args,
+)
+from generator.errors import GoldensError
+
+# ------------------------------------------------------------------------ the route's protocol
+
+URL = "http://vllm.invalid:8000"  # what the engine names; nothing listens there
+PROMPT = [151644, 872, 198, 17, 10, 17, 30, 151645, 198, 151644, 77091, 198]
+TOOL = {"type": "function", "function": {
+    "name": "get_weather", "description": "Get the weather for a city.",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}
+ASK = {"messages": [{"role": "user", "content": "2+2?"}], "add_generation_prompt": True}
+
+
+def error_response(message: str, code: int = 400) -> dict:
+    """vLLM's ErrorResponse (vllm/entrypoints/serve/engine/protocol.py)."""
+    return {"error": {"message": message, "type": "BadRequestError", "param": None, "code": code}}
+
+
+def completion(message: dict, finish_reason: str = "stop") -> dict:
+    """A ChatCompletionResponse as the derender route dumps it (fields it always sets)."""
+    return {"id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": "qwen3",
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": None, "reasoning": None,
+                                                 "tool_calls": [], **message},
+                         "logprobs": None, "finish_reason": finish_reason, "stop_reason": None}],
+            "usage": {"prompt_tokens": len(PROMPT), "completion_tokens": 1, "total_tokens": len(PROMPT) + 1}}
+
+
+class Derender:
+    """vLLM's render server as the engine meets it: /version, /render's GenerateRequest, and
+    /derender answered by `answer(body)` (every body recorded)."""
+
+    def __init__(self, answer, version: str = "0.32.0"):
+        self.answer = answer
+        self.version = version
+        self.bodies: dict[str, list] = {}
+        self.transport = http.HandlerTransport(handler=self.handle)
+
+    def handle(self, exchange: http.Exchange):
+        self.bodies.setdefault(exchange.path, []).append(exchange.body)
+        if exchange.path == "/version":
+            return 200, {"version": self.version}
+        if exchange.path == RENDER:
+            return 200, {"request_id": "chatcmpl-1", "token_ids": PROMPT, "sampling_params": {}}
+        if exchange.path == DERENDER:
+            return self.answer(exchange.body)
+        return 404, {"detail": "Not Found"}
+
+    def engine(self) -> VllmEngine:
+        return VllmEngine(URL, "qwen3", transport=self.transport, render=True)
+
+
+def test_whole_body_is_a_derender_chat_request():
+    """One call: the output as generate's whole response (stop token included, finish_reason
+    "stop"), the prompt ids /render gave at both places the route reads them, and the chat body
+    with the client's own tool_choice (none: vLLM's default "auto" with tools), while /render
+    was asked with "none", which needs no tool parser and renders the same ids."""
+    server = Derender(lambda body: (200, completion({"content": "4"})))
+    parsed = server.engine().parse({**ASK, "tools": [TOOL]}, [19, 151645], None)
+    assert parsed.message == {"content": "4", "reasoning_content": None, "tool_calls": [],
+                              "finish_reason": "stop"}
+    assert parsed.deltas is None
+    (body,) = server.bodies[DERENDER]
+    assert "stream" not in body and "stream_state" not in body
+    assert body["generate_response"]["choices"] == [{"index": 0, "token_ids": [19, 151645], "finish_reason": "stop"}]
+    assert body["generate_response"]["prompt_token_ids"] == PROMPT == body["prompt_token_ids"]
+    assert body["prompt_tokens"] == len(PROMPT)
+    assert body["chat_request"]["messages"] == ASK["messages"]
+    assert body["chat_request"]["tools"] == [TOOL] and "tool_choice" not in body["chat_request"]
+    assert body["chat_request"]["model"] == body["model"] == "qwen3"
+    assert server.bodies[RENDER][0]["tool_choice"] == "none"
+
+
+def test_stream_state_is_carried_verbatim():
+    """One call per chunk: each carries exactly the stream_state the previous reply returned
+    (none on the first), finish_reason "stop" only on the last chunk; the deltas come back per
+    chunk, normalized, the role-only first delta dropped as empty."""
+    replies = iter([
+        {"delta": {"role": "assistant", "content": None, "reasoning": None}, "finish_reason": None},
+        {"delta": {"role": None, "content": None, "reasoning": "Two"}, "finish_reason": None},
+        {"delta": {"role": None, "content": "4", "reasoning": None, "tool_calls": []}, "finish_reason": "stop"},
+    ])
+
+    def answer(body):
+        seen = (body.get("stream_state") or {}).get("output_token_ids", [])
+        state = {"prev_tokens": [], "prefix_offset": 0, "read_offset": 0, "role_sent": True,
+                 "output_token_ids": seen + body["generate_chunk"]["choices"][0]["token_ids"],
+                 "output_chunk_lens": [], "tools_streamed": False, "last_tool_call_ids": [], "opaque": len(seen)}
+        choice = {"index": 0, "logprobs": None, "stop_reason": None, "token_ids": None, **next(replies)}
+        return 200, {"chunk": {"id": "x", "object": "chat.completion.chunk", "created": 1, "model": "qwen3",
+                               "choices": [choice], "usage": None}, "stream_state": state}
+
+    server = Derender(answer)
+    parsed = server.engine().parse(ASK, [151667, 11613, 19], [1, 1, 1])
+    assert parsed.deltas == [[], [{"reasoning_content": "Two"}], [{"content": "4", "finish_reason": "stop"}]]
+    assert parsed.assembled() == {"content": "4", "reasoning_content": "Two", "tool_calls": [], "finish_reason": "stop"}
+    bodies = server.bodies[DERENDER]
+    assert [b.get("stream") for b in bodies] == [True] * 3
+    assert "stream_state" not in bodies[0]
+    assert bodies[1]["stream_state"]["output_token_ids"] == [151667] and bodies[1]["stream_state"]["opaque"] == 0
+    assert bodies[2]["stream_state"]["output_token_ids"] == [151667, 11613] and bodies[2]["stream_state"]["opaque"] == 1
+    assert [b["generate_chunk"]["choices"][0]["finish_reason"] for b in bodies] == [None, None, "stop"]
+    assert [b["generate_chunk"]["choices"][0]["token_ids"] for b in bodies] == [[151667], [11613], [19]]
+    assert all(b["prompt_token_ids"] == PROMPT and b["chat_request"]["messages"] == ASK["messages"] for b in bodies)
+
+
+def test_a_400_is_refused():
+    """The route's 400 (its parser raising on the request, a chat_request it will not take) is
+    the engine's answer to this request: Refused, with vLLM's own words."""
+    server = Derender(lambda body: (400, error_response("chat_request is required when a tool or reasoning "
+                                                        "parser is configured")))
+    with pytest.raises(Refused, match="HTTP 400: .*chat_request is required"):
+        server.engine().parse(ASK, [19, 151645], None)
+    with pytest.raises(Refused, match="HTTP 400"):
+        server.engine().parse(ASK, [19, 151645], [1, 1])
+    assert len(server.bodies[DERENDER]) == 2  # the stream stops at its first refusal
+
+
+@pytest.mark.parametrize("reply", [
+    {"request_id": "chatcmpl-1", "token_ids": PROMPT},                       # a GenerateRequest
+    {"id": "x", "object": "chat.completion", "choices": []},                  # no choice
+    {"id": "x", "object": "chat.completion", "choices": [{"index": 0, "text": "4"}]},  # a completion's
+    {"id": "x", "choices": [{"index": 0, "message": {"content": 4}, "finish_reason": "stop"}]},
+], ids=["generate-request", "no-choice", "completion-choice", "content-not-text"])
+def test_a_reply_that_is_not_a_chat_completion_is_an_engine_error(reply):
+    server = Derender(lambda body: (200, reply))
+    with pytest.raises(EngineError) as raised:
+        server.engine().parse(ASK, [19, 151645], None)
+    assert not isinstance(raised.value, Refused)
+    assert DERENDER in str(raised.value) and "\n" not in str(raised.value)
+
+
+@pytest.mark.parametrize("reply", [
+    completion({"content": "4"}),                                            # a whole answer
+    {"chunk": {"choices": [{"index": 0, "delta": {"content": "4"}}]}},       # no stream_state
+    {"chunk": {"choices": {"index": 0}}, "stream_state": {}},                # choices not a list
+    {"chunk": {"choices": [{"index": 0, "delta": {"tool_calls": [{"index": "0"}]}}]}, "stream_state": {}},
+], ids=["whole-reply", "no-state", "choices-not-a-list", "call-index-not-int"])
+def test_a_stream_reply_that_is_not_a_derender_chunk_is_an_engine_error(reply):
+    server = Derender(lambda body: (200, reply))
+    with pytest.raises(EngineError) as raised:
+        server.engine().parse(ASK, [19, 151645], [1, 1])
+    assert not isinstance(raised.value, Refused)
+    assert "\n" not in str(raised.value)
+
+
+@pytest.mark.parametrize("version, whole, streamed", [
+    ("0.25.0", False, False), (FIRST_DERENDER, True, False), ("0.27.0", True, False),
+    (FIRST_STREAMED_DERENDER, True, True), ("0.32.0", True, True), ("0.28.0.dev3+gabc.cpu", True, True),
+])
+def test_a_release_without_the_route_says_so_in_one_line(version, whole, streamed):
+    """The route's releases (FIRST_DERENDER, FIRST_STREAMED_DERENDER; confirmed on real installs,
+    see the boundary test below): an older server is told apart by its /version before any
+    derender call, a GoldensError (the user asked for what that release lacks), not a refusal."""
+    for chunks, works in ((None, whole), ([1, 1], streamed)):
+        server = Derender(lambda body: (200, completion({"content": "4"})) if "generate_response" in body else
+                          (200, {"chunk": {"choices": []}, "stream_state": {}}), version=version)
+        if works:
+            assert isinstance(server.engine().parse(ASK, [19, 151645], chunks), Parsed)
+            continue
+        with pytest.raises(GoldensError) as raised:
+            server.engine().parse(ASK, [19, 151645], chunks)
+        assert not isinstance(raised.value, EngineError)
+        first = FIRST_STREAMED_DERENDER if chunks else FIRST_DERENDER
+        assert str(raised.value) == (f"vllm {version} has no "
+                                     + ("streamed derender (one chunk per call, with stream_state)" if chunks
+                                        else "derender route")
+                                     + f": {DERENDER} is in vLLM {first} and later")
+        assert DERENDER not in server.bodies
+
+
+def test_reasoning_parser_flag_only_where_named_and_derendered():
+    """`--reasoning-parser` from models.yaml `parsers: {vllm: {reasoning: ...}}`, for releases
+    with the derender route; the tool flags as before, for every release."""
+    qwen3, llama3 = CONFIG.models["qwen3"], CONFIG.models["llama3"]
+    assert qwen3.parser("vllm", "reasoning") == "qwen3"
+    assert parser_args(qwen3, "0.32.0") == ["--enable-auto-tool-choice", "--tool-call-parser", "hermes",
+                                             "--reasoning-parser", "qwen3"]
+    assert parser_args(qwen3, "0.25.0") == ["--enable-auto-tool-choice", "--tool-call-parser", "hermes"]
+    assert parser_args(llama3, "0.32.0") == ["--enable-auto-tool-choice", "--tool-call-parser", "llama3_json"]
+    assert parser_args(CONFIG.models["phi3.5"], "0.32.0") == []
