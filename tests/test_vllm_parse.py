@@ -21,7 +21,7 @@ from conftest import CONFIG, engine_of, tokenizer_of
 
 from generator import http
 from generator.engines import EngineError, Refused
-from generator.engines.parse import Parsed, split
+from generator.engines.parse import Parsed
 from generator.engines.vllm import (
     DERENDER,
     FIRST_DERENDER,
@@ -209,3 +209,182 @@ def test_reasoning_parser_flag_only_where_named_and_derendered():
     assert parser_args(qwen3, "0.25.0") == ["--enable-auto-tool-choice", "--tool-call-parser", "hermes"]
     assert parser_args(llama3, "0.32.0") == ["--enable-auto-tool-choice", "--tool-call-parser", "llama3_json"]
     assert parser_args(CONFIG.models["phi3.5"], "0.32.0") == []
+
+
+# ------------------------------------------------------------------ the real render servers
+
+ASK_WEATHER = {"messages": [{"role": "user", "content": "What is the weather in Zürich?"}], "tools": [TOOL],
+               "add_generation_prompt": True}
+THINKING_OFF = {"chat_template_kwargs": {"enable_thinking": False}}
+
+
+def plans(n: int) -> dict[str, list[int]]:
+    """Chunkings of an output of n ids: one id per step (what a model streams), pairs, threes,
+    sevens, all at once, the last id alone, the first id alone."""
+    def every(k: int) -> list[int]:
+        return [k] * (n // k) + ([n % k] if n % k else [])
+    return {"one-id": [1] * n, "pairs": every(2), "threes": every(3), "sevens": every(7), "all": [n],
+            "last-alone": [n - 1, 1], "first-alone": [1, n - 1]}
+
+
+def derendered(pool, model: str, request: dict, text: str):
+    """The output `text` encodes (the model's markup, special tokens parsed by its reference
+    tokenizer), parsed whole and in every chunking by the model's session render server."""
+    output = tokenizer_of(model).encode(text, add_special_tokens=False)
+    engine = engine_of(pool, "vllm", model)
+    whole = engine.parse(request, output, None)
+    assert whole.deltas is None
+    streams = {}
+    for name, plan in plans(len(output)).items():
+        parsed = engine.parse(request, output, plan)
+        assert parsed.message is None and len(parsed.deltas) == len(plan), name
+        streams[name] = (plan, parsed)
+    return output, whole.message, streams
+
+
+def arguments(message: dict) -> list[tuple[str, object]]:
+    return [(call["name"], json.loads(call["arguments"])) for call in message["tool_calls"]]
+
+
+QWEN3_REASONING = "The user wants the weather."
+QWEN3_CALL = ('<think>\n' + QWEN3_REASONING + '\n</think>\n\n<tool_call>\n{"name": "get_weather", "arguments": '
+              '{"city": "Zürich"}}\n</tool_call><|im_end|>')
+
+
+@pytest.mark.integration
+@pytest.mark.server("vllm", "qwen3")
+def test_qwen3_reasoning_then_a_call(pool):
+    """The call and its reasoning come back whole and in every chunking. Pinned, vLLM 0.32.0's
+    differences from the message the output encodes (reasoning "The user wants the weather.",
+    no content, finish_reason "tool_calls"):
+    - reasoning keeps the template's newlines around it: vllm/parser/qwen3.py:200
+      (strip_trailing_reasoning_whitespace=False; nothing strips the "\\n" after <think>);
+    - whole, finish_reason stays "stop": vllm/renderers/online_derenderer.py:208 passes the
+      generate choice's through, where /v1/chat/completions makes it "tool_calls"
+      (vllm/entrypoints/openai/chat_completion/serving.py:1099) and the streamed route does
+      (online_derenderer.py:671);
+    - streamed, the "\\n\\n" between </think> and <tool_call> is content (hermes streams text
+      before a call as it comes, vllm/tool_parsers/hermes_tool_parser.py:225), where the whole
+      parse drops whitespace-only content beside calls (vllm/parser/abstract_parser.py:462)."""
+    _, whole, streams = derendered(pool, "qwen3", ASK_WEATHER, QWEN3_CALL)
+    assert arguments(whole) == [("get_weather", {"city": "Zürich"})]
+    assert whole["content"] is None
+    assert whole["reasoning_content"] == f"\n{QWEN3_REASONING}\n"
+    assert whole["finish_reason"] == "stop"
+    for name, (_, parsed) in streams.items():
+        message = parsed.assembled()
+        assert arguments(message) == arguments(whole), name
+        assert message["reasoning_content"] == whole["reasoning_content"], name
+        assert message["content"] == "\n\n", name
+        assert message["finish_reason"] == "tool_calls", name
+        named = [call for chunk in parsed.deltas for delta in chunk for call in delta.get("tool_calls", ())
+                 if call.get("name")]
+        assert [call["name"] for call in named] == ["get_weather"], name  # named once, as OpenAI streams
+
+
+@pytest.mark.integration
+@pytest.mark.server("vllm", "qwen3")
+def test_qwen3_reasoning_then_an_answer(pool):
+    """Reasoning, then the answer "The answer is 4.". The template's newlines stay on both
+    (qwen3.py:200; the "\\n\\n" after </think> is content). Streamed, the end-of-turn token
+    leaks into the content when it arrives in a later chunk than </think>: the route decodes
+    every output id with special tokens kept (online_derenderer.py:554), and once reasoning has
+    ended the text goes to the tool phase, which passes it through as content
+    (abstract_parser.py:725); /v1/chat/completions never decodes the stop token
+    (vllm/v1/engine/detokenizer.py:107). Whole, and when </think> and <|im_end|> share a chunk,
+    the reasoning engine drops the special token (vllm/parser/engine/streaming_parser_engine.py:39)."""
+    output, whole, streams = derendered(pool, "qwen3", ASK, "<think>\nTwo and two make four.\n</think>\n\n"
+                                                            "The answer is 4.<|im_end|>")
+    assert whole == {"content": "\n\nThe answer is 4.", "reasoning_content": "\nTwo and two make four.\n",
+                     "tool_calls": [], "finish_reason": "stop"}
+    think_end = output.index(tokenizer_of("qwen3").convert_tokens_to_ids("</think>"))
+    leaked = 0
+    for name, (plan, parsed) in streams.items():
+        chunk_of = [n for n, size in enumerate(plan) for _ in range(size)]
+        leaks = chunk_of[-1] != chunk_of[think_end]
+        leaked += leaks
+        expected = {**whole, "content": whole["content"] + ("<|im_end|>" if leaks else "")}
+        assert parsed.assembled() == expected, name
+    assert 0 < leaked < len(streams)  # both kinds of chunking were asked
+
+
+@pytest.mark.integration
+@pytest.mark.server("vllm", "qwen3")
+def test_qwen3_plain_answer_with_thinking_off(pool):
+    """enable_thinking false (the prompt ends in an empty think block): content only, and the
+    end-of-turn token in it, whole and streamed: Qwen3's parser hands the text on untouched when
+    thinking is off (vllm/parser/qwen3.py:255) and the route decoded <|im_end|> into it
+    (online_derenderer.py:143, special tokens kept whenever a parser runs)."""
+    _, whole, streams = derendered(pool, "qwen3", {**ASK, **THINKING_OFF}, "The answer is 4.<|im_end|>")
+    assert whole == {"content": "The answer is 4.<|im_end|>", "reasoning_content": None, "tool_calls": [],
+                     "finish_reason": "stop"}
+    for name, (_, parsed) in streams.items():
+        assert parsed.assembled() == whole, name
+
+
+@pytest.mark.integration
+@pytest.mark.server("vllm", "qwen3")
+def test_qwen3_call_with_thinking_off(pool):
+    """No reasoning to split: the call alone, the same in every chunking but finish_reason."""
+    _, whole, streams = derendered(pool, "qwen3", {**ASK_WEATHER, **THINKING_OFF},
+                                   '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Zürich"}}\n'
+                                   '</tool_call><|im_end|>')
+    assert whole == {"content": None, "reasoning_content": None, "finish_reason": "stop",
+                     "tool_calls": [{"name": "get_weather", "arguments": '{"city": "Zürich"}'}]}
+    for name, (_, parsed) in streams.items():
+        assert parsed.assembled() == {**whole, "finish_reason": "tool_calls"}, name
+
+
+GPT_OSS_CALL = ('<|channel|>analysis<|message|>The user wants the weather.<|end|><|start|>assistant'
+                '<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>'
+                '{"city":"Zürich"}<|call|>')
+
+
+@pytest.mark.integration
+@pytest.mark.server("vllm", "gpt-oss")
+def test_gpt_oss_reasoning_then_a_call(pool):
+    """Harmony: the analysis channel as reasoning, the commentary message to functions.get_weather
+    as the call. Pinned differences: the whole parse re-serializes the arguments through
+    json.dumps (ASCII-escaped, its own spacing: vllm/parser/harmony.py:223) where the stream
+    sends the model's text as it came; whole, finish_reason "stop" (online_derenderer.py:208)."""
+    _, whole, streams = derendered(pool, "gpt-oss", ASK_WEATHER, GPT_OSS_CALL)
+    assert whole == {"content": None, "reasoning_content": "The user wants the weather.", "finish_reason": "stop",
+                     "tool_calls": [{"name": "get_weather", "arguments": json.dumps({"city": "Zürich"})}]}
+    for name, (_, parsed) in streams.items():
+        assert parsed.assembled() == {**whole, "finish_reason": "tool_calls",
+                                      "tool_calls": [{"name": "get_weather", "arguments": '{"city":"Zürich"}'}]}, name
+
+
+@pytest.mark.integration
+@pytest.mark.server("vllm", "gpt-oss")
+@pytest.mark.parametrize("text, reasoning", [
+    ("<|channel|>analysis<|message|>Two and two make four.<|end|><|start|>assistant<|channel|>final"
+     "<|message|>The answer is 4.<|return|>", "Two and two make four."),
+    ("<|channel|>final<|message|>The answer is 4.<|return|>", None),
+], ids=["reasoning-then-answer", "plain-answer"])
+def test_gpt_oss_answer(pool, text, reasoning):
+    """The final channel as content, the analysis channel (if any) as reasoning: exactly the
+    message, whole and in every chunking."""
+    _, whole, streams = derendered(pool, "gpt-oss", ASK, text)
+    assert whole == {"content": "The answer is 4.", "reasoning_content": reasoning, "tool_calls": [],
+                     "finish_reason": "stop"}
+    for name, (_, parsed) in streams.items():
+        assert parsed.assembled() == whole, name
+
+
+@pytest.mark.integration
+def test_reasoning_parsers_named_are_vllms():
+    """Every `parsers: {vllm: {reasoning: NAME}}` in models.yaml is a name vLLM's pinned release
+    registers (its vllm/reasoning/__init__.py), so the managed server starts with it."""
+    import re
+
+    from generator.servers.vllm import VLLM_VERSION, render_python
+
+    python = render_python(VLLM_VERSION)
+    (registry,) = python.parent.parent.glob("lib/python*/site-packages/vllm/reasoning/__init__.py")
+    registered = set(re.findall(r'^\s+"([a-z0-9_]+)": \(', registry.read_text(), re.M))
+    registered |= set(re.findall(r'name="([a-z0-9_]+)"', registry.read_text()))
+    named = {model: spec.parser("vllm", "reasoning") for model, spec in CONFIG.models.items()
+             if spec.parser("vllm", "reasoning")}
+    assert named == {"qwen3": "qwen3", "gpt-oss": "openai_gptoss", "gemma4": "gemma4"}
+    assert set(named.values()) <= registered, set(named.values()) - registered
