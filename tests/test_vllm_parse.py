@@ -58,12 +58,13 @@ def completion(message: dict, finish_reason: str = "stop") -> dict:
 
 
 class Derender:
-    """vLLM's render server as the engine meets it: /version, /render's GenerateRequest, and
-    /derender answered by `answer(body)` (every body recorded)."""
+    """vLLM's render server as the engine meets it: /version, /render's GenerateRequest (or the
+    `rendered` reply), and /derender answered by `answer(body)` (every body recorded)."""
 
-    def __init__(self, answer, version: str = "0.32.0"):
+    def __init__(self, answer, version: str = "0.32.0", rendered: tuple | None = None):
         self.answer = answer
         self.version = version
+        self.rendered = rendered or (200, {"request_id": "chatcmpl-1", "token_ids": PROMPT, "sampling_params": {}})
         self.bodies: dict[str, list] = {}
         self.transport = http.HandlerTransport(handler=self.handle)
 
@@ -72,13 +73,13 @@ class Derender:
         if exchange.path == "/version":
             return 200, {"version": self.version}
         if exchange.path == RENDER:
-            return 200, {"request_id": "chatcmpl-1", "token_ids": PROMPT, "sampling_params": {}}
+            return self.rendered
         if exchange.path == DERENDER:
             return self.answer(exchange.body)
         return 404, {"detail": "Not Found"}
 
-    def engine(self) -> VllmEngine:
-        return VllmEngine(URL, "qwen3", transport=self.transport, render=True)
+    def engine(self, render: bool = True) -> VllmEngine:
+        return VllmEngine(URL, "qwen3", transport=self.transport, render=render)
 
 
 def test_whole_body_is_a_derender_chat_request():
@@ -218,6 +219,19 @@ def test_a_501_is_the_server_not_the_case(version, hint):
     assert "HTTP 501" in message and "not yet supported" in message and "\n" not in message
     assert (f"with one, from vLLM {FIRST_PARSED_STREAM}" in message) is hint
     assert len(server.bodies[DERENDER]) == 2  # the whole call, then the first chunk's
+
+
+def test_a_serving_vllm_without_scale_out_says_why():
+    """A user's `vllm serve` (--url) answers the render and derender routes only with
+    --enable-scale-out; without, 403 and vLLM's own sentence (vllm/entrypoints/scale_out/
+    factories.py): an EngineError about the server, in one line, before any derender call."""
+    said = ("Scale-out endpoints are disabled. Restart vllm serve with --enable-scale-out to enable them.")
+    server = Derender(lambda body: (403, error_response(said, 403)), rendered=(403, error_response(said, 403)))
+    with pytest.raises(EngineError) as raised:
+        server.engine(render=False).parse(ASK, [19, 151645], None)
+    assert not isinstance(raised.value, Refused)
+    assert "HTTP 403" in str(raised.value) and "--enable-scale-out" in str(raised.value)
+    assert DERENDER not in server.bodies
 
 
 def test_reasoning_parser_flag_only_where_named_and_derendered():
