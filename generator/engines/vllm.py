@@ -331,8 +331,9 @@ def tool_args(model) -> list[str]:
 def parser_args(model, version: str) -> list[str]:
     """tool_args, and `--reasoning-parser` where models.yaml names one for vLLM (`parsers: {vllm:
     {reasoning: NAME}}`): the derender route (parse) splits reasoning from content only through
-    it. Passed only to a release that has that route, as rendering never reads it: an older one
-    renders as it always did, even where it predates the parser's name."""
+    it. The render goldens judge the same with it, case by case (qwen3, gpt-oss, gemma4 on
+    0.32.0), yet it is passed only to a release with that route: an older one, which no parse
+    asks, starts and renders exactly as it did before."""
     from packaging.version import InvalidVersion, Version
 
     reasoning = model.parser("vllm", "reasoning")
