@@ -138,7 +138,10 @@ BUILT_IN = (
               versions=Versions("version", "generator.engines.vllm:RELEASES", bisect=True),
               server=Server("vllm", "generator.engines.vllm:make_server", start_seconds=60.0,
                             one_model_at_a_time=True, prepare=True),
-              stand_in="/tokenize"),
+              stand_in="/tokenize",
+              parses="its render server's /v1/chat/completions/derender (vLLM 0.24.0+; streamed, one "
+                     "chunk per call with the stream_state it returns, 0.31.0+ with parsers), through "
+                     "the server's --reasoning-parser and --tool-call-parser"),
     _built_in("minijinja", "generator.engines.minijinja:open_engine",
               "minijinja (TGI's template engine) with the HF tokenizer", starter=True),
     _built_in("mistral-common", "generator.engines.mistral_common:open_engine",

