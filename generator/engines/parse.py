@@ -171,3 +171,20 @@ def split(output: Sequence[int], chunks: Sequence[int]) -> list[list[int]]:
         out.append(list(output[at:at + n]))
         at += n
     return out
+
+
+def end_ids(source, end: Sequence[str]) -> frozenset[int]:
+    """The ids of the model's end-of-turn tokens (models.yaml `parse.end`) in its tokenizer."""
+    if not end:
+        return frozenset()
+    from generator import reference
+
+    tokenizer = reference.load_tokenizer(source.tokenizer_dir)
+    return frozenset(tokenizer.convert_tokens_to_ids(token) for token in end)
+
+
+def generation_finish(output: Sequence[int], ends: frozenset[int]) -> str:
+    """What a generate step says of these output ids: "stop" when they end in an end-of-turn
+    token (or none is known), "length" when generation stopped before one (its token limit).
+    For an adapter that hands output ids to a server's parse path as generate would."""
+    return "stop" if not ends or (output and output[-1] in ends) else "length"

@@ -56,7 +56,7 @@ class TransformersParser:
         self.date = date
         self.tokenizer = reference.load_tokenizer(source.tokenizer_dir)
         self.model = SimpleNamespace(config=SimpleNamespace(model_type=model_type or ""))
-        self.end_ids = {self.tokenizer.convert_tokens_to_ids(token) for token in end}
+        self.ends = parse_api.end_ids(source, end)
         self._prompts: dict[str, list[int]] = {}  # every plan of a case asks with the same request
 
     def template(self):
@@ -82,7 +82,7 @@ class TransformersParser:
         self.template()
         prompt = self._prompt_ids(request)
         tools = request.get("tools") or None
-        hit_max = not output or output[-1] not in self.end_ids
+        hit_max = parse_api.generation_finish(output, self.ends) == "length"
         if chunks is None:
             return parse_api.Parsed(message=self._whole(prompt, list(output), tools, hit_max))
         return parse_api.Parsed(deltas=self._stream(prompt, list(output), chunks, tools, hit_max))

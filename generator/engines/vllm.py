@@ -36,7 +36,7 @@ from generator.engines import (
     strict_ids,
     sent_tools,
 )
-from generator.engines.parse import Parsed, delta_of, message_of, split
+from generator.engines.parse import Parsed, delta_of, end_ids, generation_finish, message_of, split
 from generator.errors import GoldensError
 
 
@@ -57,11 +57,12 @@ class VllmEngine(EngineBase):
     name = "vllm"
 
     def __init__(self, url: str, model_name: str, *, transport: http.Transport = http.DEFAULT,
-                 render: bool = False):
+                 render: bool = False, ends: frozenset[int] = frozenset()):
         self.url = url.rstrip("/")
         self.model_name = model_name
         self.transport = transport
         self.render = render
+        self.ends = ends  # the model's end-of-turn ids: an output without one was cut (finish length)
         self._release: str | None = None  # GET /version, asked once for parse
 
     def __enter__(self) -> VllmEngine:
@@ -155,7 +156,8 @@ class VllmEngine(EngineBase):
         the prompt ids /render gives for the same body (the parsers read them to know whether
         the prompt left reasoning open), the chat body itself as `chat_request` with the
         client's own tool_choice (none given and tools sent: vLLM's "auto"), and the output as
-        generate returns it, the stop token included, finish_reason "stop" on the last chunk.
+        generate returns it, the stop token included, its finish_reason on the last chunk ("stop",
+        or "length" for an output cut before its end token: parse.generation_finish).
         The reply is kept as the route gives it: nothing is added or stripped here (the
         differences from /v1/chat/completions are findings, not the adapter's to mend); a
         delta with nothing in it (the role-only first one) is no delta."""
@@ -164,9 +166,10 @@ class VllmEngine(EngineBase):
         prompt = list(self.rendered(request))
         base = {"model": self.model_name, "prompt_tokens": len(prompt), "prompt_token_ids": prompt,
                 "chat_request": self._chat_fields(request)}
+        finish = generation_finish(output, self.ends)
         if chunks is None:
             reply = self._derender({**base, "generate_response": {
-                "choices": [{"index": 0, "token_ids": output, "finish_reason": "stop"}],
+                "choices": [{"index": 0, "token_ids": output, "finish_reason": finish}],
                 "prompt_token_ids": prompt}})  # the whole path's parser reads these, not base's
             choice = self._only_choice(reply, "a ChatCompletionResponse")
             return Parsed(message=message_of(choice.get("message"), choice.get("finish_reason"),
@@ -177,7 +180,7 @@ class VllmEngine(EngineBase):
         for n, part in enumerate(parts):
             last = n == len(parts) - 1
             body = {**base, "stream": True, "generate_chunk": {
-                "choices": [{"index": 0, "token_ids": part, "finish_reason": "stop" if last else None}]}}
+                "choices": [{"index": 0, "token_ids": part, "finish_reason": finish if last else None}]}}
             if state is not None:
                 body["stream_state"] = state
             reply = self._derender(body)
@@ -256,12 +259,13 @@ class VllmEngine(EngineBase):
 def open_engine(context: EngineContext) -> VllmEngine:
     """A user's vLLM at --url (the model it serves, unless --served-model names it), or the
     managed render server of context.version for the model."""
+    ends = end_ids(context.source, context.end)
     if context.url is not None:
         served = context.served_model or served_model(context.url, context.transport)
-        return VllmEngine(context.url, served, transport=context.transport)
+        return VllmEngine(context.url, served, transport=context.transport, ends=ends)
     server = context.managed()
     return VllmEngine(server.url, server.model_name, transport=context.transport,
-                      render=server.render_only)
+                      render=server.render_only, ends=ends)
 
 
 def served_model(url: str, transport: http.Transport = http.DEFAULT) -> str:
