@@ -54,9 +54,9 @@ TOOLS = [
     _tool("write_note", "Write a note.", {"text": {"type": "string"}}, ["text"]),
 ]
 _IDS = ("a1b2c3d4e", "f5g6h7i8j", "k9l0m1n2o")  # nine alphanumerics: what Mistral's templates take
-# A note long enough to cross every engine's buffering (about 2,000 characters, no repetition a
-# tokenizer could fold into a few ids).
-LONG_TEXT = " ".join(f"item {n} of the list is {'odd' if n % 2 else 'even'};" for n in range(1, 91))
+# A note long enough to cross every engine's buffering (about 1,000 characters, some 400 ids, no
+# repetition a tokenizer could fold into a few ids); longer only multiplies the streamed plans' cost.
+LONG_TEXT = " ".join(f"item {n} of the list is {'odd' if n % 2 else 'even'};" for n in range(1, 41))
 # The delimiters of the tool-call formats of the families goldens knows, as text inside a value.
 DELIMITERS = "</tool_call> <tool_call> <|call|> [TOOL_CALLS] <|python_tag|> <tool_call|> </function> ```"
 

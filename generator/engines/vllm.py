@@ -21,6 +21,7 @@ from 0.27.0, and through a server's parsers from 0.31.0 (before, such a server a
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 from generator import http
@@ -63,6 +64,8 @@ class VllmEngine(EngineBase):
         self.transport = transport
         self.render = render
         self.ends = ends  # the model's end-of-turn ids: an output without one was cut (finish length)
+        self._prompts: dict[str, list[int]] = {}  # a parse's prompt ids by request (its plans share them)
+        self._lock = threading.Lock()
         self._release: str | None = None  # GET /version, asked once for parse
 
     def __enter__(self) -> VllmEngine:
@@ -123,6 +126,20 @@ class VllmEngine(EngineBase):
         reply = self._post(RENDER, {**self._chat_fields(request), **_default_choice(request)})
         return Ids(self._ids(reply.get("token_ids"), RENDER))
 
+    def _prompt(self, request: Request) -> list[int]:
+        """The prompt ids of a parse's request, asked once for all its plans (the last request's
+        only: every plan of a case asks with the same body, and cases run on many threads)."""
+        from generator import canonical
+
+        key = canonical.digest(request)
+        with self._lock:
+            if key in self._prompts:
+                return self._prompts[key]
+        prompt = list(self.rendered(request))
+        with self._lock:
+            self._prompts = dict(list(self._prompts.items())[-16:] + [(key, prompt)])
+        return prompt
+
     def serve(self, request: Request, ids: list[int] | None = None) -> Served:
         """The prompt ids /v1/chat/completions actually fed the model (one token generated),
         with the rendered prompt text, which /tokenize cannot return. A render server has no
@@ -163,7 +180,7 @@ class VllmEngine(EngineBase):
         delta with nothing in it (the role-only first one) is no delta."""
         output = strict_ids(self._where(DERENDER), list(output))
         self._require_derender(streamed=chunks is not None)
-        prompt = list(self.rendered(request))
+        prompt = self._prompt(request)
         base = {"model": self.model_name, "prompt_tokens": len(prompt), "prompt_token_ids": prompt,
                 "chat_request": self._chat_fields(request)}
         finish = generation_finish(output, self.ends)
