@@ -62,7 +62,8 @@ def is_parse_case(case_id: str) -> bool:
 def parse_cases_of(model: ModelSpec) -> list[Case]:
     """The model's parse cases: each built-in parse shape its template writes (per variant, as
     the capabilities lock records; none before `goldens regenerate` probed it), then its parse
-    request files, per variant."""
+    request files, once each: a recorded output answers the prompt it was recorded under (the
+    file's own chat_template_kwargs over the model's), not every variant's."""
     spec = model.parse
     if spec is None:
         return []
@@ -72,9 +73,9 @@ def parse_cases_of(model: ModelSpec) -> list[Case]:
         for shape in (spec.written or {}).get(variant, ()):
             cases.append(Case(model=model.name, shape=shape, variant=variant, axis=PARSE,
                               request=parse_cases.build(shape, merged)))
-        for shape, body in spec.requests.items():
-            request = {**body, "chat_template_kwargs": {**body["chat_template_kwargs"], **merged}}
-            cases.append(Case(model=model.name, shape=shape, variant=variant, axis=PARSE, request=request))
+    for shape, body in spec.requests.items():  # as recorded: with the model's kwargs, under their own
+        request = {**body, "chat_template_kwargs": {**model.kwargs, **body["chat_template_kwargs"]}}
+        cases.append(Case(model=model.name, shape=shape, variant="", axis=PARSE, request=request))
     return cases
 
 
