@@ -68,6 +68,16 @@ def provenance(source: Source, config: Config) -> dict[str, str]:
 
 
 def reference_golden(case: Case, source: Source, config: Config, stamp: dict[str, str]) -> golden_file.Golden:
+    """The case's golden. A render this machine could not finish (the render deadline, memory:
+    generator/budget.py), the case's own or one of its analyses', is no outcome of the
+    template's: it ends the run, naming the case, and nothing is written."""
+    try:
+        return _reference_golden(case, source, config, stamp)
+    except GoldensError as error:
+        raise GoldensError(f"{case.id}: {error}; nothing written") from None
+
+
+def _reference_golden(case: Case, source: Source, config: Config, stamp: dict[str, str]) -> golden_file.Golden:
     result = reference.render_request(source, case.request, config.date)
     item = golden_file.Golden(
         case=case.id, request=case.request, outcome=result.outcome, ids=result.ids,
@@ -167,9 +177,12 @@ def choose_dialects(config: Config, models: list[ModelSpec], sources: dict[str, 
     for model in todo:
         source = sources[model.name]
         matrix = [model.request(shape, model.kwargs) for shape in model.requests]
-        kept = dialects.choose(model.shapes, model.dialects, model.kwargs,
-                               lambda request, source=source: reference.render_request(source, request, config.date),
-                               matrix, lambda request, rendered, source=source: finding_kinds(source, request, rendered))
+        try:
+            kept = dialects.choose(model.shapes, model.dialects, model.kwargs,
+                                   lambda request, source=source: reference.render_request(source, request, config.date),
+                                   matrix, lambda request, rendered, source=source: finding_kinds(source, request, rendered))
+        except GoldensError as error:  # the render deadline, memory: this machine's, no choice
+            raise GoldensError(f"{model.name}: choosing its dialect cases: {error}; nothing written") from None
         lock[model.name] = {"dialects": list(model.dialects), "cases": kept}
         config.models[model.name] = dataclasses.replace(model, dialect_cases=tuple(kept))
     lock = {name: entry for name, entry in lock.items() if name in config.models}
