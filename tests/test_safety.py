@@ -370,7 +370,7 @@ def test_a_template_that_never_ends_stops_at_the_render_deadline(tmp_path):
     request.write_text('{"messages": [{"role": "user", "content": "hi"}]}')
     done = _cli("render", "--config", path, "--model", "m", "--request", request,
                 env={"GOLDENS_RENDER_DEADLINE": "1"})
-    _one_line(done, "RenderDeadline: the template did not finish rendering within 1 s", "GOLDENS_RENDER_DEADLINE")
+    _one_line(done, "the template did not finish rendering within 1 s", "GOLDENS_RENDER_DEADLINE")
 
 
 # ------------------------------------------------------------------------------- low and poor
@@ -486,22 +486,64 @@ def test_a_one_letter_key_is_redacted_as_a_token_not_inside_words(stand_in, tmp_
 
 
 def test_redaction_rewrites_no_structure_in_a_json_or_xml_file(tmp_path):
+    """The file backstop sees values as decoded (a key right after an escape, `\\n` + key, is
+    still the key: issue 44) and never touches a word of ours: a configured `1` is no secret to
+    hunt for in a report, where it could be any count."""
     from generator import files, redaction
 
     redaction.register("1", KEY)
-    data = {"count": 1, "tokens": [[1, "1"], [11, "a 1 b"]], "key": f"echo {KEY}"}
+    data = {"count": 1, "tokens": [[1, "1"], [11, "a 1 b"]], "key": f"echo {KEY}", "escaped": f"x\n{KEY}\tend"}
     files.atomic_write(tmp_path / "r.json", json.dumps(data))
     back = json.loads((tmp_path / "r.json").read_text())
-    assert back["count"] == 1 and back["tokens"][0] == [1, "[redacted]"] and back["tokens"][1][0] == 11
-    assert back["tokens"][1][1] == "a [redacted] b" and leaks(back["key"], KEY) == []
+    assert back["count"] == 1 and back["tokens"] == [[1, "1"], [11, "a 1 b"]]
+    assert back["key"] == "echo [redacted]" and back["escaped"] == "x\n[redacted]\tend"
     from xml.sax.saxutils import escape, quoteattr
 
     files.atomic_write(tmp_path / "r.xml", f'<a tests="1" note={quoteattr("key " + KEY)}>1 <b>{escape(KEY)}</b></a>')
     import xml.etree.ElementTree as ET
 
     root = ET.parse(tmp_path / "r.xml").getroot()  # still XML: only values were touched
-    assert root.get("tests") == "[redacted]" and root.text == "[redacted] " and root[0].tag == "b"
+    assert root.get("tests") == "1" and root.text == "1 " and root[0].tag == "b"
+    assert root.get("note") == "key [redacted]" and root[0].text == "[redacted]"
     assert leaks(ET.tostring(root, encoding="unicode"), KEY) == []
+
+
+@pytest.mark.parametrize("value", ["none", "36", "user", "qwen3", "plain", "1"])
+@pytest.mark.slow
+def test_a_common_value_as_a_secret_rewrites_no_id_word_or_number(stand_in, tmp_path, value):
+    """Issue 44: `--api-key-env` holding `none` (local servers' usual dummy key) rewrote case ids
+    (`tool-choice-[redacted]`) in every report, and `report merge` then refused the file; a
+    credential header of `36` or `user` blanked those words everywhere. A secret is taken out
+    where it can appear, what a server says, not wherever the word stands."""
+    result, results, suites, markdown = _reports(stand_in, tmp_path, "--api-key-env", "K",
+                                                 "--header", f"X-Api-Key: {value}", env={"K": value})
+    text = result.stdout + result.stderr + markdown + json.dumps(results)
+    assert "[redacted]" not in text, [line for line in text.splitlines() if "[redacted]" in line][:3]
+    cases = [o["case"] for g in results["groups"] for o in g["outcomes"]]
+    assert "qwen3/tools-reduced_tool-choice-none" in cases and "qwen3/plain_effort-none" in cases, cases
+    merged = invoke("report", "merge", tmp_path / "out.json")
+    assert merged.exit_code in (0, 1), (merged.exit_code, merged.stderr)
+
+
+@pytest.mark.parametrize("neighbour", ["\n", "x", "\\", "é"])
+@pytest.mark.parametrize("key", ["sk-1", "sk-12345"])
+@pytest.mark.slow
+def test_a_short_key_echoed_beside_anything_is_redacted_in_every_report(stand_in, tmp_path, key, neighbour):
+    """Issue 44: `hello\\nsk-12345\\n\\tend` from a server put the key in the results file,
+    the Markdown and the JUnit: redaction ran on escaped text, where the key follows the escape's
+    letter. It runs on the server's values, whatever the key's length or neighbours."""
+    stand_in.reply = lambda body: None if body is None else (400, json.dumps(
+        {"error": f"hello{neighbour}{key}{neighbour}end", "detail": [f"{neighbour}{key}"]}).encode(), {})
+    result = invoke("check", "--config", ROOT / "models.yaml", "--goldens", GOLDENS, "--engine", "openai",
+                    "--url", f"openai={stand_in.url}", "--served-model", "qwen3=m", "--model", "qwen3",
+                    "--api-key-env", "K",
+                    "--junit", tmp_path / "out.xml", "--report", tmp_path / "out.md",
+                    "--results", tmp_path / "out.json", env={"K": key})
+    assert result.exit_code == 2, (result.exit_code, result.stderr)
+    written = [(tmp_path / name).read_text() for name in ("out.xml", "out.md", "out.json")]
+    for text in [result.stdout, result.stderr, *written]:
+        assert key not in text and json.dumps(key)[1:-1] not in text, text[:2000]
+    assert all("[redacted]" in text for text in written)
 
 
 # ------------------------------------------------- round four: configs a pull request can bring

@@ -42,6 +42,9 @@ def check_url(engine: str, url: str) -> str:
             raise GoldensError(f"{engine}: {url!r} is not a URL (port {port!r} is not a number)")
         if not 0 < int(port) < 65536:
             raise GoldensError(f"{engine}: {url!r}: port {int(port)} is out of range (1 to 65535)")
+    if "@" in parts.netloc:  # userinfo: never sent (generator/http.py sends no credentials from a
+        # URL) and never kept, so no message built from the URL can carry it
+        url = urllib.parse.urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
     return url.rstrip("/")
 
 
