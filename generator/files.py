@@ -13,6 +13,7 @@ import fcntl
 import hashlib
 import json
 import os
+import re
 import shutil
 import stat
 import tempfile
@@ -279,8 +280,10 @@ def build_dir_once(target: Path, build: Callable[[Path], str]) -> Path:
     was built with is still there, unchanged (`.manifest.json`), else `build(path)` fills a fresh
     directory under a lock and returns the marker's text (what it was built from), and
     atomic_dir puts it in place whole, so concurrent callers build it once and nobody reads half
-    a directory. A damaged directory (a file removed, cut short or edited since) is built again,
-    with a line saying so: a damaged cache must never turn into goldens."""
+    a directory. A damaged directory (a file removed, cut short or edited since, its manifest
+    missing or not the one it was built with) is built again, with a line saying so: a damaged
+    cache must never turn into goldens, and `build` verifies what it fetches (a pack against its
+    pinned sha256)."""
     marker = target / ".complete"
     if marker.exists() and _intact(target) is None:
         return target
@@ -294,8 +297,8 @@ def build_dir_once(target: Path, build: Callable[[Path], str]) -> Path:
             print(f"goldens: {target} is damaged ({damage}); making it again", file=sys.stderr)
         with atomic_dir(target) as tmp:
             stamp = build(tmp)
-            (tmp / ".complete").write_text(stamp + "\n")
-            _write_manifest(tmp)
+            manifest = _write_manifest(tmp)
+            (tmp / ".complete").write_text(f"{stamp}\n{MANIFEST} sha256 {manifest}\n")
     _verified.add(str(target))
     return target
 
@@ -312,32 +315,43 @@ def _files_of(root: Path) -> Iterator[Path]:
                 yield path
 
 
-def _write_manifest(root: Path) -> None:
-    """Each file's size, mtime and sha256, as built: what `_intact` checks on use."""
+def _write_manifest(root: Path) -> str:
+    """Each file's size, mtime and sha256, as built: what `_intact` checks on use. Returns the
+    manifest's own sha256, which the `.complete` marker records."""
     entries = {}
     for path in _files_of(root):
         info = path.lstat()
         if stat.S_ISREG(info.st_mode):
             entries[str(path.relative_to(root))] = [info.st_size, info.st_mtime_ns, sha256_of(path)]
-    (root / MANIFEST).write_text(canonical.dumps(entries))
+    text = canonical.dumps(entries)
+    (root / MANIFEST).write_text(text)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def _intact(root: Path, again: bool = False) -> str | None:
-    """None when every file of the manifest is there with its size, and its content where its
+    """None when the manifest is the one the directory was built with (its sha256 in the
+    `.complete` marker) and every file of it is there with its size, and its content where its
     mtime moved (so the check is a stat per file); else what is wrong. Checked once a process.
-    A directory built before manifests existed gets one now, as it is."""
+    A missing manifest is damage, never trust: a directory without one is built again (issue 44:
+    a pack whose tokenizer.json and manifest were removed made 79 garbage goldens)."""
     if str(root) in _verified and not again:
         return None
     try:
-        entries = json.loads((root / MANIFEST).read_text())
-    except FileNotFoundError:
-        with contextlib.suppress(OSError):
-            _write_manifest(root)
-        _verified.add(str(root))
-        return None
-    except (OSError, ValueError):
+        text = (root / MANIFEST).read_text()
+        marker = (root / ".complete").read_text()
+    except FileNotFoundError as error:
+        return f"{Path(error.filename).name} is missing"
+    except (OSError, UnicodeDecodeError):
         return f"{MANIFEST} unreadable"
-    if not isinstance(entries, dict):
+    recorded = re.search(rf"^{re.escape(MANIFEST)} sha256 ([0-9a-f]{{64}})$", marker, re.M)
+    if recorded is not None and recorded[1] != hashlib.sha256(text.encode("utf-8")).hexdigest():
+        return f"{MANIFEST} is not the one it was built with"
+    try:
+        entries = json.loads(text)
+    except ValueError:
+        return f"{MANIFEST} unreadable"
+    if not isinstance(entries, dict) or not all(
+            isinstance(e, list) and len(e) == 3 for e in entries.values()):
         return f"{MANIFEST} unreadable"
     for name, entry in entries.items():
         path = root / name
