@@ -122,8 +122,13 @@ def annotate(case: Case, source: Source, config: Config, item: golden_file.Golde
         item.extra["control_tokens"] = {engine.name: control_tokens.record(engine, case.request, tokenizer)}
     tail = config.models[case.model].prefix_tails.get(case.variant)
     if prefix.is_multi_request(case.request):
-        result = prefix.check(engine, prefix.requests_of(case.request), tail)
+        points = len(prefix.request_points(case.request["messages"]))
+        requests = prefix.requests_of(case.request, at_most=prefix.MAX_REQUESTS)
+        with _long(case, len(case.request["messages"]), len(requests)) as advance:
+            result = prefix.check(engine, requests, tail, advance=advance)
         item.extra["requests"] = result.requests_record()
+        if len(requests) < points:  # said in the golden: which requests were rendered, of how many
+            item.extra["prefix_sampled"] = {"rendered": len(requests), "of": points}
         item.extra["prefix_breaks"] = [b.record() for b in result.breaks]
         if tail is not None:
             item.extra["prefix_tail"] = {"tokens": tail.tokens, "reason": tail.reason}
@@ -132,6 +137,22 @@ def annotate(case: Case, source: Source, config: Config, item: golden_file.Golde
         item.extra["cache_busters"] = {
             r.buster.name: busters.record(r) for r in busters.cache_busters(engine, kwargs, tail)
         }
+
+
+LONG_CONVERSATION = 256  # messages from which a golden's analyses print a progress line
+
+
+@contextlib.contextmanager
+def _long(case: Case, messages: int, requests: int):
+    """`advance(i)` for a conversation's prefix analysis: a progress line (live on a terminal,
+    every few seconds elsewhere) when the conversation is long, else nothing."""
+    if messages < LONG_CONVERSATION:
+        yield None
+        return
+    from generator import progress
+
+    with progress.long_work(f"{case.id}: prefix analysis of a {messages}-message conversation") as work:
+        yield lambda i: work.update(f"request {i + 1} of {requests}")
 
 
 Progress = Callable[[str], None]
