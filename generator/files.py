@@ -41,6 +41,26 @@ def cache_dir() -> Path:
     return path
 
 
+ALLOW_PATHS = "GOLDENS_ALLOW_PATHS"  # folders outside models.yaml's that its files may name
+
+
+def config_path(base: Path, value: str | os.PathLike) -> Path:
+    """A file or folder models.yaml names (a template, a tokenizer, a GGUF, each file a request
+    glob matches), resolved through every symlink: under models.yaml's own folder `base`, or
+    under a folder the user allows outside it in GOLDENS_ALLOW_PATHS, else one error line. The
+    one rule for all of them: a config is often a pull request's, and a template or a request
+    file at /proc/self/environ (or `../outside/*.json`, or a link to either) would put the CI's
+    environment in the goldens and the PR comment."""
+    path = (Path(base) / os.path.expanduser(str(value))).resolve()
+    if not path.exists():
+        raise GoldensError(f"{value}: no such file or directory")
+    roots = [Path(base).resolve()] + [Path(p).resolve() for p in os.environ.get(ALLOW_PATHS, "").split(os.pathsep) if p]
+    if not any(path == root or path.is_relative_to(root) for root in roots):
+        raise GoldensError(f"{value}: outside the folder of models.yaml ({roots[0]}); name a folder "
+                           f"elsewhere in {ALLOW_PATHS} to read from it")
+    return path
+
+
 MAX_READ = 64 * 1024 * 1024  # bytes: no config, template, request, golden or index is near this
 
 

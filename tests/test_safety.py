@@ -576,6 +576,38 @@ def test_a_template_outside_the_config_folder_is_refused(tmp_path, monkeypatch):
     assert result.exit_code == 0, result.output
 
 
+@pytest.mark.parametrize("where", ["parent", "absolute", "link-to-environ", "linked-folder", "dotdot-inside"])
+def test_a_request_glob_reads_only_inside_the_config_folder(tmp_path, monkeypatch, where):
+    """Issue 44: request globs reached `../outside/*.json`, absolute paths and links to
+    /proc/self/environ, which templates and tokenizers could not: one rule for every file a
+    config names (files.config_path), and GOLDENS_ALLOW_PATHS the user's way out."""
+    repo, outside = tmp_path / "repo", tmp_path / "outside"
+    (repo / "requests").mkdir(parents=True)
+    outside.mkdir()
+    body = json.dumps({"messages": [{"role": "user", "content": "hi"}]})
+    (outside / "secretish.json").write_text(body)
+    pattern = {"parent": "../outside/*.json", "absolute": str(outside / "*.json"),
+               "link-to-environ": "requests/*.json", "linked-folder": "linked/*.json",
+               "dotdot-inside": "requests/../requests/*.json"}[where]
+    if where == "link-to-environ":
+        (repo / "requests" / "environ.json").symlink_to("/proc/self/environ")
+    if where == "linked-folder":
+        (repo / "linked").symlink_to(outside, target_is_directory=True)
+    if where == "dotdot-inside":  # inside, however it is spelled: taken
+        (repo / "requests" / "inside.json").write_text(body)
+    config = _one_model(repo)
+    config.write_text(config.read_text().replace("{only: [plain]}", "{only: [plain], requests: [" + json.dumps(pattern) + "]}"))
+    result = invoke("models", "--config", config)
+    if where == "dotdot-inside":
+        assert result.exit_code == 0, result.output
+        return
+    line = one_line(result, "outside the folder of models.yaml", "GOLDENS_ALLOW_PATHS")
+    assert "PATH=" not in line
+    if where != "link-to-environ":  # a folder the user names is theirs to allow
+        monkeypatch.setenv("GOLDENS_ALLOW_PATHS", str(outside))
+        assert invoke("models", "--config", config).exit_code == 0
+
+
 @pytest.mark.parametrize("value", ["llama.cpp:../../../../etc/passwd", "llama.cpp:../templates/x.jinja",
                                    "llama.cpp:sub/../x.jinja"])
 def test_a_pack_template_name_cannot_climb_out(tmp_path, value):

@@ -502,6 +502,10 @@ def _request_files(raw: Any, where: _Where, key: str) -> dict[str, dict]:
         for path in matches:
             shape = path.stem if path.suffix == ".json" else path.name
             shown = os.path.relpath(path, where.base) if not Path(pattern).is_absolute() else str(path)
+            try:  # the rule for every file models.yaml names: inside its folder, after every link
+                files.config_path(where.base, path)
+            except GoldensError as error:
+                raise GoldensError(f"{where.file}: {key}[{i}]: {_shown(shown, 80)}: {error}") from None
             if not SHAPE_NAME.match(shape) or "--" in shape:
                 raise GoldensError(
                     f"{where.file}: {key}[{i}]: {_shown(shown)}: a request file's stem names its shape: "
