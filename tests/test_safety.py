@@ -762,3 +762,16 @@ def test_a_dangling_report_link_makes_no_folders(tmp_path):
     one_line(invoke("check", "--engine", "minijinja", "--model", "qwen3", "--report", link),
              "whose folder does not exist")
     assert not (tmp_path / "nowhere").exists()
+
+
+@pytest.mark.parametrize("field", ["chat_template_kwargs", "tools", "tool_choice", "documents", "reasoning_effort",
+                                   "response_format", "parallel_tool_calls"])
+def test_a_null_field_is_taken_as_absent(field):
+    """Issue 44: `chat_template_kwargs: null` was refused though every other null field is taken
+    (vLLM takes it too); null is as good as absent, for every optional field alike."""
+    from generator.config.request import validate_request
+
+    absent = validate_request({"messages": [{"role": "user", "content": "hi"}]}, "r.json")
+    request = validate_request({"messages": [{"role": "user", "content": "hi"}], field: None}, "r.json")
+    assert request["chat_template_kwargs"] == absent["chat_template_kwargs"] == {}
+    assert request.get(field) in (None, {})
