@@ -218,9 +218,15 @@ def atomic_write(path: Path, data: str | bytes, *, only_if_changed: bool = True,
 def file_lock(path: Path) -> Iterator[None]:
     """An exclusive advisory lock held for the block, so two processes never build the same
     artifact at once. The lock file is never unlinked: unlinking it would let a third process
-    lock a new inode while the second still holds the old one."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a+") as handle:
+    lock a new inode while the second still holds the old one. A folder it cannot be made in
+    (a cache on a read-only filesystem) is one error line."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle = open(path, "a+")
+    except OSError as error:
+        hint = " (GOLDENS_CACHE names another folder)" if Path(path).is_relative_to(cache_dir()) else ""
+        raise GoldensError(f"{path.parent}: cannot write here ({error.strerror or error}){hint}") from None
+    with handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         try:
             yield
@@ -430,7 +436,8 @@ def remembered_all(paths: Sequence[Path], what: str, compute: Callable[[Sequence
     except (OSError, UnicodeDecodeError, ValueError):
         pass
     found = compute(paths)
-    atomic_write(memo, canonical.dumps(found) + "\n")
+    with contextlib.suppress(GoldensError):  # a memo only saves time: a read-only cache still works
+        atomic_write(memo, canonical.dumps(found) + "\n")
     return found
 
 

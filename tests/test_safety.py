@@ -383,7 +383,7 @@ def test_bad_values_are_one_line_not_internal_errors(stand_in, tmp_path):
     one_line(invoke("models", "--config", path), "line 1: '2026-02-30' is not a date")
     one_line(invoke("check", "--config", ROOT / "models.yaml", "--goldens", GOLDENS, "--engine", "openai",
                     "--url", f"openai={stand_in.url}", "--served-model", "qwen3=m", "--report", "/proc/r.md"),
-             "/proc/r.md: cannot write its lock file")
+             "/proc/r.md: cannot write")
     line = one_line(invoke("check", "--bogus"))
     assert line.endswith("(see goldens check --help)"), line
 
@@ -699,6 +699,21 @@ def test_a_cache_that_is_a_file_is_one_line(tmp_path):
                   env={"GOLDENS_CACHE": str(tmp_path / "file")})
     assert done.returncode == 2 and "(GOLDENS_CACHE) cannot be made" in done.stderr, done.stderr
     assert "internal error" not in done.stderr
+
+
+@pytest.mark.parametrize("cache", ["proc", "file-in-the-way"])
+def test_a_cache_that_cannot_be_written_is_one_line(tmp_path, monkeypatch, cache):
+    """Issue 44: a cache on a read-only filesystem was `internal error: OSError` (the build lock's
+    folder could not be made). Root writes through permission bits, so the test makes the write
+    fail as a read-only mount does, where nothing can be made."""
+    if cache == "proc":
+        monkeypatch.setenv("GOLDENS_CACHE", "/proc/self")
+    else:
+        (tmp_path / "cache").mkdir()
+        (tmp_path / "cache" / "pack").write_text("not a folder")
+        monkeypatch.setenv("GOLDENS_CACHE", str(tmp_path / "cache"))
+    line = one_line(invoke("models", "--config", _one_model(tmp_path), "--resolve"), "cannot write here")
+    assert "GOLDENS_CACHE names another folder" in line
 
 
 @pytest.mark.parametrize("args, needle", [
