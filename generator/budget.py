@@ -18,8 +18,9 @@ hostile template costs its run one line, never a hung gate or a killed process.
 - The deadline is the machine's, not the template's: a render cut short by it is an EngineError
   (the case is not judged, exit 2), never a recorded outcome; so is running out of memory.
 - Size: a prompt over MAX_PROMPT_CHARS is refused before tokenizing (tokenizing a 1 GB prompt
-  takes over 20 GB). The bound keeps a golden inside what `check` reads back (64 MiB); it does
-  not depend on the machine, so it is the template's recorded outcome.
+  takes over 20 GB), and one over MAX_PROMPT_TOKENS right after, before any piece is decoded.
+  The bounds keep a golden inside what `check` reads back (64 MiB); they do not depend on the
+  machine, so they are the template's recorded outcome.
 """
 
 from __future__ import annotations
@@ -34,7 +35,8 @@ from generator.errors import EngineError, GoldensError
 
 RENDER_DEADLINE = 30.0  # seconds; real templates render in milliseconds
 MAX_RENDER_DEADLINE = 86400.0
-MAX_PROMPT_CHARS = 4 * 2**20  # a 128k-token context is about 0.5 M characters
+MAX_PROMPT_CHARS = 2 * 2**20  # a 128k-token context is about 0.5 M characters
+MAX_PROMPT_TOKENS = 1_000_000  # with MAX_PROMPT_CHARS, a golden stays far inside the 64 MiB check reads
 FUEL = 100_000_000  # MiniJinja instructions per render: about 2 s on one core here
 
 
@@ -140,3 +142,12 @@ def bounded(prompt: str) -> str:
         raise PromptTooLarge(f"the template rendered {len(prompt):,} characters, more than the "
                              f"{MAX_PROMPT_CHARS:,} a prompt may have (a golden holds every token)")
     return prompt
+
+
+def bounded_ids(ids):
+    """The ids, if a golden may hold them; else PromptTooLarge, before any piece or analysis is
+    made of them (4 MiB of prompt made a 108 MB golden in 5 min 42 s and 1.3 GB, then refused)."""
+    if len(ids) > MAX_PROMPT_TOKENS:
+        raise PromptTooLarge(f"the template rendered {len(ids):,} tokens, more than the "
+                             f"{MAX_PROMPT_TOKENS:,} a prompt may have (a golden holds every token)")
+    return ids

@@ -22,7 +22,15 @@ from pathlib import Path
 from typing import Any
 
 # the render budget every in-process engine shares (RenderDeadline stays importable from here)
-from generator.budget import RENDER_DEADLINE, RenderDeadline, bounded, deadline, on_main_thread  # noqa: F401
+from generator.budget import (  # noqa: F401
+    RENDER_DEADLINE,
+    PromptTooLarge,
+    RenderDeadline,
+    bounded,
+    bounded_ids,
+    deadline,
+    on_main_thread,
+)
 from generator.errors import GoldensError, describe
 
 os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
@@ -197,6 +205,10 @@ def _render_as_is(tokenizer, template: str, request: dict[str, Any], date: _dt.d
     except Exception as error:  # a template that raises is an outcome to record
         return Rendered(error=describe(error))
     ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
+    try:
+        bounded_ids(ids)
+    except PromptTooLarge as error:
+        return Rendered(error=describe(error))
     return Rendered(ids=list(ids), pieces=pieces(tokenizer, ids), prompt=prompt)
 
 
@@ -456,6 +468,10 @@ def render_expanded(processor, template: str, request: dict[str, Any], date: _dt
     except Exception as error:  # a template or processor that raises is an outcome to record
         return Rendered(error=describe(error))
     ids = [int(i) for i in out["input_ids"][0]]
+    try:
+        bounded_ids(ids)
+    except PromptTooLarge as error:
+        return Rendered(error=describe(error))
     return Rendered(ids=ids, pieces=pieces(processor.tokenizer, ids), prompt=prompt)
 
 

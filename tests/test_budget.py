@@ -269,3 +269,23 @@ def test_a_huge_prompt_is_recorded_before_anything_tokenizes_it(tmp_path):
     golden = golden_file.read(folder / "goldens" / "m" / "tools.json")
     assert golden.outcome == "error" and "PromptTooLarge" in golden.error, golden.error
     assert (folder / "goldens" / "m" / "tools.json").stat().st_size < 1 << 20
+
+
+@pytest.mark.slow
+def test_too_many_tokens_are_recorded_before_any_piece_is_made(tmp_path):
+    """Issue 44: 4 MiB of prompt made a 108 MB golden in 5 min 42 s and 1.3 GB, then refused it
+    as more than check reads back. 1.5 M digits (one token each) are under the character bound
+    and over the token bound: refused as soon as they are tokenized."""
+    folder = _config(tmp_path, '{% if tools %}{% for i in range(100000) %}123456789012345{% endfor %}{% endif %}'
+                               '{{ messages[0].content }}')
+    import resource
+
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    done = _goldens("regenerate", cwd=folder, timeout=600)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    golden = golden_file.read(folder / "goldens" / "m" / "tools.json")
+    assert golden.outcome == "error" and "PromptTooLarge" in golden.error and "tokens" in golden.error, golden.error
+    assert (folder / "goldens" / "m" / "tools.json").stat().st_size < 1 << 20
+    cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+    assert cpu < 60, f"{cpu:.0f} s of CPU to refuse it"  # measured 11 s here

@@ -790,3 +790,14 @@ def test_a_null_field_is_taken_as_absent(field):
     request = validate_request({"messages": [{"role": "user", "content": "hi"}], field: None}, "r.json")
     assert request["chat_template_kwargs"] == absent["chat_template_kwargs"] == {}
     assert request.get(field) in (None, {})
+
+
+@pytest.mark.parametrize("shapes", ["{only: []}", "[]", "{all_except: [" + ", ".join(
+    __import__("generator.config.shapes", fromlist=["SHAPES"]).SHAPES) + "]}"])
+def test_a_model_with_no_shape_left_is_refused(tmp_path, shapes):
+    """Issue 44: `shapes: {only: []}` regenerated nothing with exit 0, then check exited 2 with
+    no line: a model of no case is a config error, said once."""
+    config = _one_model(tmp_path)
+    config.write_text(config.read_text().replace("{only: [plain]}", shapes))
+    one_line(invoke("regenerate", "--config", config, "--goldens", tmp_path / "g"), "no shape is left")
+    assert not (tmp_path / "g").exists()

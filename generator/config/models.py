@@ -462,6 +462,8 @@ def _parse_shapes(raw: Any, where: _Where, key: str) -> tuple[tuple[str, ...], d
     if not isinstance(raw, dict):
         names = where.string_list(raw, key)
         _check_shapes(names, where, key)
+        if not names:
+            raise GoldensError(f"{where.file}: {key}: no shape is left (name built-in shapes or request files)")
         return tuple(names), {}
     raw = where.mapping(raw, key, {"all_except", "only", "requests"})
     if "all_except" in raw and "only" in raw:
@@ -477,6 +479,9 @@ def _parse_shapes(raw: Any, where: _Where, key: str) -> tuple[tuple[str, ...], d
     if "all_except" not in raw and "only" not in raw and "requests" not in raw:
         raise GoldensError(f"{where.file}: {key}: give all_except, only or requests")
     requests = _request_files(raw.get("requests", []), where, f"{key}.requests")
+    if not builtin and not requests:  # no case at all: regenerate would write nothing, exit 0, and
+        # check judge nothing (issue 44)
+        raise GoldensError(f"{where.file}: {key}: no shape is left (name built-in shapes or request files)")
     return builtin + tuple(requests), requests
 
 
