@@ -14,14 +14,7 @@ class GoldensError(Exception):
 
 
 class EngineError(GoldensError):
-    """An engine that could not answer: unreachable, HTTP error, malformed reply. Its message may
-    quote what a server said, so every configured secret is taken out of it as it is made
-    (generator/redaction.py), whichever engine (a plugin's too) made it."""
-
-    def __init__(self, *args):
-        from generator import redaction
-
-        super().__init__(*(redaction.redact(arg) if isinstance(arg, str) else arg for arg in args))
+    """An engine that could not answer: unreachable, HTTP error, malformed reply."""
 
 
 class Refused(EngineError):

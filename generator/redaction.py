@@ -12,8 +12,9 @@ serializes them (an escape letter in front of a key, `\\nsk-12345`, hid it from 
 escaped text: issue 44): `redact` removes every form of every secret wherever it stands in a
 value, whatever its length or neighbours, and every run of PARTIAL characters of a longer one
 (an echo cut short). engines/remote.py's `Remote` applies it to every reply of a server it sent a
-secret to, `redact_pieces` to token pieces (a key spelled out across them), and EngineError's
-message (errors.py) to anything an engine says it could not do.
+secret to (its string values, and the text it quotes of one), engines/pool.py to what a plugin
+engine (handed the secrets) says, and `redact_pieces` to token pieces (a key spelled out across
+them).
 
 What goldens writes itself is never rewritten: a case id, a count or a word of a report holding
 `none`, `36` or `user` stays as it is when a configured value happens to be that word. As a
@@ -140,14 +141,14 @@ def redact(text: str, extra: tuple[str, ...] = ()) -> str:
 
 
 def scrub(value, extra: tuple[str, ...] = ()):
-    """Every string in a JSON value (a server's reply) redacted, keys too; numbers, booleans and
-    structure as they are (a count stays a count)."""
+    """Every string value in a JSON value (a server's reply) redacted; keys, numbers, booleans
+    and structure as they are (a count stays a count, a field keeps its name)."""
     if isinstance(value, str):
         return redact(value, extra)
     if isinstance(value, list):
         return [scrub(item, extra) for item in value]
-    if isinstance(value, dict):
-        return {redact(key, extra) if isinstance(key, str) else key: scrub(item, extra) for key, item in value.items()}
+    if isinstance(value, dict):  # keys are the reply's structure; quoting a reply redacts them as text
+        return {key: scrub(item, extra) for key, item in value.items()}
     return value
 
 

@@ -508,7 +508,7 @@ def test_redaction_rewrites_no_structure_in_a_json_or_xml_file(tmp_path):
     assert leaks(ET.tostring(root, encoding="unicode"), KEY) == []
 
 
-@pytest.mark.parametrize("value", ["none", "36", "user", "qwen3", "plain", "1"])
+@pytest.mark.parametrize("value", ["none", "36", "user", "qwen3", "plain", "1", "m", "e"])
 @pytest.mark.slow
 def test_a_common_value_as_a_secret_rewrites_no_id_word_or_number(stand_in, tmp_path, value):
     """Issue 44: `--api-key-env` holding `none` (local servers' usual dummy key) rewrote case ids
@@ -801,3 +801,38 @@ def test_a_model_with_no_shape_left_is_refused(tmp_path, shapes):
     config.write_text(config.read_text().replace("{only: [plain]}", shapes))
     one_line(invoke("regenerate", "--config", config, "--goldens", tmp_path / "g"), "no shape is left")
     assert not (tmp_path / "g").exists()
+
+
+def test_what_a_plugin_engine_says_comes_back_without_the_secrets():
+    """A plugin is handed the configured headers: its errors, refusals, prompt and version are
+    redacted as a server's replies are, and it keeps its own type for the judge."""
+    from generator import redaction
+    from generator.engines import EngineError, Ids, Refused
+    from generator.engines.pool import _Redacting
+
+    redaction.register("k9")
+
+    class Plugin:
+        name = "mine"
+
+        def ids(self, request):
+            if request.get("refuse"):
+                raise Refused(f"server said: bad key\\nk9 for {request['refuse']}")
+            if request.get("fail"):
+                raise EngineError("down: k9")
+            return Ids([1, 2], prompt="a\tk9b")
+
+        def version(self):
+            return "1.0+k9"
+
+        def close(self):
+            pass
+
+    engine = _Redacting(Plugin(), redaction.redact)
+    with pytest.raises(Refused) as refused:
+        engine.ids({"refuse": "qwen3/plain"})
+    assert str(refused.value) == "server said: bad key\\n[redacted] for qwen3/plain"
+    with pytest.raises(EngineError, match=r"down: \[redacted\]"):
+        engine.ids({"fail": True})
+    got = engine.ids({})
+    assert list(got) == [1, 2] and got.prompt == "a\t[redacted]b" and engine.version() == "1.0+[redacted]"
