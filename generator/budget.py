@@ -121,19 +121,37 @@ def deadline():
                           "reaches it; engines send such renders to a worker process (generator/budget.py)")
     seconds, kind, message = limit()
 
+    armed = [True]
+
     def expired(signum, frame):
-        raise kind(message)
+        if armed[0]:  # not once the block has ended (a signal already on its way)
+            raise _Expired
 
     previous = signal.signal(signal.SIGALRM, expired)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
+    # raised again every REPEAT seconds until the block ends: code that catches what it should
+    # not (Jinja's constant folding takes any Exception as "cannot fold" and computes it again)
+    signal.setitimer(signal.ITIMER_REAL, seconds, REPEAT)
     try:
         yield
+    except _Expired:
+        raise kind(message) from None
     except MemoryError:
         raise OutOfMemory("the render ran out of memory (a limit of this machine's, so never recorded as "
                           "the template's outcome)") from None
     finally:
+        armed[0] = False
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
+
+
+REPEAT = 0.5  # seconds between the deadline's signals once it has passed
+
+
+class _Expired(BaseException):
+    """The deadline's signal inside a render: a BaseException, so no `except Exception` in a
+    library (Jinja's optimizer swallowed RenderDeadline and computed `7 ** 300000000` again,
+    with no deadline left) takes it for the template's own failure; deadline() turns it into
+    RenderDeadline or RunDeadline."""
 
 
 def bounded(prompt: str) -> str:

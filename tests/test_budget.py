@@ -289,3 +289,20 @@ def test_too_many_tokens_are_recorded_before_any_piece_is_made(tmp_path):
     assert (folder / "goldens" / "m" / "tools.json").stat().st_size < 1 << 20
     cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
     assert cpu < 60, f"{cpu:.0f} s of CPU to refuse it"  # measured 11 s here
+
+
+def test_a_library_that_swallows_the_deadline_is_cut_again(monkeypatch):
+    """Jinja's constant folding takes any Exception as "cannot fold" and computes the constant
+    again at code generation, with the deadline's one signal spent: `{{ 7 ** 300000000 }}` in a
+    template compiled for ever. The signal is a BaseException, raised again until the block ends."""
+    monkeypatch.setenv("GOLDENS_RENDER_DEADLINE", "0.3")
+    started = time.monotonic()
+    with pytest.raises(budget.RenderDeadline):
+        with budget.deadline():
+            for _ in range(3):
+                try:
+                    while True:
+                        pass
+                except Exception:  # noqa: BLE001 (what a careless library does)
+                    pass
+    assert time.monotonic() - started < 10

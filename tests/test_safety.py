@@ -621,7 +621,10 @@ def test_a_pack_vocab_name_cannot_climb_out(tmp_path):
     one_line(invoke("regenerate", "--config", config, "--goldens", tmp_path / "g"), "llama.cpp vocab names are")
 
 
-@pytest.mark.parametrize("template", ["{{ 'x' * 2000000000 }}", "{{ 2**100000000 }}"])
+# 2 GB of 'x' folded fine on a machine with the memory, and its compile was then remembered in
+# the shared cache: 2 TB cannot be made anywhere. 7 ** 300000000 is folded inside one C call, and
+# Jinja's optimizer took the deadline's exception for "cannot fold" and computed it again.
+@pytest.mark.parametrize("template", ["{{ 'x' * 2000000000000 }}", "{{ 2**100000000 }}", "{{ 7 ** 300000000 }}"])
 @pytest.mark.slow
 def test_a_template_that_blows_up_while_compiling_is_one_line(tmp_path, template):
     config = _one_model(tmp_path, template)
@@ -630,8 +633,9 @@ def test_a_template_that_blows_up_while_compiling_is_one_line(tmp_path, template
                           env={**os.environ, "PYTHONPATH": str(ROOT), "GOLDENS_RENDER_DEADLINE": "5"})
     assert done.returncode == 2, done.stderr
     lines = done.stderr.splitlines()
-    assert len(lines) == 1 and lines[0].startswith("goldens: error: m: the chat template (file:t.jinja) does "
-                                                   "not compile: "), lines
+    assert len(lines) == 1 and lines[0].startswith("goldens: error: m: "), lines
+    # Jinja gives up folding what it cannot build (memory), and the first render then runs out
+    assert "the chat template (file:t.jinja) does not compile" in lines[0] or "ran out of memory" in lines[0], lines
 
 
 def test_a_duplicate_key_on_one_line_is_refused(tmp_path):

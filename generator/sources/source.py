@@ -151,12 +151,14 @@ def _compiles(template: str, origin: str) -> None:
     from jinja2 import TemplateSyntaxError
     from transformers.utils.chat_template_utils import _compile_jinja_template
 
-    from generator.budget import deadline
+    from generator import budget
 
     try:
-        with deadline():  # Jinja folds constants while compiling: `{{ 'x' * 2000000000 }}` runs here
+        with budget.deadline():  # Jinja folds constants while compiling: `{{ 'x' * 2000000000 }}` runs here
             _compile_jinja_template(template)
         atomic_write(stamp, origin + "\n")
+    except (budget.RenderDeadline, budget.RunDeadline, budget.OutOfMemory) as error:  # this machine's limits
+        raise GoldensError(f"the chat template ({origin}) does not compile within this machine's limits: {error}") from None
     except GoldensError:
         raise
     except TemplateSyntaxError as error:
