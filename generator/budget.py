@@ -3,26 +3,29 @@
 A chat template is code from outside (a pull request can bring one): it may loop without end
 or write a gigabyte. Every in-process render (the reference, `transformers`, `minijinja`) runs
 inside `deadline()` and hands its prompt to `bounded()` before anything tokenizes it, so a
-hostile template costs its case one recorded outcome, never a hung gate or a killed process.
+hostile template costs its run one line, never a hung gate or a killed process.
 
 - Time: `GOLDENS_RENDER_DEADLINE` seconds per render (30 by default), never past the run's own
-  deadline (`run(until)`, set by `goldens check --timeout`). On a main thread SIGALRM interrupts
-  the render; on any other thread (check's replay pool) the expiry is raised inside that thread
-  as an asynchronous exception, which Python delivers between two bytecodes of Jinja's code.
-  MiniJinja renders in Rust, where neither reaches: it gets `FUEL` instead, a deterministic
+  deadline (`run(until)`, set by `goldens check --timeout`). A render runs on a process's main
+  thread only, where SIGALRM interrupts it: Python delivers a signal's handler between two
+  bytecodes and also inside the long C calls a template can reach (big-integer arithmetic checks
+  for signals as it goes, `7 ** 300000000` included), and so do Ctrl-C and SIGTERM. An
+  asynchronous exception on another thread reached none of those C calls (issue 44), so there is
+  no such path: an engine asked from another thread sends the render to a worker process, whose
+  main thread renders and whose parent kills it once the deadline is past (`HARD_GRACE`).
+  MiniJinja renders in Rust, where no signal reaches: it gets `FUEL` instead, a deterministic
   bound on the instructions one render may run.
+- The deadline is the machine's, not the template's: a render cut short by it is an EngineError
+  (the case is not judged, exit 2), never a recorded outcome; so is running out of memory.
 - Size: a prompt over MAX_PROMPT_CHARS is refused before tokenizing (tokenizing a 1 GB prompt
-  takes over 20 GB). The bound keeps a golden inside what `check` reads back (64 MiB).
-- `cancel_all()` interrupts every render in flight, and every render a case already under way
-  on a pool thread (`case()`) begins afterwards: Ctrl-C ends a check at once, even where a case
-  was waiting for its turn to render (the reference renders one case at a time, so the others
-  wait for its lock, outside any deadline, and the pool's threads outlive the run's block).
+  takes over 20 GB), and one over MAX_PROMPT_TOKENS right after, before any piece is decoded.
+  The bounds keep a golden inside what `check` reads back (64 MiB); they do not depend on the
+  machine, so they are the template's recorded outcome.
 """
 
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import math
 import os
 import threading
@@ -32,12 +35,14 @@ from generator.errors import EngineError, GoldensError
 
 RENDER_DEADLINE = 30.0  # seconds; real templates render in milliseconds
 MAX_RENDER_DEADLINE = 86400.0
-MAX_PROMPT_CHARS = 4 * 2**20  # a 128k-token context is about 0.5 M characters
+MAX_PROMPT_CHARS = 2 * 2**20  # a 128k-token context is about 0.5 M characters
+MAX_PROMPT_TOKENS = 1_000_000  # with MAX_PROMPT_CHARS, a golden stays far inside the 64 MiB check reads
 FUEL = 100_000_000  # MiniJinja instructions per render: about 2 s on one core here
 
 
-class RenderDeadline(Exception):
-    """A template render that ran past its deadline: recorded as the case's outcome."""
+class RenderDeadline(EngineError):
+    """A template render that ran past its deadline: not judged (how long a render may take
+    depends on the machine), never a golden's recorded outcome."""
 
 
 class RunDeadline(EngineError):
@@ -45,8 +50,15 @@ class RunDeadline(EngineError):
     judged, which is not the template's doing."""
 
 
+class OutOfMemory(EngineError):
+    """A render that ran out of memory: the machine's limit, not the template's outcome."""
+
+
 class PromptTooLarge(Exception):
     """A template that rendered more text than any golden may hold: recorded as the outcome."""
+
+
+HARD_GRACE = 5.0  # seconds a worker's render may run past its deadline before the parent kills it
 
 
 def render_seconds() -> float:
@@ -79,135 +91,67 @@ def run(until: float | None):
         _run_until = previous
 
 
-class _Render:
-    """One render on a thread other than the main one, and whether its expiry was delivered."""
-
-    def __init__(self, ident: int):
-        self.ident = ident
-        self.lock = threading.Lock()
-        self.done = False
-        self.delivered: type[BaseException] | None = None
+def on_main_thread() -> bool:
+    """Whether a render here can be bounded in this process (else it goes to a worker)."""
+    return threading.current_thread() is threading.main_thread()
 
 
-_renders: dict[int, _Render] = {}
-_renders_lock = threading.Lock()
-_cases: set[int] = set()  # the threads inside case(): what cancel_all() reaches before they render
-_cancelled: set[int] = set()  # of those, the ones cancel_all() reached: they render nothing more
-INTERRUPTED = "not judged: the run was interrupted"
-
-
-@contextlib.contextmanager
-def case():
-    """One case on a pool thread: a cancel_all() while it runs refuses every render it begins
-    afterwards, as well as cutting the one in flight."""
-    ident = threading.get_ident()
-    with _renders_lock:
-        _cases.add(ident)
-    try:
-        yield
-    finally:
-        with _renders_lock:
-            _cases.discard(ident)
-            _cancelled.discard(ident)
-
-
-def _expired_class(base: type[Exception], message: str) -> type[Exception]:
-    """An exception class that raises with `message`: CPython's asynchronous exceptions are
-    delivered as a class, instantiated with no arguments."""
-    return type(base.__name__, (base,), {"__init__": lambda self: base.__init__(self, message)})
-
-
-def _deliver(render: _Render, exception: type[BaseException]) -> None:
-    with render.lock:
-        if render.done or render.delivered is not None:
-            return
-        render.delivered = exception
-        ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(render.ident), ctypes.py_object(exception))
-
-
-class _Withdrawn(BaseException):
-    """Raised once on a render's own thread, in place of its withdrawn expiry."""
-
-
-def _withdraw(render: _Render) -> None:
-    """Clear an expiry delivered but not yet raised (the thread sat in C code meanwhile), on the
-    render's own thread. Not by PyThreadState_SetAsyncExc(id, NULL): CPython (3.11) then still
-    signals every thread's eval loop and clears that signal only when a thread raises an
-    asynchronous exception, so every later bytecode of the process takes the slow path (a
-    traced render afterwards ran minutes instead of seconds). The pending expiry is replaced by
-    _Withdrawn, raised at the next bytecode and caught here."""
-    assert render.ident == threading.get_ident(), "an expiry is withdrawn on its render's thread"
-    try:
-        ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(render.ident), ctypes.py_object(_Withdrawn))
-        for _ in range(1 << 30):  # raised at the first backward jump: the eval loop is signalled
-            pass
-    except _Withdrawn:
-        return
-    raise AssertionError("the withdrawn expiry was never raised")
+def limit() -> tuple[float, type[EngineError], str]:
+    """The seconds the next render may take, and what to raise when they are spent: the render
+    deadline, or what is left of the run's when that is sooner."""
+    seconds = render_seconds()
+    until = _run_until
+    if until is not None and until - time.monotonic() < seconds:
+        return (max(0.001, until - time.monotonic()), RunDeadline,
+                "not judged: the run's --timeout was reached while the template rendered")
+    return (seconds, RenderDeadline, f"the template did not finish rendering within {seconds:g} s (the render "
+                                     "deadline, GOLDENS_RENDER_DEADLINE: a limit of this machine's, so never "
+                                     "recorded as the template's outcome)")
 
 
 @contextlib.contextmanager
 def deadline():
-    """One render, bounded by the render deadline (RenderDeadline, the template's outcome) and
-    the run's (RunDeadline: not judged)."""
+    """One render on this process's main thread, bounded by the render deadline (RenderDeadline)
+    and the run's (RunDeadline): both say the case was not judged. A MemoryError inside is
+    OutOfMemory. On any other thread this is refused: no bound reaches a C call there."""
     import signal
 
-    seconds = render_seconds()
-    until = _run_until
-    kind: type[Exception] = RenderDeadline
-    message = (f"the template did not finish rendering within {seconds:g} s (the render deadline, "
-               "GOLDENS_RENDER_DEADLINE)")
-    if until is not None and until - time.monotonic() < seconds:
-        seconds = max(0.001, until - time.monotonic())
-        kind, message = RunDeadline, "not judged: the run's --timeout was reached while the template rendered"
-    if threading.current_thread() is threading.main_thread():
-        def expired(signum, frame):
-            raise kind(message)
+    if not on_main_thread():
+        raise EngineError("internal: a template render was started off the main thread, where no deadline "
+                          "reaches it; engines send such renders to a worker process (generator/budget.py)")
+    seconds, kind, message = limit()
 
-        previous = signal.signal(signal.SIGALRM, expired)
-        signal.setitimer(signal.ITIMER_REAL, seconds)
-        try:
-            yield
-        finally:
-            signal.setitimer(signal.ITIMER_REAL, 0)
-            signal.signal(signal.SIGALRM, previous)
-        return
-    render = _Render(threading.get_ident())
-    timer = threading.Timer(seconds, _deliver, (render, _expired_class(kind, message)))
-    timer.daemon = True
-    with _renders_lock:
-        if render.ident in _cancelled:  # a case cancel_all() reached while it waited for its turn
-            raise RunDeadline(INTERRUPTED)
-        _renders[render.ident] = render
-    timer.start()
-    raising = False
+    armed = [True]
+
+    def expired(signum, frame):
+        if armed[0]:  # not once the block has ended (a signal already on its way)
+            raise _Expired
+
+    previous = signal.signal(signal.SIGALRM, expired)
+    # raised again every REPEAT seconds until the block ends: code that catches what it should
+    # not (Jinja's constant folding takes any Exception as "cannot fold" and computes it again)
+    signal.setitimer(signal.ITIMER_REAL, seconds, REPEAT)
     try:
         yield
-    except BaseException:
-        raising = True
-        raise
+    except _Expired:
+        raise kind(message) from None
+    except MemoryError:
+        raise OutOfMemory("the render ran out of memory (a limit of this machine's, so never recorded as "
+                          "the template's outcome)") from None
     finally:
-        timer.cancel()
-        with render.lock:
-            render.done = True
-            delivered = render.delivered
-        with _renders_lock:
-            _renders.pop(render.ident, None)
-        if delivered is not None:
-            _withdraw(render)
-            if not raising:
-                raise delivered()
+        armed[0] = False
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
 
 
-def cancel_all() -> None:
-    """Interrupt every render in flight on other threads (Ctrl-C, SIGTERM): each ends with
-    RunDeadline at its next bytecode, and every case under way renders nothing more, so the
-    replay pool's threads end at once (the interpreter joins them before it exits)."""
-    with _renders_lock:
-        _cancelled.update(_cases)
-        renders = list(_renders.values())
-    for render in renders:
-        _deliver(render, _expired_class(RunDeadline, INTERRUPTED))
+REPEAT = 0.5  # seconds between the deadline's signals once it has passed
+
+
+class _Expired(BaseException):
+    """The deadline's signal inside a render: a BaseException, so no `except Exception` in a
+    library (Jinja's optimizer swallowed RenderDeadline and computed `7 ** 300000000` again,
+    with no deadline left) takes it for the template's own failure; deadline() turns it into
+    RenderDeadline or RunDeadline."""
 
 
 def bounded(prompt: str) -> str:
@@ -216,3 +160,12 @@ def bounded(prompt: str) -> str:
         raise PromptTooLarge(f"the template rendered {len(prompt):,} characters, more than the "
                              f"{MAX_PROMPT_CHARS:,} a prompt may have (a golden holds every token)")
     return prompt
+
+
+def bounded_ids(ids):
+    """The ids, if a golden may hold them; else PromptTooLarge, before any piece or analysis is
+    made of them (4 MiB of prompt made a 108 MB golden in 5 min 42 s and 1.3 GB, then refused)."""
+    if len(ids) > MAX_PROMPT_TOKENS:
+        raise PromptTooLarge(f"the template rendered {len(ids):,} tokens, more than the "
+                             f"{MAX_PROMPT_TOKENS:,} a prompt may have (a golden holds every token)")
+    return ids

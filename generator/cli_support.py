@@ -128,6 +128,10 @@ def start() -> None:
         sys.exit(2)
     redaction.install()
     handle_signals()
+    # Transformers' notes to a user of its models ("PyTorch was not found") are not ours to print:
+    # set before any command imports it (coverage did so before generator.reference, which set them)
+    os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     budget.render_seconds()  # a bad GOLDENS_RENDER_DEADLINE is one line now, not every render's error
     if click.get_current_context().invoked_subcommand in RENDERS:
         from generator.servers import transformers_reference

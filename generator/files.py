@@ -13,6 +13,7 @@ import fcntl
 import hashlib
 import json
 import os
+import re
 import shutil
 import stat
 import tempfile
@@ -37,6 +38,26 @@ def cache_dir() -> Path:
                            f"{error.strerror or error}") from None
     if not path.is_dir():
         raise GoldensError(f"the cache folder {path} (GOLDENS_CACHE) is not a folder")
+    return path
+
+
+ALLOW_PATHS = "GOLDENS_ALLOW_PATHS"  # folders outside models.yaml's that its files may name
+
+
+def config_path(base: Path, value: str | os.PathLike) -> Path:
+    """A file or folder models.yaml names (a template, a tokenizer, a GGUF, each file a request
+    glob matches), resolved through every symlink: under models.yaml's own folder `base`, or
+    under a folder the user allows outside it in GOLDENS_ALLOW_PATHS, else one error line. The
+    one rule for all of them: a config is often a pull request's, and a template or a request
+    file at /proc/self/environ (or `../outside/*.json`, or a link to either) would put the CI's
+    environment in the goldens and the PR comment."""
+    path = (Path(base) / os.path.expanduser(str(value))).resolve()
+    if not path.exists():
+        raise GoldensError(f"{value}: no such file or directory")
+    roots = [Path(base).resolve()] + [Path(p).resolve() for p in os.environ.get(ALLOW_PATHS, "").split(os.pathsep) if p]
+    if not any(path == root or path.is_relative_to(root) for root in roots):
+        raise GoldensError(f"{value}: outside the folder of models.yaml ({roots[0]}); name a folder "
+                           f"elsewhere in {ALLOW_PATHS} to read from it")
     return path
 
 
@@ -197,9 +218,15 @@ def atomic_write(path: Path, data: str | bytes, *, only_if_changed: bool = True,
 def file_lock(path: Path) -> Iterator[None]:
     """An exclusive advisory lock held for the block, so two processes never build the same
     artifact at once. The lock file is never unlinked: unlinking it would let a third process
-    lock a new inode while the second still holds the old one."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a+") as handle:
+    lock a new inode while the second still holds the old one. A folder it cannot be made in
+    (a cache on a read-only filesystem) is one error line."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle = open(path, "a+")
+    except OSError as error:
+        hint = " (GOLDENS_CACHE names another folder)" if Path(path).is_relative_to(cache_dir()) else ""
+        raise GoldensError(f"{path.parent}: cannot write here ({error.strerror or error}){hint}") from None
+    with handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         try:
             yield
@@ -279,8 +306,10 @@ def build_dir_once(target: Path, build: Callable[[Path], str]) -> Path:
     was built with is still there, unchanged (`.manifest.json`), else `build(path)` fills a fresh
     directory under a lock and returns the marker's text (what it was built from), and
     atomic_dir puts it in place whole, so concurrent callers build it once and nobody reads half
-    a directory. A damaged directory (a file removed, cut short or edited since) is built again,
-    with a line saying so: a damaged cache must never turn into goldens."""
+    a directory. A damaged directory (a file removed, cut short or edited since, its manifest
+    missing or not the one it was built with) is built again, with a line saying so: a damaged
+    cache must never turn into goldens, and `build` verifies what it fetches (a pack against its
+    pinned sha256)."""
     marker = target / ".complete"
     if marker.exists() and _intact(target) is None:
         return target
@@ -294,8 +323,8 @@ def build_dir_once(target: Path, build: Callable[[Path], str]) -> Path:
             print(f"goldens: {target} is damaged ({damage}); making it again", file=sys.stderr)
         with atomic_dir(target) as tmp:
             stamp = build(tmp)
-            (tmp / ".complete").write_text(stamp + "\n")
-            _write_manifest(tmp)
+            manifest = _write_manifest(tmp)
+            (tmp / ".complete").write_text(f"{stamp}\n{MANIFEST} sha256 {manifest}\n")
     _verified.add(str(target))
     return target
 
@@ -312,32 +341,43 @@ def _files_of(root: Path) -> Iterator[Path]:
                 yield path
 
 
-def _write_manifest(root: Path) -> None:
-    """Each file's size, mtime and sha256, as built: what `_intact` checks on use."""
+def _write_manifest(root: Path) -> str:
+    """Each file's size, mtime and sha256, as built: what `_intact` checks on use. Returns the
+    manifest's own sha256, which the `.complete` marker records."""
     entries = {}
     for path in _files_of(root):
         info = path.lstat()
         if stat.S_ISREG(info.st_mode):
             entries[str(path.relative_to(root))] = [info.st_size, info.st_mtime_ns, sha256_of(path)]
-    (root / MANIFEST).write_text(canonical.dumps(entries))
+    text = canonical.dumps(entries)
+    (root / MANIFEST).write_text(text)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def _intact(root: Path, again: bool = False) -> str | None:
-    """None when every file of the manifest is there with its size, and its content where its
+    """None when the manifest is the one the directory was built with (its sha256 in the
+    `.complete` marker) and every file of it is there with its size, and its content where its
     mtime moved (so the check is a stat per file); else what is wrong. Checked once a process.
-    A directory built before manifests existed gets one now, as it is."""
+    A missing manifest is damage, never trust: a directory without one is built again (issue 44:
+    a pack whose tokenizer.json and manifest were removed made 79 garbage goldens)."""
     if str(root) in _verified and not again:
         return None
     try:
-        entries = json.loads((root / MANIFEST).read_text())
-    except FileNotFoundError:
-        with contextlib.suppress(OSError):
-            _write_manifest(root)
-        _verified.add(str(root))
-        return None
-    except (OSError, ValueError):
+        text = (root / MANIFEST).read_text()
+        marker = (root / ".complete").read_text()
+    except FileNotFoundError as error:
+        return f"{Path(error.filename).name} is missing"
+    except (OSError, UnicodeDecodeError):
         return f"{MANIFEST} unreadable"
-    if not isinstance(entries, dict):
+    recorded = re.search(rf"^{re.escape(MANIFEST)} sha256 ([0-9a-f]{{64}})$", marker, re.M)
+    if recorded is not None and recorded[1] != hashlib.sha256(text.encode("utf-8")).hexdigest():
+        return f"{MANIFEST} is not the one it was built with"
+    try:
+        entries = json.loads(text)
+    except ValueError:
+        return f"{MANIFEST} unreadable"
+    if not isinstance(entries, dict) or not all(
+            isinstance(e, list) and len(e) == 3 for e in entries.values()):
         return f"{MANIFEST} unreadable"
     for name, entry in entries.items():
         path = root / name
@@ -396,7 +436,8 @@ def remembered_all(paths: Sequence[Path], what: str, compute: Callable[[Sequence
     except (OSError, UnicodeDecodeError, ValueError):
         pass
     found = compute(paths)
-    atomic_write(memo, canonical.dumps(found) + "\n")
+    with contextlib.suppress(GoldensError):  # a memo only saves time: a read-only cache still works
+        atomic_write(memo, canonical.dumps(found) + "\n")
     return found
 
 

@@ -12,14 +12,16 @@ from __future__ import annotations
 import contextlib
 
 import datetime as _dt
+import json
 import os
 import re
+import shlex
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
 from generator import files
-from generator.errors import GoldensError
+from generator.errors import GoldensError, printable
 
 # Where this project is published, unless `init --repository OWNER/NAME[@REF]` names another
 # (a fork, a mirror): the repository whose reusable workflow a team's CI calls
@@ -97,11 +99,19 @@ def _path(path: str, directory: Path, option: str, want_dir: bool) -> str:
     if want_dir and not (target / "tokenizer.json").is_file() and not (target / "tokenizer_config.json").is_file():
         raise GoldensError(f"{option} {path}: holds neither tokenizer.json nor tokenizer_config.json")
     target, root = Path(os.path.realpath(target)), Path(os.path.realpath(directory))
+    try:  # the rule `goldens regenerate` reads models.yaml by: refused now, not at the next step
+        files.config_path(root, target)
+    except GoldensError:
+        raise GoldensError(f"{option} {printable(path)}: outside {root}, where models.yaml goes and CI reads from; "
+                           f"copy it in (or name a folder outside in {files.ALLOW_PATHS}), or name the "
+                           "model with --hf") from None
     return str(target.relative_to(root)) if target.is_relative_to(root) else str(target)
 
 
 def _quote(text: str) -> str:
-    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    """A YAML double-quoted scalar that reads back as `text` exactly: JSON's escapes are YAML's
+    (a newline in a path was folded to a space by a plain quote: issue 44)."""
+    return json.dumps(text, ensure_ascii=False)
 
 
 def models_from(directory: Path, hf: tuple[str, ...] = (), gguf: tuple[str, ...] = (),
@@ -213,8 +223,8 @@ def next_steps(config_name: str, chosen: list[Model]) -> str:
 
     lock = polyfill.lock_path(Path(config_name)).as_posix()  # written by regenerate beside the config
     paths = [config_name, lock, "goldens", ".gitignore", ".github", *dict.fromkeys(local)]
-    line = (f"next: goldens regenerate, then commit {', '.join(paths)} "
-            f"(git add {' '.join(paths)})")
+    line = (f"next: goldens regenerate, then commit {', '.join(map(printable, paths))} "
+            f"(git add {' '.join(printable(shlex.quote(p)) for p in paths)})")
     if outside:
         verb, them = ("lies", "it") if len(outside) == 1 else ("lie", "them")
         line += (f"; {', '.join(outside)} {verb} outside the repository, where CI cannot read {them}: "

@@ -122,7 +122,6 @@ def pytest_configure(config: pytest.Config) -> None:
                    "for that model; it is stopped after the last such test")
     if not config.getoption("goldens_run"):
         return
-    from generator.config import engine_spec
     from generator.errors import GoldensError, one_line
     from generator.servers import transformers_reference
 
@@ -131,10 +130,8 @@ def pytest_configure(config: pytest.Config) -> None:
         shown = ", ".join(f"{name} {here or 'absent'} (pinned {transformers_reference.PINS[name]})"
                           for name, here in differ.items())
         state.at_pins = shown
-    try:  # a bad models.yaml or --goldens-engine: one line, no traceback (exit 4, a usage error)
-        state.matrix.select(tuple(config.getoption("goldens_models")))
-        for text in config.getoption("goldens_engines"):
-            engine_spec.parse(text)
+    try:  # bad options: one usage error before any test (exit 4), never one error per test
+        _check_options(config, state)
     except GoldensError as error:
         raise pytest.UsageError(f"goldens: error: {one_line(str(error))}") from None
     if config.getoption("goldens_durations"):
@@ -148,6 +145,29 @@ def pytest_configure(config: pytest.Config) -> None:
     target = state.path("goldens_config").resolve()
     if not any(_covers(config, arg, target) for arg in config.args):
         config.args.append(str(target))  # collected as any test file is: counted, selectable
+
+
+def _check_options(config: pytest.Config, state: _State) -> None:
+    """What `goldens check` refuses before a run, refused before collection (issue 44: an
+    unpublished `transformers@99.0.0` was 20 test errors, `--goldens-dir /nonexistent` 40
+    failures, `--goldens-durations DIR` a traceback after every test had passed): the models
+    and engines named, an engine version that cannot run here, the goldens folder, the
+    durations file's path."""
+    from generator.config import engine_spec
+    from generator.engines.pool import check_available
+    from generator.errors import GoldensError
+    from generator.replay import destination
+
+    state.matrix.select(tuple(config.getoption("goldens_models")))
+    for text in config.getoption("goldens_engines"):
+        check_available(engine_spec.parse(text), state.matrix.engine_versions)
+    folder = state.path("goldens_dir")
+    if not folder.is_dir() and not (updating(config) and not folder.exists()):
+        what = "is not a folder" if folder.exists() else "does not exist"
+        raise GoldensError(f"--goldens-dir {folder}: {what} (goldens regenerate writes one)")
+    if config.getoption("goldens_durations"):
+        path = Path(config.getoption("goldens_durations"))
+        destination.check_destination(path if path.is_absolute() else config.invocation_params.dir / path)
 
 
 def _covers(config: pytest.Config, arg: str, target: Path) -> bool:

@@ -4,22 +4,25 @@ A secret is a credential the user configured to reach a server: the API key (`--
 the value of every `--header` whose name says it carries one (`credential_header`:
 Authorization, Cookie, X-Api-Key, anything naming a key, token, secret, password, session or
 signature; `X-Debug: 1` is not a secret) and the userinfo of a `--url` (`http://user:pass@host`).
-They are registered once, where they are parsed (`register`), and taken out at the two places
-output leaves the tool, so an output added later is covered by construction:
+They are registered once, where they are parsed (`register`).
 
-- the terminal: `install` wraps stdout and stderr (every `click.echo`, the progress bar,
-  GitHub annotations);
-- files: `files.atomic_write` (reports, JUnit, ledger entries, goldens, the index) and the
-  job-summary append run `redact` over the text they write.
+A secret can come back only from a server that was sent it (some proxies quote the key they
+rejected), so it is taken out of the *values* a server gives, before anything escapes or
+serializes them (an escape letter in front of a key, `\\nsk-12345`, hid it from a redaction of
+escaped text: issue 44): `redact` removes every form of every secret wherever it stands in a
+value, whatever its length or neighbours, and every run of PARTIAL characters of a longer one
+(an echo cut short). engines/remote.py's `Remote` applies it to every reply of a server it sent a
+secret to (its string values, and the text it quotes of one), engines/pool.py to what a plugin
+engine (handed the secrets) says, and `redact_pieces` to token pieces (a key spelled out across
+them).
 
-`redact` removes each secret in every form a server or a report may give it back in: as is,
-JSON-escaped (both `\\uXXXX` and raw), URL-encoded, `repr`-escaped, XML/HTML-escaped and
-Markdown-escaped, whatever its length, where it stands as a whole token (never the `e` inside
-`tokens` for a key `e`); and it never rewrites structure: in a JSON file only string values are
-redacted, in an XML file only text and attribute values (`redact_file`), so reports stay valid
-and their numbers true. A key a server spells out across token pieces (or a
-prompt split into pieces) is caught where pieces are made, by `redact_pieces`: every piece
-that holds a part of a secret becomes `[redacted]`.
+What goldens writes itself is never rewritten: a case id, a count or a word of a report holding
+`none`, `36` or `user` stays as it is when a configured value happens to be that word. As a
+backstop at the two places output leaves the tool (stdout/stderr through `install`, files
+through `files.atomic_write` and the job summary, `redact_output`/`redact_file`), a secret of
+DISTINCT characters or more, which no word of ours spells, is removed in every form too; in a
+JSON file inside its string values as decoded, in an XML file inside text and attribute values
+as unescaped, so reports stay valid and their numbers true.
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ from collections.abc import Iterable, Sequence
 REDACTED = "[redacted]"
 
 PARTIAL = 8  # this many consecutive characters of a longer secret are redacted too (a cut-short echo)
-WHOLE = r"(?<![0-9A-Za-z])(?:%s)(?![0-9A-Za-z])"  # a secret counts where it is a whole token
+DISTINCT = 8  # a secret this long is no word of ours: the output backstop removes it everywhere
 
 # header names that carry a credential (RFC 9110 Authorization, cookies, vendors' API-key headers)
 _CREDENTIAL = re.compile(r"auth|key|token|secret|passw|cookie|session|signature|credential|bearer", re.I)
@@ -77,12 +80,19 @@ def register(*values: str | None) -> None:
 
 @functools.lru_cache(maxsize=16)
 def _compiled(secrets: tuple[str, ...]):
-    """The exact-forms pattern, the partial-runs pattern and the forms long enough for it."""
+    """The exact-forms pattern (anywhere), the partial-runs pattern and the forms long enough for it."""
     spelled = sorted({form for s in secrets for form in forms(s)}, key=len, reverse=True)
-    pattern = re.compile(WHOLE % "|".join(map(re.escape, spelled))) if spelled else None
+    pattern = re.compile("|".join(map(re.escape, spelled))) if spelled else None
     long = [form for form in spelled if len(form) > PARTIAL]
     grams = {form[i:i + PARTIAL] for form in long for i in range(len(form) - PARTIAL + 1)}
     return pattern, (re.compile(_trie(grams)) if grams else None), long
+
+
+@functools.lru_cache(maxsize=16)
+def _distinct(secrets: tuple[str, ...]) -> re.Pattern[str] | None:
+    """Every form of every secret of DISTINCT characters or more: the output backstop's pattern."""
+    spelled = sorted({form for s in secrets if len(s) >= DISTINCT for form in forms(s)}, key=len, reverse=True)
+    return re.compile("|".join(map(re.escape, spelled))) if spelled else None
 
 
 def _trie(words: Iterable[str]) -> str:
@@ -119,8 +129,8 @@ def secrets() -> list[str]:
 
 
 def redact(text: str, extra: tuple[str, ...] = ()) -> str:
-    """`text` with every form of every registered secret (and of `extra`, a Connection's own)
-    replaced by `[redacted]`."""
+    """A value (what a server said, before any escaping) with every form of every registered
+    secret (and of `extra`, a Connection's own) replaced by `[redacted]`, wherever it stands."""
     pattern, grams, spelled = _pattern, _grams, _spelled
     if extra:
         pattern, grams, spelled = _compiled(tuple(sorted(set(extra) | _secrets)))
@@ -128,6 +138,25 @@ def redact(text: str, extra: tuple[str, ...] = ()) -> str:
         return text
     text = pattern.sub(REDACTED, text)
     return text if grams is None else _partial(text, grams, spelled)
+
+
+def scrub(value, extra: tuple[str, ...] = ()):
+    """Every string value in a JSON value (a server's reply) redacted; keys, numbers, booleans
+    and structure as they are (a count stays a count, a field keeps its name)."""
+    if isinstance(value, str):
+        return redact(value, extra)
+    if isinstance(value, list):
+        return [scrub(item, extra) for item in value]
+    if isinstance(value, dict):  # keys are the reply's structure; quoting a reply redacts them as text
+        return {key: scrub(item, extra) for key, item in value.items()}
+    return value
+
+
+def redact_output(text: str) -> str:
+    """The backstop for text leaving the tool: every form of every DISTINCT-long secret removed,
+    wherever it stands; a shorter value could be a word of ours and is left to `redact`."""
+    pattern = _distinct(tuple(sorted(_secrets))) if _secrets else None
+    return text if pattern is None or not text else pattern.sub(REDACTED, text)
 
 
 def _partial(text: str, grams: re.Pattern[str], spelled: list[str]) -> str:
@@ -155,7 +184,7 @@ def _partial(text: str, grams: re.Pattern[str], spelled: list[str]) -> str:
 
 def redact_bytes(data: bytes, kind: str = "") -> bytes:
     """`redact_file` for UTF-8 bytes (a file about to be written); other bytes are left as they are."""
-    if _pattern is None:
+    if not _secrets or _distinct(tuple(sorted(_secrets))) is None:
         return data
     try:
         return redact_file(data.decode("utf-8"), kind).encode("utf-8")
@@ -169,22 +198,39 @@ _XML_VALUE = re.compile(r'"[^"]*"|\'[^\']*\'')
 
 
 def redact_file(text: str, kind: str = "") -> str:
-    """`redact` that keeps a file's structure: for `kind` "json" only inside string literals
-    (numbers, keys' quotes and brackets stay as they are), for "xml" only in text and quoted
-    attribute values (never a tag or attribute name); anything else as text. `[redacted]` holds
-    no character that JSON or XML would need escaped."""
-    if _pattern is None or not text:
+    """`redact_output` that keeps a file's structure and sees values as they are: for `kind`
+    "json" each string literal decoded, redacted and written again only where it changed
+    (numbers, keys' quotes and brackets stay as they are), for "xml" text and quoted attribute
+    values unescaped first (never a tag or attribute name); anything else as text. `[redacted]`
+    holds no character that JSON or XML would need escaped."""
+    if not text or not _secrets:
         return text
     if kind == "json":
-        return _JSON_STRING.sub(lambda m: '"' + redact(m.group()[1:-1]) + '"', text)
+        def literal(match: re.Match) -> str:
+            try:
+                value = json.loads(match.group())
+            except ValueError:
+                return redact_output(match.group())
+            cleaned = redact_output(value)
+            return match.group() if cleaned == value else json.dumps(cleaned, ensure_ascii=False)
+        return _JSON_STRING.sub(literal, text)
     if kind == "xml":
+        def value(escaped: str, quote: str = "") -> str:
+            raw = html.unescape(escaped)
+            cleaned = redact_output(raw)
+            if cleaned == raw:
+                return redact_output(escaped)
+            out = cleaned.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+            return out.replace(quote, "&quot;" if quote == '"' else "&apos;") if quote else out
+
         out, at = [], 0
         for tag in _XML_TAG.finditer(text):
-            out += [redact(text[at:tag.start()]),
-                    _XML_VALUE.sub(lambda m: m.group()[0] + redact(m.group()[1:-1]) + m.group()[0], tag.group())]
+            out += [value(text[at:tag.start()]),
+                    _XML_VALUE.sub(lambda m: m.group()[0] + value(m.group()[1:-1], m.group()[0]) + m.group()[0],
+                                   tag.group())]
             at = tag.end()
-        return "".join(out) + redact(text[at:])
-    return redact(text)
+        return "".join(out) + value(text[at:])
+    return redact_output(text)
 
 
 def redact_pieces(pieces: Sequence[str]) -> list[str]:
@@ -197,7 +243,7 @@ def redact_pieces(pieces: Sequence[str]) -> list[str]:
     hit = [False] * len(joined)
     for secret in _secrets:
         for form in forms(secret):
-            for match in re.finditer(WHOLE % re.escape(form), joined):
+            for match in re.finditer(re.escape(form), joined):
                 for i in range(match.start(), match.end()):
                     hit[i] = True
     if not any(hit):
@@ -231,7 +277,7 @@ class _Redacting(io.TextIOBase):
         self._stream = stream
 
     def write(self, text: str) -> int:
-        self._stream.write(redact(text))
+        self._stream.write(redact_output(text))
         return len(text)
 
     def flush(self) -> None:

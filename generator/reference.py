@@ -22,7 +22,15 @@ from pathlib import Path
 from typing import Any
 
 # the render budget every in-process engine shares (RenderDeadline stays importable from here)
-from generator.budget import RENDER_DEADLINE, RenderDeadline, bounded, deadline  # noqa: F401
+from generator.budget import (  # noqa: F401
+    RENDER_DEADLINE,
+    PromptTooLarge,
+    RenderDeadline,
+    bounded,
+    bounded_ids,
+    deadline,
+    on_main_thread,
+)
 from generator.errors import GoldensError, describe
 
 os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
@@ -53,9 +61,14 @@ def load_tokenizer(directory: str | Path):
     from transformers import AutoTokenizer
 
     try:
-        return AutoTokenizer.from_pretrained(str(directory), local_files_only=True)
+        tokenizer = AutoTokenizer.from_pretrained(str(directory), local_files_only=True)
     except Exception as error:  # Transformers raises many kinds for files it cannot use
         raise GoldensError(f"{directory}: cannot load the tokenizer ({describe(error)})") from None
+    _LOADED_FROM[id(tokenizer)] = str(directory)
+    return tokenizer
+
+
+_LOADED_FROM: dict[int, str] = {}  # id of a loaded tokenizer or processor -> its directory (kept alive by the caches)
 
 
 @functools.lru_cache(maxsize=None)
@@ -66,7 +79,9 @@ def load_processor(directory: str | Path):
     _quiet_transformers()
     from transformers import AutoProcessor
 
-    return AutoProcessor.from_pretrained(str(directory), local_files_only=True, backend="pil")
+    processor = AutoProcessor.from_pretrained(str(directory), local_files_only=True, backend="pil")
+    _LOADED_FROM[id(processor)] = str(directory)
+    return processor
 
 
 def _quiet_transformers() -> None:
@@ -103,9 +118,39 @@ def frozen_date(date: _dt.date):
             chat_template_utils.datetime = original
 
 
+class Raised(Exception):
+    """A template's raise, as a worker process reported it (render_prompt off the main thread)."""
+
+
+def _elsewhere(loaded, template: str, request: dict[str, Any], date: _dt.date, **job) -> dict:
+    """A render asked off the main thread, where no deadline reaches it: done by a worker
+    process on its own main thread, under the same deadline (generator/render_worker.py)."""
+    from generator import render_worker
+
+    where = _LOADED_FROM.get(id(loaded)) or getattr(loaded, "name_or_path", "")
+    if not where:
+        raise GoldensError("internal: a render off the main thread needs a tokenizer loaded by load_tokenizer")
+    key = "processor_dir" if job.pop("processor", False) else "tokenizer_dir"
+    answer = render_worker.here().ask({key: where, "tokenizer_dir": where, "template": template,
+                                       "request": request, "date": date.isoformat(), **job})
+    if "fatal" in answer:
+        raise GoldensError(f"the reference's render worker: {answer['fatal']}")
+    return answer
+
+
+def _rendered(answer: dict) -> Rendered:
+    return Rendered(ids=answer["ids"], pieces=answer["pieces"], prompt=answer["prompt"], error=answer["error"],
+                    normalization=answer.get("normalization"))
+
+
 def render_prompt(tokenizer, template: str, request: dict[str, Any], date: _dt.date) -> str:
     """The prompt string the reference template renders for a request (may raise), within the
-    render deadline."""
+    render deadline (by a worker process when asked off the main thread)."""
+    if not on_main_thread():
+        answer = _elsewhere(tokenizer, template, request, date, as_is=True)
+        if "raised" in answer:
+            raise Raised(answer["raised"])
+        return answer["prompt"]
     kwargs = dict(request.get("chat_template_kwargs") or {})
     with frozen_date(date), deadline():  # waiting for the clock is not the template's time
         return tokenizer.apply_chat_template(
@@ -136,7 +181,9 @@ def pieces(tokenizer, ids: list[int]) -> list[str]:
 def render(tokenizer, template: str, request: dict[str, Any], date: _dt.date) -> Rendered:
     """The reference's ids for a request as the serving request layer hands it to the template
     (see normalize); a body that needed normalizing also records the template's outcome on it
-    as sent."""
+    as sent. Off the main thread, a worker process renders it (generator/render_worker.py)."""
+    if not on_main_thread():
+        return _rendered(_elsewhere(tokenizer, template, request, date))
     normalized, applied = normalize(request, content_format(template), names_developer(template))
     result = _render_as_is(tokenizer, template, normalized, date)
     if applied:
@@ -158,6 +205,10 @@ def _render_as_is(tokenizer, template: str, request: dict[str, Any], date: _dt.d
     except Exception as error:  # a template that raises is an outcome to record
         return Rendered(error=describe(error))
     ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
+    try:
+        bounded_ids(ids)
+    except PromptTooLarge as error:
+        return Rendered(error=describe(error))
     return Rendered(ids=list(ids), pieces=pieces(tokenizer, ids), prompt=prompt)
 
 
@@ -398,6 +449,8 @@ def render_expanded(processor, template: str, request: dict[str, Any], date: _dt
     tokenize=True, which turns OpenAI image_url parts into images, renders the template and
     expands each media placeholder (Gemma 3: <start_of_image> becomes its 256 soft tokens).
     `prompt` is the template's text before expansion."""
+    if not on_main_thread():
+        return _rendered(_elsewhere(processor, template, request, date, processor=True))
     kwargs = dict(request.get("chat_template_kwargs") or {})
     common = dict(
         tools=request.get("tools"), documents=request.get("documents"), chat_template=template,
@@ -415,6 +468,10 @@ def render_expanded(processor, template: str, request: dict[str, Any], date: _dt
     except Exception as error:  # a template or processor that raises is an outcome to record
         return Rendered(error=describe(error))
     ids = [int(i) for i in out["input_ids"][0]]
+    try:
+        bounded_ids(ids)
+    except PromptTooLarge as error:
+        return Rendered(error=describe(error))
     return Rendered(ids=ids, pieces=pieces(processor.tokenizer, ids), prompt=prompt)
 
 

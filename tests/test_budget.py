@@ -1,11 +1,16 @@
-"""The render budget (generator/budget.py): a hostile template costs its case one recorded
-outcome, never a hung gate, a killed process or a template wrongly blamed.
+"""The render budget (generator/budget.py): a hostile template costs its run one line, never a
+hung gate, a killed process, a template wrongly blamed or a golden that depends on the machine.
 
-The check tests run goldens in its own process on a one-model config whose template loops
-without end on the `tools` shape, the reproduction of issue 34's first finding."""
+The check tests run goldens in its own process on a one-model config whose `tools` case never
+ends: in Python code (issue 34) or inside one C call, a big-integer power (issue 44). Since a
+render that does not end can never be a golden (regenerate refuses it), their goldens are made
+from a template that ends and then given the hostile template's digest, as a golden committed
+before the template changed under a check would carry it."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import signal
 import subprocess
@@ -20,6 +25,7 @@ from conftest import one_line_error
 
 from generator import budget
 from generator.cli import main
+from generator.errors import EngineError
 from generator.goldens import golden_file
 from faults import wait_for
 from interrupt import catches, interruptible
@@ -27,6 +33,9 @@ from interrupt import catches, interruptible
 ROOT = Path(__file__).resolve().parent.parent
 LOOP = ("{%- if tools %}{%- for i in range(100000) %}{%- for j in range(100000) %}{%- endfor %}"
         "{%- endfor %}{%- endif %}{{ messages[0].content }}")
+# one C call: CPython's power of big integers, which no asynchronous exception interrupts
+POWER = "{%- set x = 7 ** (((tools or [])|length) * 300000000) %}{{ messages[0].content }}"
+HOSTILE = {"loop": LOOP, "power": POWER}
 
 
 def _config(folder: Path, template: str) -> Path:
@@ -44,44 +53,53 @@ def _goldens(*args, cwd: Path, env: dict | None = None, timeout: float = 120) ->
                           env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})})
 
 
-@pytest.fixture(scope="module")
-def looping(tmp_path_factory) -> Path:
-    """A config whose `tools` case loops, its goldens rendered under a 2 s render deadline."""
-    folder = _config(tmp_path_factory.mktemp("loop"), LOOP)
-    done = _goldens("regenerate", cwd=folder, env={"GOLDENS_RENDER_DEADLINE": "2"})
+def _under(folder: Path, template: str) -> Path:
+    """The config's goldens, rendered from a template that ends, then `template` in its place
+    with the goldens naming its digest (so check does not call them stale)."""
+    done = _goldens("regenerate", cwd=folder)
     assert done.returncode == 0, done.stderr
-    tools = golden_file.read(folder / "goldens" / "m" / "tools.json")
-    assert tools.outcome == "error" and "RenderDeadline" in tools.error, tools.error
+    (folder / "t.jinja").write_text(template)
+    digest = hashlib.sha256(template.encode("utf-8")).hexdigest()
+    for path in (folder / "goldens" / "m").glob("*.json"):
+        data = json.loads(path.read_text())
+        data["provenance"]["template_sha256"] = digest
+        path.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
     return folder
 
 
-@pytest.fixture(scope="module")
-def looping_twice(tmp_path_factory) -> Path:
-    """A config whose `plain` and `tools` cases both loop (the reference renders them one at a
-    time: the second waits for the first, outside any deadline)."""
-    folder = _config(tmp_path_factory.mktemp("loop2"), LOOP.replace("if tools", "if tools or messages|length > 1"))
-    done = _goldens("regenerate", cwd=folder, env={"GOLDENS_RENDER_DEADLINE": "2"})
-    assert done.returncode == 0, done.stderr
-    for case in ("plain", "tools"):
-        golden = golden_file.read(folder / "goldens" / "m" / f"{case}.json")
-        assert golden.outcome == "error" and "RenderDeadline" in golden.error, (case, golden.error)
-    return folder
+@pytest.fixture(scope="module", params=sorted(HOSTILE))
+def hostile(request, tmp_path_factory) -> tuple[str, Path]:
+    folder = _config(tmp_path_factory.mktemp(request.param), "{{ messages[0].content }}")
+    return request.param, _under(folder, HOSTILE[request.param])
 
 
-@pytest.mark.parametrize("engine", ["transformers", "minijinja"])
 @pytest.mark.slow
-def test_a_looping_case_ends_within_the_runs_timeout(looping, engine):
+def test_a_check_ends_within_the_runs_timeout_whatever_the_render_sits_in(hostile):
+    kind, folder = hostile
     started = time.monotonic()
-    done = _goldens("check", "--engine", engine, "--timeout", "12", cwd=looping, timeout=60)
+    done = _goldens("check", "--engine", "transformers", "--timeout", "12", cwd=folder, timeout=120,
+                    env={"GOLDENS_RENDER_DEADLINE": "600"})
     elapsed = time.monotonic() - started
     assert "Traceback" not in done.stderr, done.stderr
-    # the start-up (imports, the tokenizer) comes on top; without the budget it never ends
-    assert elapsed < 12 + 45, f"check --engine {engine} took {elapsed:.1f} s for --timeout 12"
-    if engine == "transformers":  # Jinja's Python code: cut at the run's deadline, not judged
-        assert done.returncode == 2, (done.stdout, done.stderr)
-        assert "not judged: the run's --timeout was reached while the template rendered" in done.stderr
-    else:  # MiniJinja's Rust code: out of fuel long before, a refusal like the reference's
-        assert done.returncode in (0, 1), (done.stdout, done.stderr)
+    # the start-up (imports, the tokenizer) comes on top; without the bound it never ends
+    assert elapsed < 12 + 45, f"check ({kind}) took {elapsed:.1f} s for --timeout 12"
+    assert done.returncode == 2, (done.stdout, done.stderr)
+    assert "not judged: the run's --timeout was reached while the template rendered" in done.stderr
+
+
+@pytest.mark.slow
+def test_minijinja_running_out_of_fuel_is_not_judged_not_a_refusal(hostile):
+    """Fuel is goldens' budget, not the engine refusing: the case is an error (exit 2)."""
+    kind, folder = hostile
+    if kind != "loop":  # MiniJinja's integers overflow at once on the power: its own refusal
+        done = _goldens("check", "--engine", "minijinja", cwd=folder, timeout=120)
+        assert done.returncode in (1, 2) and "Traceback" not in done.stderr, done.stderr
+        return
+    done = _goldens("check", "--engine", "minijinja", cwd=folder, timeout=120)
+    assert done.returncode == 2, (done.stdout, done.stderr)
+    assert "not judged: the template did not finish rendering within goldens' budget" in done.stdout + done.stderr
+    line = next(line for line in done.stderr.splitlines() if "[minijinja]" in line and "m/tools" in line)
+    assert line.startswith("goldens: error:") and "refused" not in line, line
 
 
 def _cpu_seconds(pid: int) -> float:
@@ -89,164 +107,149 @@ def _cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
 @pytest.mark.slow
-def test_ctrl_c_ends_a_check_stuck_in_a_render_at_once(looping_twice):
-    # neither the run's timeout nor the render's deadline can end it within the test: only Ctrl-C.
-    # Two cases loop: the second, waiting for its turn when Ctrl-C comes, must not render either
-    # SIGINT at its default in the check even when this run was started with it ignored (a
-    # background job): an ignored Ctrl-C stays ignored, and this test then waited forever
+def test_a_signal_ends_a_check_stuck_in_a_render_at_once(hostile, signum):
+    # neither the run's timeout nor the render's deadline can end it within the test: only the
+    # signal. SIGINT at its default in the check even when this run was started with it ignored
+    kind, folder = hostile
     process = interruptible([sys.executable, "-m", "generator.cli", "check", "--engine", "transformers",
-                             "--timeout", "600"], cwd=looping_twice, stdout=subprocess.PIPE,
+                             "--timeout", "600"], cwd=folder, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True,
                             env={**os.environ, "PYTHONPATH": str(ROOT), "GOLDENS_RENDER_DEADLINE": "600",
                                  "PYTHONFAULTHANDLER": "1"})
     try:
-        # the other cases render in milliseconds after the imports: a process that has burnt
-        # 8 s of CPU is inside a looping render, and the other looping case waits for its turn
+        # the plain case renders in milliseconds after the imports: a process that has burnt
+        # 8 s of CPU is inside the hostile render
         assert wait_for(lambda: _cpu_seconds(process.pid) > 8, timeout=120), "check never got busy"
-        assert catches(process.pid, signal.SIGINT), "the check does not take SIGINT: Ctrl-C would be ignored"
-        process.send_signal(signal.SIGINT)
+        assert catches(process.pid, signum), "the check does not take the signal"
+        process.send_signal(signum)
         started = time.monotonic()
         try:
             _, stderr = process.communicate(timeout=120)
         except subprocess.TimeoutExpired:  # say where every thread sat
             process.send_signal(signal.SIGABRT)
             _, stderr = process.communicate(timeout=30)
-            raise AssertionError(f"Ctrl-C did not end the check; its threads:\n{stderr}") from None
+            raise AssertionError(f"the signal did not end the check; its threads:\n{stderr}") from None
         # at once: seconds even on a loaded machine, where the render alone would run 600 s
         assert time.monotonic() - started < 60, stderr
     finally:
         process.kill()
-    assert process.returncode == 130, stderr
+    assert process.returncode == 128 + signum, stderr
     assert "Traceback" not in stderr, stderr
 
 
-def test_a_check_the_tests_interrupt_takes_sigint_when_the_run_ignores_it():
-    """Issue #34: the Ctrl-C test above hung (no exit in 120 s) in full runs started as
-    background jobs: a shell starts those with SIGINT ignored, the check inherited that and, as
-    goldens must, kept ignoring it. A child started by `interruptible` takes SIGINT whatever this
-    run inherited; synchronised on its first line, printed once Python has its handler in place."""
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # how `pytest &` in a script starts
-    try:
-        child = interruptible([sys.executable, "-c", "import sys; print('up', flush=True); sys.stdin.read()"],
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    finally:
-        signal.signal(signal.SIGINT, previous)
-    try:
-        assert child.stdout.readline() == "up\n"
-        assert catches(child.pid, signal.SIGINT), "the child inherited an ignored SIGINT"
-        child.send_signal(signal.SIGINT)
-        assert child.wait(timeout=30) == -signal.SIGINT  # KeyboardInterrupt: Python ends by the signal
-    finally:
-        child.kill()
-        child.wait()
+@pytest.mark.parametrize("seconds", ["0.0001", "0.05", "2"])
+@pytest.mark.slow
+def test_a_render_deadline_is_never_a_recorded_outcome(tmp_path, seconds):
+    """Issue 44: GOLDENS_RENDER_DEADLINE=0.0001 rewrote real goldens as RenderDeadline errors, exit
+    0. How long a render may take is the machine's: exit 2, one line naming the case, and not a
+    file written, whatever the value (a tiny one cuts every case; 2 s only the looping one)."""
+    folder = _config(tmp_path, LOOP)
+    done = _goldens("regenerate", cwd=folder, env={"GOLDENS_RENDER_DEADLINE": seconds})
+    assert done.returncode == 2, (done.stdout, done.stderr)
+    lines = done.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("goldens: error: m"), done.stderr  # the model or its case
+    assert f"did not finish rendering within {float(seconds):g} s" in lines[0] and "nothing written" in lines[0]
+    assert not (folder / "goldens").exists(), sorted(p.name for p in (folder / "goldens").rglob("*"))
 
 
-def test_a_render_on_another_thread_is_cut_at_its_deadline(monkeypatch):
-    monkeypatch.setenv("GOLDENS_RENDER_DEADLINE", "0.3")
+def test_a_render_is_refused_off_the_main_thread():
+    """No bound reaches a C call on another thread (issue 44): such a render is never begun there."""
     seen: list[BaseException] = []
 
-    def spin():
+    def render() -> None:
         try:
             with budget.deadline():
-                while True:
-                    pass
+                seen.append(AssertionError("the render began"))
         except BaseException as error:  # noqa: BLE001 (what the thread saw is the test)
             seen.append(error)
 
-    worker = threading.Thread(target=spin)
-    worker.start()
-    worker.join(timeout=10)
-    assert not worker.is_alive()
-    assert len(seen) == 1 and isinstance(seen[0], budget.RenderDeadline), seen
-    assert "0.3 s" in str(seen[0])
-
-
-def test_ctrl_c_also_ends_a_render_that_was_waiting_for_its_turn(monkeypatch):
-    """The reference renders one case at a time (reference.frozen_date's lock, taken outside the
-    deadline), so at Ctrl-C the replay pool's other threads may be waiting for their turn, in no
-    deadline yet. cancel_all() cut only the render in flight; the next, looping too, then ran its
-    whole deadline while the interpreter's exit joined the pool's threads. Deterministic: the
-    waiting case can render only after the first has ended, which is after cancel_all()."""
-    monkeypatch.setenv("GOLDENS_RENDER_DEADLINE", "30")
-    turn = threading.Lock()
-    rendering = threading.Event()
-    seen: dict[str, BaseException] = {}
-
-    def spin(name: str) -> None:
-        try:
-            with budget.case(), turn, budget.deadline():
-                rendering.set()
-                while True:
-                    pass
-        except BaseException as error:  # noqa: BLE001 (what each thread saw is the test)
-            seen[name] = error
-
-    first = threading.Thread(target=spin, args=("first",), daemon=True)
-    first.start()
-    assert rendering.wait(10), "the first render never began"
-    waiting = threading.Thread(target=spin, args=("waiting",), daemon=True)
-    waiting.start()
-    assert wait_for(lambda: len(budget._cases) == 2, timeout=10), "the waiting case never began"
-    budget.cancel_all()
-    first.join(10)
-    waiting.join(10)
-    assert not first.is_alive() and not waiting.is_alive(), "a render outlived Ctrl-C"
-    assert sorted(seen) == ["first", "waiting"], seen
-    for error in seen.values():
-        assert isinstance(error, budget.RunDeadline) and str(error) == budget.INTERRUPTED, repr(error)
-    after: list[BaseException] = []  # a case begun after the cancel renders as before
-
-    def quick() -> None:
-        try:
-            with budget.case(), budget.deadline():
-                pass
-        except BaseException as error:  # noqa: BLE001
-            after.append(error)
-
-    worker = threading.Thread(target=quick)
+    worker = threading.Thread(target=render)
     worker.start()
     worker.join(10)
-    assert after == [] and not worker.is_alive(), after
+    assert len(seen) == 1 and isinstance(seen[0], EngineError), seen
+    assert "off the main thread" in str(seen[0])
+
+
+@pytest.mark.parametrize("call", ["power", "loop"])
+def test_the_deadline_cuts_a_render_inside_one_c_call_on_the_main_thread(monkeypatch, call):
+    """The signal's handler runs inside CPython's big-integer loops: a whole power of big
+    integers is one C call (the case an asynchronous exception never reached)."""
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+    monkeypatch.setenv("GOLDENS_RENDER_DEADLINE", "0.3")
+    source = {"power": "{{ (7 ** (n * 300000000)) > 1 }}",
+              "loop": "{% for i in range(100000) %}{% for j in range(n * 100000) %}{% endfor %}{% endfor %}"}[call]
+    template = ImmutableSandboxedEnvironment().from_string(source)
+    started = time.monotonic()
+    with pytest.raises(budget.RenderDeadline, match="within 0.3 s"):
+        with budget.deadline():
+            template.render(n=1)
+    assert time.monotonic() - started < 10
 
 
 def test_the_runs_deadline_is_not_blamed_on_the_template(monkeypatch):
-    seen: list[BaseException] = []
-
-    def spin():
-        try:
-            with budget.deadline():
-                while True:
-                    pass
-        except BaseException as error:  # noqa: BLE001
-            seen.append(error)
-
-    with budget.run(time.monotonic() + 0.3):
-        worker = threading.Thread(target=spin)
-        worker.start()
-        worker.join(timeout=10)
-    assert len(seen) == 1 and isinstance(seen[0], budget.RunDeadline), seen
-    assert not isinstance(seen[0], budget.RenderDeadline)
+    monkeypatch.setenv("GOLDENS_RENDER_DEADLINE", "60")
+    with budget.run(time.monotonic() + 0.3), pytest.raises(budget.RunDeadline) as caught:
+        with budget.deadline():
+            while True:
+                pass
+    assert not isinstance(caught.value, budget.RenderDeadline)
 
 
 def test_a_render_that_ends_in_time_leaves_nothing_behind(monkeypatch):
     monkeypatch.setenv("GOLDENS_RENDER_DEADLINE", "0.2")
-    errors: list[BaseException] = []
+    with budget.deadline():
+        sum(range(1000))
+    past = time.monotonic() + 0.5  # running Python past the deadline: a stray alarm would land here
+    while time.monotonic() < past:
+        pass
 
-    def quick():
+
+def test_running_out_of_memory_is_the_machines_not_the_templates():
+    with pytest.raises(budget.OutOfMemory, match="ran out of memory"):
+        with budget.deadline():
+            raise MemoryError
+
+
+@pytest.mark.slow
+def test_a_render_asked_from_another_thread_goes_to_a_worker_that_ends_in_time(tmp_path, monkeypatch):
+    """A replay pool's thread (a release search's, a plugin's) cannot bound a render in this
+    process: TransformersEngine sends it to a worker process on this interpreter, whose parent
+    kills it at the run's deadline plus HARD_GRACE, whatever it is doing; the next render starts
+    a fresh worker."""
+    from generator.config import models
+    from generator.engines.transformers import TransformersEngine
+    from generator.sources.source import resolve
+
+    monkeypatch.setenv("GOLDENS_RENDER_DEADLINE", "600")  # the worker's own signal never comes
+    config = models.load(_config(tmp_path, POWER) / "models.yaml")
+    engine = TransformersEngine(resolve(config.models["m"], config), config.date)
+    tools = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]
+    seen: list[object] = []
+
+    def ask(request: dict, within: float) -> None:
+        started = time.monotonic()
         try:
-            with budget.deadline():
-                sum(range(1000))
-            past = time.monotonic() + 0.5  # running Python past the deadline: a stray expiry would land here
-            while time.monotonic() < past:
-                pass
-        except BaseException as error:  # noqa: BLE001
-            errors.append(error)
+            with budget.run(time.monotonic() + within):
+                seen.append(list(engine.ids(request)))
+        except BaseException as error:  # noqa: BLE001 (what the thread saw is the test)
+            seen.append(error)
+        seen.append(time.monotonic() - started)
 
-    worker = threading.Thread(target=quick)
-    worker.start()
-    worker.join(timeout=10)
-    assert errors == []
+    try:
+        first = threading.Thread(target=ask, args=({"messages": [{"role": "user", "content": "hi"}], "tools": tools}, 2))
+        first.start()
+        first.join(60)
+        assert not first.is_alive() and isinstance(seen[0], budget.RunDeadline), seen
+        assert 2 <= seen[1] < 2 + budget.HARD_GRACE + 10, seen
+        second = threading.Thread(target=ask, args=({"messages": [{"role": "user", "content": "hi"}]}, 60))
+        second.start()
+        second.join(60)
+        assert seen[2] == list(engine.ids({"messages": [{"role": "user", "content": "hi"}]})), seen
+    finally:
+        engine.close()
 
 
 @pytest.mark.parametrize("value", ["nan", "inf", "1e308", "-1", "0", "soon"])
@@ -258,6 +261,7 @@ def test_a_bad_render_deadline_is_one_line_not_a_template_error(value):
 
 @pytest.mark.slow
 def test_a_huge_prompt_is_recorded_before_anything_tokenizes_it(tmp_path):
+    """Unlike a deadline, the size bound is the same on every machine: the template's outcome."""
     folder = _config(tmp_path, '{% if tools %}{{ "{:>100000000}".format(1) }}{% endif %}'
                                '{{ messages[0].content }}')
     done = _goldens("regenerate", cwd=folder, timeout=120)
@@ -267,32 +271,38 @@ def test_a_huge_prompt_is_recorded_before_anything_tokenizes_it(tmp_path):
     assert (folder / "goldens" / "m" / "tools.json").stat().st_size < 1 << 20
 
 
+@pytest.mark.slow
+def test_too_many_tokens_are_recorded_before_any_piece_is_made(tmp_path):
+    """Issue 44: 4 MiB of prompt made a 108 MB golden in 5 min 42 s and 1.3 GB, then refused it
+    as more than check reads back. 1.5 M digits (one token each) are under the character bound
+    and over the token bound: refused as soon as they are tokenized."""
+    folder = _config(tmp_path, '{% if tools %}{% for i in range(100000) %}123456789012345{% endfor %}{% endif %}'
+                               '{{ messages[0].content }}')
+    import resource
 
-AFTER_AN_EXPIRY = """
-import sys, threading
-from generator import budget
-def spin():
-    try:
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    done = _goldens("regenerate", cwd=folder, timeout=600)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    golden = golden_file.read(folder / "goldens" / "m" / "tools.json")
+    assert golden.outcome == "error" and "PromptTooLarge" in golden.error and "tokens" in golden.error, golden.error
+    assert (folder / "goldens" / "m" / "tools.json").stat().st_size < 1 << 20
+    cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+    assert cpu < 60, f"{cpu:.0f} s of CPU to refuse it"  # measured 11 s here
+
+
+def test_a_library_that_swallows_the_deadline_is_cut_again(monkeypatch):
+    """Jinja's constant folding takes any Exception as "cannot fold" and computes the constant
+    again at code generation, with the deadline's one signal spent: `{{ 7 ** 300000000 }}` in a
+    template compiled for ever. The signal is a BaseException, raised again until the block ends."""
+    monkeypatch.setenv("GOLDENS_RENDER_DEADLINE", "0.3")
+    started = time.monotonic()
+    with pytest.raises(budget.RenderDeadline):
         with budget.deadline():
-            while True:
-                pass
-    except budget.RenderDeadline:
-        print("expired")
-worker = threading.Thread(target=spin)
-worker.start()
-worker.join()
-def call():
-    return 1
-sys.settrace(lambda frame, event, arg: None)
-print(sum(call() for _ in range(10000)))
-"""
-
-
-def test_an_expired_render_leaves_a_traced_render_able_to_run():
-    """A withdrawn expiry must not leave CPython's eval loop signalled: withdrawn with
-    PyThreadState_SetAsyncExc(id, NULL), the signal stayed set, and the next traced function
-    call (goldens coverage's renders) never returned. In a process of its own, so a regression
-    is a failure, not a hung suite."""
-    done = subprocess.run([sys.executable, "-c", AFTER_AN_EXPIRY], capture_output=True, text=True, cwd=ROOT,
-                          env={**os.environ, "GOLDENS_RENDER_DEADLINE": "0.2", "PYTHONPATH": str(ROOT)}, timeout=60)
-    assert (done.returncode, done.stdout) == (0, "expired\n10000\n"), done.stderr[-2000:]
+            for _ in range(3):
+                try:
+                    while True:
+                        pass
+                except Exception:  # noqa: BLE001 (what a careless library does)
+                    pass
+    assert time.monotonic() - started < 10

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import stat
 
@@ -103,16 +104,29 @@ def test_a_damaged_cached_directory_is_built_again(tmp_path, capsys):
     files._verified.clear()  # a later process
     assert files.build_dir_once(target, build) == target and len(builds) == 1
 
-    for damage in (lambda: (target / "tokenizer.json").unlink(),
-                   lambda: (target / "tokenizer.json").write_text('{"model": "fake"}'),  # same size
-                   lambda: (target / "sub" / "config.json").write_text("")):
+    def without(name: str) -> None:  # a manifest edited to forget a file, then the file removed
+        entries = json.loads((target / files.MANIFEST).read_text())
+        del entries[name]
+        (target / files.MANIFEST).write_text(json.dumps(entries))
+        (target / name).unlink()
+
+    damages = (lambda: (target / "tokenizer.json").unlink(),
+               lambda: (target / "tokenizer.json").write_text('{"model": "fake"}'),  # same size
+               lambda: (target / "sub" / "config.json").write_text(""),
+               # issue 44: the file and the manifest removed; a manifest missing was read as
+               # "built before manifests" and the rest trusted
+               lambda: [(target / "tokenizer.json").unlink(), (target / files.MANIFEST).unlink()],
+               lambda: (target / files.MANIFEST).unlink(),
+               lambda: without("tokenizer.json"),
+               lambda: (target / files.MANIFEST).write_text("{}"))
+    for damage in damages:
         damage()
         files._verified.clear()
         files.build_dir_once(target, build)
         assert (target / "tokenizer.json").read_text() == '{"model": "real"}'
         assert (target / "sub" / "config.json").read_text() == "{}"
-    assert len(builds) == 4
-    assert capsys.readouterr().err.count("is damaged") == 3
+    assert len(builds) == 1 + len(damages)
+    assert capsys.readouterr().err.count("is damaged") == len(damages)
 
 
 def test_a_touched_but_unchanged_cache_file_is_not_rebuilt(tmp_path):

@@ -46,7 +46,8 @@ class _Line:
 
 
 def _search(monkeypatch, count: int, ids_at, *, jobs: int = 1, exhaustive: bool = False,
-            broken: frozenset[int] = frozenset(), silent: frozenset[int] = frozenset()):
+            broken: frozenset[int] = frozenset(), silent: frozenset[int] = frozenset(),
+            reverse: bool = False, echo=lambda line: None):
     """history() over a line whose release v answers case c with ids_at(v, c); returns the
     History and the releases asked, in the order asked. A `broken` release cannot be made
     ready, a `silent` one is made ready but its server does not answer."""
@@ -61,7 +62,8 @@ def _search(monkeypatch, count: int, ids_at, *, jobs: int = 1, exhaustive: bool 
         return Replayed({c.id: Answer(ids=list(ids_at(int(version), c.shape))) for c in chosen})
 
     monkeypatch.setattr(search, "line", lambda engine, command="bisect": versions)
-    monkeypatch.setattr(search, "span", lambda engine, a, b, names, command: versions.versions)
+    monkeypatch.setattr(search, "span", lambda engine, a, b, names, command:
+                        versions.versions[::-1] if reverse else versions.versions)
     monkeypatch.setattr(search, "cases_for", lambda config, engine, models, ids: cases)
     monkeypatch.setattr(search, "replay", replay)
     def ready_all(engine, versions, jobs, failed=None):
@@ -80,8 +82,8 @@ def _search(monkeypatch, count: int, ids_at, *, jobs: int = 1, exhaustive: bool 
         def get(self, version, case):
             return None
 
-    result = search.history(MATRIX, "x", "0", str(count - 1), jobs=jobs, exhaustive=exhaustive,
-                            echo=lambda line: None, store=_Store())
+    ends = (str(count - 1), "0") if reverse else ("0", str(count - 1))
+    result = search.history(MATRIX, "x", *ends, jobs=jobs, exhaustive=exhaustive, echo=echo, store=_Store())
     return result, asked
 
 
@@ -93,6 +95,18 @@ def test_every_change_point_is_found_and_agreeing_segments_are_left_alone(monkey
     assert asked[:3] == [0, 16, 8]  # both ends, then the midpoint
     assert len(asked) == len(set(asked)) < 17
     assert search.lower_bound(17, result.changes, {str(v): v for v in range(17)}) == 6  # 0, 4, 5, 11, 12, 16
+
+
+def test_a_reversed_range_is_searched_oldest_first_and_said_so(monkeypatch):
+    """Issue 44: --from newer than --to was swapped silently."""
+    said: list[str] = []
+    result, asked = _search(monkeypatch, 9, lambda v, shape: [v >= 4], reverse=True, echo=said.append)
+    assert [(c.before, c.release) for c in result.changes] == [("3", "4")] and asked[:2] == [0, 8]
+    assert said[0].startswith("history x: 9 published releases from r0 to r8")
+    assert said[0].endswith("(--from 8 is newer than --to 0: searched oldest to newest)"), said[0]
+    said.clear()
+    _search(monkeypatch, 9, lambda v, shape: [v >= 4], echo=said.append)
+    assert "newer than" not in said[0]
 
 
 def test_a_change_undone_inside_an_agreeing_segment_needs_exhaustive(monkeypatch):

@@ -128,7 +128,7 @@ def test_bad_input_is_one_line_and_writes_nothing(team, monkeypatch, args, messa
     assert files_in(team) == before
 
 
-def test_a_gguf_source_is_named_after_its_file(team, tmp_path):
+def test_a_gguf_source_is_named_after_its_file(team, tmp_path, monkeypatch):
     from generator.sources.gguf import llama_cpp_vocab
 
     gguf = team / "models" / "ggml-vocab-command-r.gguf"
@@ -136,6 +136,7 @@ def test_a_gguf_source_is_named_after_its_file(team, tmp_path):
     shutil.copy(llama_cpp_vocab("command-r"), gguf)
     outside = tmp_path / "tok-elsewhere"
     shutil.copytree(team / "tokenizers" / "qwen3", outside)
+    monkeypatch.setenv("GOLDENS_ALLOW_PATHS", str(outside))  # a folder outside that the user allows
     assert run("init", team, "--gguf", gguf, "--dir", outside, "--dir", team / "tokenizers" / "qwen3").exit_code == 0
     config = models.load(team / "models.yaml")
     assert {name: (m.tokenizer.kind, m.tokenizer.value) for name, m in config.models.items()} == {
@@ -217,13 +218,14 @@ def test_repository_names_where_the_workflow_comes_from(team, given, repository,
     assert validate(path).returncode == 0
 
 
-def test_the_next_line_names_each_local_source_and_warns_of_one_outside(team, tmp_path):
+def test_the_next_line_names_each_local_source_and_warns_of_one_outside(team, tmp_path, monkeypatch):
     from generator.sources.gguf import llama_cpp_vocab
 
     (team / "models").mkdir()
     shutil.copy(llama_cpp_vocab("command-r"), team / "models" / "command-r.gguf")
     outside = tmp_path / "elsewhere"
     shutil.copytree(team / "tokenizers" / "qwen3", outside)
+    monkeypatch.setenv("GOLDENS_ALLOW_PATHS", str(outside))
     result = run("init", team, "--gguf", team / "models" / "command-r.gguf", "--dir", team / "tokenizers" / "qwen3",
                  "--dir", outside, "--hf", "Qwen/Qwen3-8B@abc123")
     assert result.exit_code == 0, result.output
@@ -231,3 +233,32 @@ def test_the_next_line_names_each_local_source_and_warns_of_one_outside(team, tm
         "next: goldens regenerate, then commit models.yaml, models.capabilities.lock, goldens, .gitignore, .github, models/command-r.gguf, "
         "tokenizers/qwen3 (git add models.yaml models.capabilities.lock goldens .gitignore .github models/command-r.gguf tokenizers/qwen3); "
         f"{outside} lies outside the repository, where CI cannot read it: move it in, or name the model with --hf")
+
+
+@pytest.mark.parametrize("how", ["--dir", "--gguf"])
+def test_a_source_outside_the_repository_is_refused_before_anything_is_written(team, tmp_path, how):
+    """Issue 44: `init --dir` with a folder outside the repository wrote a models.yaml that the
+    next step, `goldens regenerate`, refused (files.config_path's rule): said now, nothing written."""
+    from generator.sources.gguf import llama_cpp_vocab
+
+    outside = tmp_path / "elsewhere"
+    shutil.copytree(team / "tokenizers" / "qwen3", outside)
+    shutil.copy(llama_cpp_vocab("command-r"), outside / "command-r.gguf")
+    before = files_in(team)
+    line = one_line_error(run("init", team, how, outside if how == "--dir" else outside / "command-r.gguf"))
+    assert f"outside {team.resolve()}" in line and "--hf" in line, line
+    assert files_in(team) == before
+
+
+@pytest.mark.parametrize("name", ["tok\nnewline", 'tok "quoted" \\ back', "tok: colon # hash", "tök ünï"])
+def test_a_source_path_reads_back_exactly_whatever_its_characters(team, name):
+    """A newline in --dir was folded to a space by the quoting: the path must read back as given."""
+    shutil.copytree(team / "tokenizers" / "qwen3", team / "tokenizers" / name)
+    result = run("init", team, "--dir", team / "tokenizers" / name)
+    assert result.exit_code == 0, result.output
+    (model,) = models.load(team / "models.yaml").models.values()
+    assert model.tokenizer.value == f"tokenizers/{name}"
+    from generator.errors import printable
+
+    last = result.stdout.splitlines()[-1]  # the next line stays one line, the path shown escaped
+    assert last.startswith("next: ") and printable(f"tokenizers/{name}") in last, last

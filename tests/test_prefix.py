@@ -306,3 +306,73 @@ def test_prefix_command_bad_input_is_one_line_and_exit_2(args, input, message):
     assert result.stderr.startswith(message), result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
     assert not isinstance(result.exception, Exception) or isinstance(result.exception, SystemExit)
+
+
+# ------------------------------------------------------- a long conversation (issue 44)
+
+@pytest.mark.parametrize("points", [1, 2, 15, 16, 17, 100, 5000])
+def test_a_sample_of_request_points_keeps_the_ends_and_at_most_the_cap(points):
+    chosen = prefix.sampled(list(range(2, 2 * points + 2, 2)), 16)
+    assert len(chosen) == min(points, 16) and chosen == sorted(set(chosen))
+    assert chosen[0] == 2 and chosen[-1] == 2 * points
+    if points > 16:  # spread over the whole conversation, not its start
+        gaps = [b - a for a, b in zip(chosen, chosen[1:])]
+        assert max(gaps) <= 2 * (2 * points // 15 + 1), gaps
+
+
+def _conversation(turns: int) -> dict:
+    messages = []
+    for i in range(turns):
+        messages += [{"role": "user", "content": f"question {i}"}, {"role": "assistant", "content": f"answer {i}"}]
+    return {"messages": messages + [{"role": "user", "content": "last"}]}
+
+
+def test_a_long_conversations_prefix_analysis_renders_at_most_the_cap(transformers_engine):
+    """regenerate rendered every prefix of a conversation: 1,000 messages took 44 s, 2,000 163 s,
+    10,000 about an hour. It renders at most MAX_REQUESTS of them, and a break among the requests
+    left out still shows between the ones kept."""
+    conversation = _conversation(60)
+    requests = prefix.requests_of(conversation, at_most=prefix.MAX_REQUESTS)
+    assert len(requests) == prefix.MAX_REQUESTS and len(requests[-1]["messages"]) == 121
+    assert len(prefix.requests_of(conversation)) == 61  # `goldens prefix` still checks them all
+    asked: list[int] = []
+
+    class Counting:
+        name = transformers_engine.name
+
+        def ids(self, request):
+            asked.append(len(request["messages"]))
+            if len(request["messages"]) > 60:  # a client that rewrote an early message from here on
+                request = {**request, "messages": [{"role": "user", "content": "rewritten"}, *request["messages"][1:]]}
+            return transformers_engine.ids(request)
+
+    result = prefix.check(Counting(), requests)
+    assert asked == [len(r["messages"]) for r in requests]
+    assert len(result.breaks) == 1 and result.breaks[0].earlier < 60 < result.breaks[0].later
+
+
+@pytest.mark.slow
+def test_regenerate_of_a_long_conversation_is_bounded_and_says_so(tmp_path):
+    """2,000 messages took 163 s of regenerate and 833 MB, silently; now at most MAX_REQUESTS
+    renders of it, a progress line, and the golden says how many of its requests it rendered."""
+    import os
+    import resource
+    import subprocess
+    import sys
+
+    (tmp_path / "requests").mkdir()
+    (tmp_path / "requests" / "long.json").write_text(json.dumps(_conversation(1000)))
+    (tmp_path / "models.yaml").write_text(
+        "date: 2026-01-15\nmodels:\n  m:\n    tokenizer: {pack: \"npm:qwen3\"}\n"
+        "    shapes: {only: [plain], requests: [requests/long.json]}\n    engines: [transformers]\n")
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    done = subprocess.run([sys.executable, "-m", "generator.cli", "regenerate"], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=600, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    assert done.returncode == 0, done.stderr
+    assert "m/long: prefix analysis of a 2001-message conversation: done in" in done.stderr
+    golden = golden_file.read(tmp_path / "goldens" / "m" / "long.json")
+    assert golden.extra["prefix_sampled"] == {"rendered": prefix.MAX_REQUESTS, "of": 1001}
+    assert len(golden.extra["requests"]) == prefix.MAX_REQUESTS
+    cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+    assert cpu < 60, f"{cpu:.0f} s of CPU for a 2,001-message conversation"

@@ -109,6 +109,25 @@ def test_a_bad_matrix_is_one_line(team):
                       f"(known: {errors[0].split('(known: ')[1]}"], errors
 
 
+@pytest.mark.parametrize("option, needle", [
+    (["--goldens-engine", "minijinja@99.0.0"], "minijinja@99.0.0"),
+    (["--goldens-dir", "/nonexistent"], "--goldens-dir /nonexistent: does not exist"),
+    (["--goldens-dir", "models.yaml"], "is not a folder"),
+    (["--goldens-durations", "."], "is a directory, not a report file"),
+    (["--goldens-durations", "/proc/durations.json"], "/proc/durations.json"),
+])
+@pytest.mark.slow
+def test_a_bad_option_is_one_usage_error_before_any_test(team, option, needle):
+    """Issue 44: `transformers@99.0.0` was 20 test errors, `--goldens-dir /nonexistent` 40
+    failures, `--goldens-durations DIR` a traceback after every test had passed."""
+    result = pytest_in(team, "--goldens", *option)
+    assert result.returncode == 4, result.stdout + result.stderr
+    errors = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(errors) == 1 and errors[0].startswith("ERROR: goldens: error: "), errors
+    assert needle in errors[0], errors
+    assert "Traceback" not in result.stdout + result.stderr and "passed" not in result.stdout
+
+
 def test_without_the_flag_the_plugin_only_lends_its_fixtures(team):
     (team / "test_mine.py").write_text(
         "def test_matrix(goldens_config):\n"

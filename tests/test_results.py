@@ -301,3 +301,54 @@ def test_report_merge_validates_what_a_results_file_says(tmp_path, field, value,
     merged = invoke("report", "merge", tmp_path / "r.json", "--goldens", GOLDENS)
     line = one_line_error(merged)
     assert "a malformed results file" in line and needle in line and "::error file" not in merged.stdout
+
+
+@pytest.fixture(scope="module")
+def qwen3_results(tmp_path_factory) -> dict:
+    path = tmp_path_factory.mktemp("plan") / "r.json"
+    run = check("--model", "qwen3", "--model", "llama3", "--results", path)
+    assert run.exit_code == 0, run.stderr
+    return json.loads(path.read_text())
+
+
+def _removed(data, n):
+    del data["groups"][0]["outcomes"][:n]
+
+
+def _added(data, n):
+    extra = dict(data["groups"][0]["outcomes"][0], case="qwen3/not-in-the-matrix")
+    data["groups"][0]["outcomes"].append(extra)
+
+
+def _renamed(data, n):
+    data["groups"][0]["outcomes"][n]["case"] = "qwen3/plain-renamed"
+
+
+def _moved(data, n):
+    outcomes = data["groups"][0]["outcomes"]
+    outcomes[0], outcomes[n] = outcomes[n], outcomes[0]
+
+
+def _swapped_groups(data, n):
+    data["groups"][0]["outcomes"], data["groups"][1]["outcomes"] = data["groups"][1]["outcomes"], data["groups"][0]["outcomes"]
+
+
+@pytest.mark.parametrize("edit, n, needle", [
+    (_removed, 10, "cases judged, but the plan replays"),
+    (_removed, 1, "cases judged, but the plan replays"),
+    (_added, 1, "cases judged, but the plan replays"),
+    (_renamed, 3, "are not the plan's"),
+    (_moved, 5, "are not the plan's"),
+    (_swapped_groups, 0, "not the plan's"),
+])
+def test_report_merge_checks_the_outcomes_against_the_plan(tmp_path, qwen3_results, edit, n, needle):
+    """Issue 44: a shard with 10 outcomes removed, a case not in the matrix added, or a case
+    relabelled merged with exit 0. The plan's fingerprint names every group's cases, in order."""
+    data = json.loads(json.dumps(qwen3_results))
+    edit(data, n)
+    (tmp_path / "r.json").write_text(json.dumps(data))
+    merged = invoke("report", "merge", tmp_path / "r.json", "--goldens", GOLDENS)
+    assert merged.exit_code == 2, (merged.stdout, merged.stderr)
+    assert needle in merged.stderr, merged.stderr
+    (tmp_path / "ok.json").write_text(json.dumps(qwen3_results))
+    assert invoke("report", "merge", tmp_path / "ok.json", "--goldens", GOLDENS).exit_code == 0

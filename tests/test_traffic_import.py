@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 from click.testing import CliRunner
+from conftest import source_of
 
 from generator.cli import main
 from generator.coverage.traffic import redact_text
@@ -102,9 +103,10 @@ PERSONAL = {
 def test_redact_leaves_no_personal_text_and_keeps_names_consistent(tmp_path):
     """Issue 34: document titles and text, image URLs with their token, message names, kwargs
     values, tool names, descriptions and parameter names, and tool-call ids were copied as is."""
-    from generator.coverage.traffic import redact
+    from generator.coverage.traffic import redact, template_words
 
-    body = redact(PERSONAL, key=b"log")
+    keep = template_words(source_of("qwen3").template)  # the kwargs keys a template reads survive
+    body = redact(PERSONAL, key=b"log", keep=keep)
     text = json.dumps(body)
     for word in ("Alice", "alice", "Smith", "passport", "s3cr3t", "example", "patient", "Jones", "legal",
                  "PatientQuery", "chart", "HbA1c", "Paris", "rue", "call_Zx81", "diabetes", "42", "41"):
@@ -119,7 +121,38 @@ def test_redact_leaves_no_personal_text_and_keeps_names_consistent(tmp_path):
     assert body["chat_template_kwargs"]["enable_thinking"] is False  # structure the template reads
     assert body["messages"][1]["content"][1]["image_url"]["url"].startswith("xxxxx://xxx.xxxxxxx.xxx/")
     assert [m["role"] for m in body["messages"]] == ["system", "user", "assistant", "tool"]
-    assert redact(PERSONAL, key=b"log") == body and redact(PERSONAL, key=b"other") != body
+    assert redact(PERSONAL, key=b"log", keep=keep) == body and redact(PERSONAL, key=b"other", keep=keep) != body
+
+
+def test_redact_renames_every_key_of_free_data_a_template_does_not_spell():
+    """Issue 44: `metadata` keys, a response format's schema name, chat_template_kwargs keys and
+    document keys were kept verbatim. A key survives only where a selected template spells it
+    (the template reads it); every other key is a name like any other."""
+    from generator.coverage.traffic import redact, template_words
+
+    keep = template_words(source_of("qwen3").template, "{% for d in documents %}{{ d.title }}{{ d['text'] }}{% endfor %}")
+    body = {**PERSONAL,
+            "metadata": {"customer_acme_ssn": "123-45-6789", "alice_smith_account": "premium"},
+            "response_format": {"type": "json_schema", "json_schema": {
+                "name": "AlicePatientRecord", "strict": True, "schema": {
+                    "type": "object", "properties": {"diagnosis_code": {"type": "string", "format": "date"}},
+                    "$defs": {"PatientAddress": {"type": "object"}},
+                    "additionalProperties": {"$ref": "#/$defs/PatientAddress"}}}},
+            "documents": [{"title": "chart", "text": "x", "insurer_acme": "y"}],
+            "chat_template_kwargs": {"enable_thinking": False, "acme_tenant_id": "t-1"}}
+    out = redact(body, key=b"log", keep=keep)
+    text = json.dumps(out)
+    for word in ("customer_acme_ssn", "alice_smith_account", "AlicePatientRecord", "diagnosis_code",
+                 "PatientAddress", "insurer_acme", "acme_tenant_id", "premium", "123"):
+        assert word not in text, word
+    assert out["chat_template_kwargs"]["enable_thinking"] is False  # qwen3's template reads it
+    assert sorted(k for k in out["documents"][0] if k in ("title", "text")) == ["text", "title"]
+    schema = out["response_format"]["json_schema"]
+    assert schema["strict"] is True and schema["schema"]["type"] == "object"
+    ref = schema["schema"]["additionalProperties"]["$ref"]
+    assert ref.startswith("#/$defs/") and ref.removeprefix("#/$defs/") in schema["schema"]["$defs"]
+    assert next(iter(schema["schema"]["properties"].values()))["format"] == "date"
+    assert len(out["metadata"]) == 2 and all(len(k) in (17, 19) for k in out["metadata"])  # same form
 
 
 def test_a_log_that_is_not_a_regular_file_is_one_line(tmp_path):

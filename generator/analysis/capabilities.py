@@ -10,6 +10,7 @@ import datetime as _dt
 from typing import Any, Callable
 
 from generator.config.polyfill import CAPABILITIES
+from generator.errors import GoldensError
 
 _USER = {"role": "user", "content": "Hey"}
 _TOOL = {"type": "function", "function": {
@@ -92,8 +93,11 @@ def refresh(config, models: list, sources: dict, full: bool) -> list:
         source = sources[model.name]
         entry = kept.get(model.name)
         if entry is None or entry.get("template_sha256") != source.template_sha256:
-            entry = {"template_sha256": source.template_sha256,
-                     "capabilities": of_source(source, config.date, model.kwargs)}
+            try:
+                found = of_source(source, config.date, model.kwargs)
+            except GoldensError as error:  # the render deadline, memory: this machine's, no capability
+                raise GoldensError(f"{model.name}: probing what its template takes: {error}; nothing written") from None
+            entry = {"template_sha256": source.template_sha256, "capabilities": found}
             kept[model.name] = entry
         model = dataclasses.replace(model, capabilities=dict(entry["capabilities"]))
         config.models[model.name] = model

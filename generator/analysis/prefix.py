@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -59,13 +59,30 @@ def request_points(messages: Sequence[dict]) -> list[int]:
     return points
 
 
-def requests_of(conversation: Request) -> list[Request]:
+MAX_REQUESTS = 16  # request points a golden's prefix analysis renders, at most (issue 44)
+
+
+def sampled(points: Sequence[int], at_most: int = MAX_REQUESTS) -> list[int]:
+    """At most `at_most` of `points`, evenly spread, the first and the last always among them:
+    every request renders the whole conversation up to it, so all of a 10,000-message
+    conversation's 5,000 requests took about an hour (quadratic); this many cost at most that
+    many renders of the whole. A break between two requests kept still shows (a request that
+    does not start with an earlier one breaks with some request between them)."""
+    points = list(points)
+    if len(points) <= at_most:
+        return points
+    step = (len(points) - 1) / (at_most - 1)
+    return sorted({points[round(i * step)] for i in range(at_most)})
+
+
+def requests_of(conversation: Request, at_most: int | None = None) -> list[Request]:
     """The requests a client sends over a recorded conversation: the same body (tools, kwargs)
-    with the messages up to each request point, each asking for the next reply."""
+    with the messages up to each request point, each asking for the next reply (with
+    `at_most`, only that many of them: `sampled`)."""
     requests = []
-    for count in request_points(conversation["messages"]):
-        request = copy.deepcopy(conversation)
-        request["messages"] = request["messages"][:count]
+    points = request_points(conversation["messages"])
+    for count in (points if at_most is None else sampled(points, at_most)):
+        request = copy.deepcopy({**conversation, "messages": conversation["messages"][:count]})
         request["add_generation_prompt"] = True
         request["continue_final_message"] = False
         requests.append(request)
@@ -210,12 +227,15 @@ class Result:
 
 
 def check(engine: Engine, requests: Sequence[Request], tail: PrefixTail | None = None,
-          label: str = "", decode: Decode | None = None) -> Result:
+          label: str = "", decode: Decode | None = None,
+          advance: Callable[[int], None] | None = None) -> Result:
     """Send each request through the engine and find the breaks between consecutive ones.
     A request the engine refuses is recorded as refused and left out of the comparison;
-    any other engine failure propagates (an EngineError)."""
+    any other engine failure propagates (an EngineError). `advance(i)` after each request."""
     sent = []
-    for request in requests:
+    for i, request in enumerate(requests):
+        if advance is not None:
+            advance(i)
         count = len(request["messages"])
         try:
             ids = engine.ids(request)

@@ -522,6 +522,8 @@ def _parse_shapes(raw: Any, where: _Where, key: str) -> tuple[tuple[str, ...], d
     if not isinstance(raw, dict):
         names = where.string_list(raw, key)
         _check_shapes(names, where, key)
+        if not names:
+            raise GoldensError(f"{where.file}: {key}: no shape is left (name built-in shapes or request files)")
         return tuple(names), {}
     raw = where.mapping(raw, key, {"all_except", "only", "requests"})
     if "all_except" in raw and "only" in raw:
@@ -537,6 +539,9 @@ def _parse_shapes(raw: Any, where: _Where, key: str) -> tuple[tuple[str, ...], d
     if "all_except" not in raw and "only" not in raw and "requests" not in raw:
         raise GoldensError(f"{where.file}: {key}: give all_except, only or requests")
     requests = _request_files(raw.get("requests", []), where, f"{key}.requests")
+    if not builtin and not requests:  # no case at all: regenerate would write nothing, exit 0, and
+        # check judge nothing (issue 44)
+        raise GoldensError(f"{where.file}: {key}: no shape is left (name built-in shapes or request files)")
     return builtin + tuple(requests), requests
 
 
@@ -565,6 +570,10 @@ def _request_files(raw: Any, where: _Where, key: str, validate: Any = None) -> d
         for path in matches:
             shape = path.stem if path.suffix == ".json" else path.name
             shown = os.path.relpath(path, where.base) if not Path(pattern).is_absolute() else str(path)
+            try:  # the rule for every file models.yaml names: inside its folder, after every link
+                files.config_path(where.base, path)
+            except GoldensError as error:
+                raise GoldensError(f"{where.file}: {key}[{i}]: {_shown(shown, 80)}: {error}") from None
             if not SHAPE_NAME.match(shape) or "--" in shape:
                 raise GoldensError(
                     f"{where.file}: {key}[{i}]: {_shown(shown)}: a request file's stem names its shape: "

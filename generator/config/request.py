@@ -88,7 +88,8 @@ def validate_request(body: Any, where: str) -> dict[str, Any]:
         raise GoldensError(f"{where}: `response_format` must be an object")
     if body.get("reasoning_effort") is not None and not isinstance(body["reasoning_effort"], str):
         raise GoldensError(f"{where}: `reasoning_effort` must be a string (none, low, medium, high, ...)")
-    kwargs = body.get("chat_template_kwargs", {})
+    kwargs = body.get("chat_template_kwargs")
+    kwargs = {} if kwargs is None else kwargs  # null: no kwargs, as for every other field (vLLM takes it)
     if not isinstance(kwargs, dict):
         raise GoldensError(f"{where}: `chat_template_kwargs` must be an object")
     check_kwargs(kwargs, f"{where}: chat_template_kwargs")

@@ -135,17 +135,27 @@ class Redactor:
     """A logged body with everything that is not structure the template needs replaced by
     placeholder text of the same form (docs/coverage.md: what `--redact` keeps).
 
-    Kept: every key, roles, content part and tool `type`s, JSON-schema keywords and types,
-    booleans and null, the message order. Replaced: free text (content, text parts, reasoning,
-    document text and titles, descriptions, titles, enum and default values, kwargs' string
-    values, argument values) by `redact_text`; numbers by the same number of digits; names (tool
-    and function names, parameter and argument names, message `name`, tool-call ids and
-    `tool_call_id`) by same-form names keyed on the whole log, so a call still names its tool,
-    a result its call, and `required` its parameters; media by the project's own PNG (data URLs)
-    or a same-form URL (links, with their query tokens)."""
+    Kept: the keys of the chat body's own structure (messages, tools, calls, content parts,
+    JSON-schema keywords), roles, content part and tool `type`s, JSON-schema types and formats,
+    booleans and null, the message order, and any key of free data (metadata, documents,
+    chat_template_kwargs, ...) that a selected model's template spells (`keep`: the template
+    reads it, so renaming it would change what the template does). Replaced: free text
+    (content, text parts, reasoning, document text and titles, descriptions, titles, enum and
+    default values, kwargs' string values, argument values) by `redact_text`; numbers by the
+    same number of digits; names (tool and function names, parameter and argument names, a
+    response format's schema name, message `name`, tool-call ids and `tool_call_id`, and every
+    other key of free data: issue 44 found metadata and document keys copied as is) by same-form
+    names keyed on the whole log, so a call still names its tool, a result its call, and
+    `required` and `$ref` their parameters and definitions; media by the project's own PNG (data
+    URLs) or a same-form URL (links, with their query tokens)."""
 
-    def __init__(self, key: bytes):
+    def __init__(self, key: bytes, keep: frozenset[str] = frozenset()):
         self.key = key
+        self.keep = keep
+
+    def field(self, key: Any) -> Any:
+        """A key of free data: as it is when a template spells it, else a same-form name."""
+        return key if not isinstance(key, str) or key in self.keep else self.name(key)
 
     def name(self, value: Any) -> Any:
         """The same name for the same value within one log; letters stay letters of the same
@@ -183,7 +193,7 @@ class Redactor:
         if isinstance(value, list):
             return [self.value(v) for v in value]
         if isinstance(value, dict):
-            return {k: self.value(v) for k, v in value.items()}
+            return {self.field(k): self.value(v) for k, v in value.items()}
         return value
 
     def arguments(self, value: Any) -> Any:
@@ -207,6 +217,12 @@ class Redactor:
                 out[key] = [self.name(v) for v in item]
             elif key in ("description", "title", "enum", "default", "examples", "const", "pattern"):
                 out[key] = self.value(item)
+            elif key == "$ref" and isinstance(item, str):  # "#/$defs/Name": the names as renamed
+                out[key] = "/".join(part if i == 0 or part in ("$defs", "definitions", "properties")
+                                    else self.name(part) for i, part in enumerate(item.split("/")))
+            elif isinstance(item, str):  # a type, a format, a keyword's value: kept; a name or text: not
+                out[key] = item if key in ("type", "format", "$schema", "contentEncoding", "contentMediaType") \
+                    else self.name(item) if key == "name" else self.value(item)
             else:
                 out[key] = self.schema(item)
         return out
@@ -305,7 +321,7 @@ class Redactor:
             elif key == "tool_choice" and isinstance(item, dict):
                 out[key] = self.tool(item)
             elif key == "chat_template_kwargs" and isinstance(item, dict):
-                out[key] = {k: self.value(v) for k, v in item.items()}
+                out[key] = {self.field(k): self.value(v) for k, v in item.items()}
             elif key == "documents" and isinstance(item, list):
                 out[key] = [self.value(d) for d in item]
             elif key == "response_format" and isinstance(item, dict):
@@ -319,9 +335,15 @@ class Redactor:
         return out
 
 
-def redact(body: dict[str, Any], key: bytes = b"") -> dict[str, Any]:
-    """`body` with everything but its structure replaced (Redactor); `key` keys the names."""
-    return Redactor(key).body(body)
+def redact(body: dict[str, Any], key: bytes = b"", keep: frozenset[str] = frozenset()) -> dict[str, Any]:
+    """`body` with everything but its structure replaced (Redactor); `key` keys the names, `keep`
+    holds the words the templates spell (`template_words`)."""
+    return Redactor(key, keep).body(body)
+
+
+def template_words(*templates: str) -> frozenset[str]:
+    """Every identifier the templates spell: a key of free data a template may read."""
+    return frozenset(word for template in templates for word in re.findall(r"[A-Za-z_][A-Za-z0-9_]*", template))
 
 
 def _log_key(bodies: list[Body]) -> bytes:
@@ -357,7 +379,8 @@ def import_log(path: Path, out: Path, config, models: list, redacting: bool = Fa
     if kept:
         out.mkdir(parents=True, exist_ok=True)
     key = _log_key(bodies)  # names are keyed on the whole log: no dictionary recovers them
+    keep = template_words(*(source.template for _, source in renderers))
     for body in kept:
-        data = redact(body.body, key) if redacting else body.body
+        data = redact(body.body, key, keep) if redacting else body.body
         files.atomic_write(out / f"{body.name}.json", request_bytes(data))
     return Imported(read=len(bodies) + len(errors), kept=kept, errors=errors, coverage=coverage)

@@ -28,6 +28,7 @@ from generator.engines import (
     EngineBase,
     EngineContext,
     EngineError,
+    GoldensError,
     Ids,
     Refused,
     Unreachable,
@@ -254,9 +255,11 @@ def _count(engine: str, url: str, value: Any) -> int:
 class ClientCompletionEngine(EngineBase):
     """A client that renders the prompt itself (`render(request) -> str`, e.g. Transformers
     with tokenize=False) and posts the string to llama-server's /completion, which tokenizes
-    it with add_special on: what /tokenize returns here is what that client's model sees."""
+    it with add_special on: what /tokenize returns here is what that client's model sees. The
+    render runs in this process, so replay asks it from the main thread (generator/budget.py)."""
 
     name = "client-completion"
+    renders_here = True
 
     def __init__(self, url: str, render: Callable[[Request], str], transport: http.Transport = http.DEFAULT):
         self.url = url.rstrip("/")
@@ -272,6 +275,8 @@ class ClientCompletionEngine(EngineBase):
     def ids(self, request: Request) -> Ids:
         try:
             prompt = self.render(request)
+        except GoldensError:  # the render deadline, memory, the run's end: no answer, not judged
+            raise
         except Exception as error:  # the client's own renderer: any failure is its answer
             raise Refused(f"{self.name}: rendering the prompt failed: {error}") from None
         if not isinstance(prompt, str):

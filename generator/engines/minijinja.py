@@ -153,9 +153,9 @@ class MinijinjaEngine(EngineBase):
         except TemplateRaised as error:
             raise Refused(f"{self.name}: template refused the request: raise_exception: {error}") from None
         except minijinja.TemplateError as error:
-            if "out of fuel" in str(error):
-                raise Refused(f"{self.name}: the template did not finish rendering within its budget of "
-                              f"{budget.FUEL:,} instructions (generator/budget.py)") from None
+            if "out of fuel" in str(error):  # goldens' budget ran out, not the engine refusing
+                raise EngineError(f"{self.name}: not judged: the template did not finish rendering within "
+                                  f"goldens' budget of {budget.FUEL:,} instructions (generator/budget.py)") from None
             raise Refused(f"{self.name}: template refused the request: {first_line(error)}") from None
         except (AttributeError, TypeError) as error:  # a pycompat method on the wrong type: `[].strip()`
             raise Refused(f"{self.name}: template refused the request: {type(error).__name__}: {error}") from None

@@ -21,7 +21,7 @@ from generator.config.models import ModelSpec
 from generator.engines import Engine, EngineContext, StandIn
 from generator.engines.parse import Parser
 from generator.engines.remote import Connection
-from generator.errors import GoldensError
+from generator.errors import EngineError, GoldensError, Refused
 from generator.sources.source import Source
 
 
@@ -43,6 +43,9 @@ def check_url(engine: str, url: str) -> str:
             raise GoldensError(f"{engine}: {url!r} is not a URL (port {port!r} is not a number)")
         if not 0 < int(port) < 65536:
             raise GoldensError(f"{engine}: {url!r}: port {int(port)} is out of range (1 to 65535)")
+    if "@" in parts.netloc:  # userinfo: never sent (generator/http.py sends no credentials from a
+        # URL) and never kept, so no message built from the URL can carry it
+        url = urllib.parse.urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
     return url.rstrip("/")
 
 
@@ -169,6 +172,8 @@ class EnginePool:
                     else "a Parser (it declares renders=False)")
             raise GoldensError(f"{engine_registry.describe(info)}: returned {type(engine).__name__} named "
                                f"{getattr(engine, 'name', None)!r}, not {what} named {info.name!r}")
+        if info.entry_point is not None:  # a plugin is sent the secrets: what it says is redacted
+            engine = _Redacting(engine, self.connection.redact)
         self._stack.callback(engine.close)
         return engine
 
@@ -202,3 +207,37 @@ class EnginePool:
             self._stack.callback(made.stop)
             self._servers[key] = made.start()
         return self._servers[key]
+
+
+class _Redacting:
+    """A plugin's engine, which is handed the configured secrets (its context's headers): what it
+    says comes back with them taken out, wherever they stand, as a server's replies do (Remote):
+    its errors and refusals, the prompt it returns, its version. Anything else it is, it still is."""
+
+    def __init__(self, engine: Engine, redact: Callable[[str], str]):
+        self._engine, self._redact = engine, redact
+        self.name = engine.name
+
+    def __getattr__(self, name: str):
+        return getattr(self._engine, name)
+
+    def ids(self, request):
+        from generator.engines import Ids
+
+        try:
+            got = self._engine.ids(request)
+        except GoldensError as error:
+            said = self._redact(str(error))
+            try:
+                raise type(error)(said) from None
+            except TypeError:  # a subclass of its own that takes other arguments
+                raise (Refused if isinstance(error, Refused) else EngineError)(said) from None
+        if isinstance(got, Ids) and isinstance(got.prompt, str):
+            got.prompt = self._redact(got.prompt)
+        return got
+
+    def version(self) -> str:
+        return self._redact(str(self._engine.version() or ""))
+
+    def close(self) -> None:
+        self._engine.close()

@@ -10,6 +10,7 @@ report. `post` is the single place the openai and ollama engines touch HTTP.
 
 from __future__ import annotations
 
+import json
 import re
 import threading
 import time
@@ -130,6 +131,9 @@ class Remote:
                     break
                 self._budget -= wait
             time.sleep(wait)
+        # the one place what a server sent a secret to says comes in: every value it holds is
+        # redacted before anything quotes, escapes or keeps it (generator/redaction.py)
+        raw, headers = self._redacted(raw), {k: self.connection.redact(v) for k, v in headers.items()}
         text = raw.decode("utf-8", errors="replace")
         if status == 429:
             raise EngineError(f"{where}: HTTP 429: still rate-limited after {WAIT_BUDGET:g} s of waiting in this "
@@ -148,6 +152,21 @@ class Remote:
             if why.startswith("not valid JSON"):
                 raise EngineError(f"{where}: reply is not JSON: {self.quote(text, 200)}") from None
             raise EngineError(f"{where}: reply: {self.quote(why, 120)}") from None
+
+
+    def _redacted(self, raw: bytes) -> bytes:
+        """The reply with every secret taken out of its values: a JSON reply's strings as decoded
+        (an escape in front of a key cannot hide it), any other reply as text."""
+        if not self.connection.secrets and not redaction.secrets():
+            return raw
+        text = raw.decode("utf-8", errors="replace")
+        try:
+            value = json.loads(text)
+            cleaned_value = redaction.scrub(value, tuple(self.connection.secrets))
+        except (ValueError, RecursionError):  # not JSON, or nested past what Python walks
+            cleaned = self.connection.redact(text)
+            return raw if cleaned == text else cleaned.encode("utf-8")
+        return raw if cleaned_value == value else json.dumps(cleaned_value, ensure_ascii=False).encode("utf-8")
 
 
 def _retry_after(headers: dict[str, str], attempt: int) -> float:

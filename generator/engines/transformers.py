@@ -15,7 +15,12 @@ from generator.sources.source import Source
 
 
 class TransformersEngine(EngineBase):
+    """The reference's render on the installed releases (generator/reference.py renders on the
+    main thread, where the render deadline reaches every part of it, and sends a render asked
+    from any other thread to a worker process: generator/render_worker.py)."""
+
     name = "transformers"
+    renders_here = True  # replay asks it from the main thread: no worker process needed there
 
     def __init__(self, source: Source, date: _dt.date, parsers: dict[str, str] | None = None,
                  end: tuple[str, ...] = ()):

@@ -48,8 +48,8 @@ def required(item: golden_file.Golden) -> golden_file.Golden:
     if item.outcome != "ok":
         from generator.errors import GoldensError
 
-        raise GoldensError(f"{item.case}: no output ids for this parse case: {item.error}; give the text the "
-                           "model emitted as `output` in its request file (docs/parse.md)")
+        raise GoldensError(f"no output ids for this parse case: {item.error}; give the text the model emitted "
+                           "as `output` in its request file (docs/parse.md)")
     return item
 
 

@@ -68,6 +68,16 @@ def provenance(source: Source, config: Config) -> dict[str, str]:
 
 
 def reference_golden(case: Case, source: Source, config: Config, stamp: dict[str, str]) -> golden_file.Golden:
+    """The case's golden. A render this machine could not finish (the render deadline, memory:
+    generator/budget.py), the case's own or one of its analyses', is no outcome of the
+    template's: it ends the run, naming the case, and nothing is written."""
+    try:
+        return _reference_golden(case, source, config, stamp)
+    except GoldensError as error:
+        raise GoldensError(f"{case.id}: {error}; nothing written") from None
+
+
+def _reference_golden(case: Case, source: Source, config: Config, stamp: dict[str, str]) -> golden_file.Golden:
     if case.axis == PARSE:
         return parse_goldens.required(parse_goldens.golden(case, source, config, stamp))
     result = reference.render_request(source, case.request, config.date)
@@ -114,8 +124,13 @@ def annotate(case: Case, source: Source, config: Config, item: golden_file.Golde
         item.extra["control_tokens"] = {engine.name: control_tokens.record(engine, case.request, tokenizer)}
     tail = config.models[case.model].prefix_tails.get(case.variant)
     if prefix.is_multi_request(case.request):
-        result = prefix.check(engine, prefix.requests_of(case.request), tail)
+        points = len(prefix.request_points(case.request["messages"]))
+        requests = prefix.requests_of(case.request, at_most=prefix.MAX_REQUESTS)
+        with _long(case, len(case.request["messages"]), len(requests)) as advance:
+            result = prefix.check(engine, requests, tail, advance=advance)
         item.extra["requests"] = result.requests_record()
+        if len(requests) < points:  # said in the golden: which requests were rendered, of how many
+            item.extra["prefix_sampled"] = {"rendered": len(requests), "of": points}
         item.extra["prefix_breaks"] = [b.record() for b in result.breaks]
         if tail is not None:
             item.extra["prefix_tail"] = {"tokens": tail.tokens, "reason": tail.reason}
@@ -124,6 +139,22 @@ def annotate(case: Case, source: Source, config: Config, item: golden_file.Golde
         item.extra["cache_busters"] = {
             r.buster.name: busters.record(r) for r in busters.cache_busters(engine, kwargs, tail)
         }
+
+
+LONG_CONVERSATION = 256  # messages from which a golden's analyses print a progress line
+
+
+@contextlib.contextmanager
+def _long(case: Case, messages: int, requests: int):
+    """`advance(i)` for a conversation's prefix analysis: a progress line (live on a terminal,
+    every few seconds elsewhere) when the conversation is long, else nothing."""
+    if messages < LONG_CONVERSATION:
+        yield None
+        return
+    from generator import progress
+
+    with progress.long_work(f"{case.id}: prefix analysis of a {messages}-message conversation") as work:
+        yield lambda i: work.update(f"request {i + 1} of {requests}")
 
 
 Progress = Callable[[str], None]
@@ -169,9 +200,12 @@ def choose_dialects(config: Config, models: list[ModelSpec], sources: dict[str, 
     for model in todo:
         source = sources[model.name]
         matrix = [model.request(shape, model.kwargs) for shape in model.requests]
-        kept = dialects.choose(model.shapes, model.dialects, model.kwargs,
-                               lambda request, source=source: reference.render_request(source, request, config.date),
-                               matrix, lambda request, rendered, source=source: finding_kinds(source, request, rendered))
+        try:
+            kept = dialects.choose(model.shapes, model.dialects, model.kwargs,
+                                   lambda request, source=source: reference.render_request(source, request, config.date),
+                                   matrix, lambda request, rendered, source=source: finding_kinds(source, request, rendered))
+        except GoldensError as error:  # the render deadline, memory: this machine's, no choice
+            raise GoldensError(f"{model.name}: choosing its dialect cases: {error}; nothing written") from None
         lock[model.name] = {"dialects": list(model.dialects), "cases": kept}
         config.models[model.name] = dataclasses.replace(model, dialect_cases=tuple(kept))
     lock = {name: entry for name, entry in lock.items() if name in config.models}

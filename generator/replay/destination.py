@@ -11,6 +11,7 @@ import contextlib
 import fcntl
 import os
 import stat
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -52,6 +53,12 @@ def check_destination(*paths: Path | None) -> None:
             raise GoldensError(f"{path}: {parent} is not a directory")
         if not os.access(parent, os.W_OK | os.X_OK):
             raise GoldensError(f"{path}: {parent} is not writable")
+        try:  # what access() cannot say (root in /proc, a read-only mount): a file made and removed
+            fd, probe = tempfile.mkstemp(dir=parent, prefix=".goldens-probe.")
+        except OSError as error:
+            raise GoldensError(f"{path}: cannot write in {parent} ({error.strerror or error})") from None
+        os.close(fd)
+        os.unlink(probe)
 
 
 _KINDS = {stat.S_IFCHR: "character device", stat.S_IFBLK: "block device", stat.S_IFIFO: "FIFO",

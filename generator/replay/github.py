@@ -140,7 +140,7 @@ def append_summary(markdown: str, env: Mapping[str, str] | None = None) -> str |
     target = env.get("GITHUB_STEP_SUMMARY")
     if not target:
         return None
-    data = redaction.redact(markdown).encode("utf-8")  # the one write here not through files.py
+    data = redaction.redact_output(markdown).encode("utf-8")  # the one write here not through files.py
     note = "\n\n… cut here: GitHub keeps 1 MiB of summary a step; the report files have it all.\n"
     if len(data) > SUMMARY_LIMIT - 4096:
         data = data[:SUMMARY_LIMIT - 4096].decode("utf-8", "ignore").encode("utf-8") + note.encode()

@@ -112,13 +112,15 @@ def history(config: Config, engine: str, first: str, last: str, models: Sequence
     started = time.monotonic()
     cases = cases_for(config, engine, models, case_ids)  # bad input refused before the package index is read
     releases = span(engine, first, last, ("--from", "--to"), COMMAND)
-    if versions.order(releases[0]) > versions.order(releases[-1]):
+    reversed_range = versions.order(releases[0]) > versions.order(releases[-1])
+    if reversed_range:
         releases = releases[::-1]
     store = store if store is not None else AnswerStore(config, engine)
     label = versions.label
     echo(f"history {engine}: {len(releases)} published releases from {label(releases[0])} to "
          f"{label(releases[-1])}, {len(cases)} case(s); {jobs} release(s) at a time"
-         + (", every segment searched (--exhaustive)" if exhaustive else ""))
+         + (", every segment searched (--exhaustive)" if exhaustive else "")
+         + (f" (--from {first} is newer than --to {last}: searched oldest to newest)" if reversed_range else ""))
     visits: dict[str, Visit] = {}
     unavailable: dict[str, str] = {}
     rounds = 0

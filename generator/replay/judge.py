@@ -34,7 +34,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from generator import budget, http
+from generator import http
 from generator.config import engine_registry
 from generator.engines import (
     Engine,
@@ -354,16 +354,15 @@ def replay(engine: Engine, goldens: Iterable[golden_file.Golden], root: Path, jo
     lock = threading.Lock()
     version = reported_version(engine)
 
-    interrupted = threading.Event()  # set before budget.cancel_all(): see `one`
+    interrupted = threading.Event()  # Ctrl-C: the cases still queued are not sent
+    if getattr(engine, "renders_here", False):  # a template renders in this process: on its main
+        jobs = 1  # thread, where the render deadline and Ctrl-C reach every part of it (budget.py)
 
     def one(item: golden_file.Golden) -> Outcome:
-        # Ctrl-C reaches this case's renders even before they begin: a case under way when it
-        # came is refused each render by budget.cancel_all(), one begun after sees `interrupted`
-        with budget.case():
-            reason = ((budget.INTERRUPTED if interrupted.is_set() else None)
-                      or (halt() if halt is not None else None) or (fault[0] if fault else None))
-            if reason is None:
-                outcome = judge(engine, item, root, decode, confirm, label)
+        reason = (("not judged: the run was interrupted" if interrupted.is_set() else None)
+                  or (halt() if halt is not None else None) or (fault[0] if fault else None))
+        if reason is None:
+            outcome = judge(engine, item, root, decode, confirm, label)
         if reason is not None:
             outcome = Outcome(item.case, label or engine.name, "error", reason)
         elif outcome.unreachable:
@@ -386,7 +385,6 @@ def replay(engine: Engine, goldens: Iterable[golden_file.Golden], root: Path, jo
             interrupted.set()
             pool.shutdown(wait=False, cancel_futures=True)
             http.cancel_all()
-            budget.cancel_all()  # renders in flight on the pool's threads, and those still to begin
             raise
         pool.shutdown()
     out = []

@@ -212,6 +212,33 @@ def failed(results: Results, path: Path) -> str | None:
     return None
 
 
+NOT_CASES = ("cause-stale", "invariant")  # outcomes a group carries beside its cases' verdicts
+
+
+def verdict_cases(group: Group) -> list[str]:
+    """The cases a group judged, in order: its engine's verdicts, not its stand-in findings,
+    stale causes or the model's invariant findings."""
+    return [o.case for o in group.outcomes
+            if o.engine == group.engine and o.stand_in is None and o.kind not in NOT_CASES]
+
+
+def against_plan(plan: Plan, groups: Sequence[Group]) -> list[str]:
+    """What makes these groups not the run `plan` fingerprinted (issue 44: a shard with outcomes
+    removed, a case added or renamed merged with exit 0): every group of the plan, each case it
+    replays judged once, in the plan's order, and nothing else."""
+    if [g.index for g in groups] != list(range(plan.groups)):
+        return [f"the groups are not the plan's {plan.groups} (model, engine) groups"]
+    judged = [(g.model, g.engine, verdict_cases(g)) for g in groups]
+    count = sum(len(cases) for _, _, cases in judged)
+    if count != plan.replays:
+        return [f"{count} cases judged, but the plan replays {plan.replays}: outcomes were removed or added "
+                "(a results file edited or cut short)"]
+    if fingerprint(judged) != plan.fingerprint:
+        return ["the cases judged are not the plan's (its fingerprint differs: a case renamed, moved or "
+                "replaced in a results file)"]
+    return []
+
+
 def merge(paths: Sequence[Path]) -> tuple[Results, list[str], list[str]]:
     """The shards' results as one run's, and the problems that make the merge unable to judge
     (exit 2): a file that cannot be read, shards of different selections or counts, a shard
@@ -251,6 +278,8 @@ def merge(paths: Sequence[Path]) -> tuple[Results, list[str], list[str]]:
     missing = [i for i in range(first.plan.groups) if i not in groups]
     if missing and not any("missing" in p for p in problems):
         problems.append(f"{len(missing)} of {first.plan.groups} (model, engine) groups have no results")
+    if not missing and not problems:
+        problems += against_plan(first.plan, [groups[i] for i in sorted(groups)])
     # notes in the plan's order, as one run writes them (a shard notes the models it ran): the
     # shards taken by the first group each holds, not in the order they were given
     in_plan_order = sorted(loaded, key=lambda pr: min((g.index for g in pr[1].groups), default=first.plan.groups))

@@ -11,16 +11,14 @@ generator.reference.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
-import subprocess
-import threading
 from importlib.metadata import version as installed
 from pathlib import Path
 from typing import Any
 
 from generator import heavy
 from generator.errors import GoldensError
+from generator.render_worker import RenderWorker
 from generator.files import cache_dir
 from generator.servers import venv
 from generator.sources import registry
@@ -89,26 +87,17 @@ def require_available(version: str) -> None:
         registry.require_published("transformers", version, label="transformers")
 
 
-class TransformersWorker:
-    """One worker process for one release; `render` is thread-safe (one request at a time)."""
+class TransformersWorker(RenderWorker):
+    """One worker process for one release (generator/render_worker.py: its main thread renders
+    under the render deadline, and it is killed once that deadline and a grace are past)."""
 
     def __init__(self, version: str):
         self.release = version
-        self._python = transformers_python(version)
-        self._lock = threading.Lock()
-        self._process: subprocess.Popen | None = None
-        self.versions: dict[str, str] = {}
+        super().__init__(transformers_python(version), f"transformers@{version}", _import_root())
 
     def start(self) -> TransformersWorker:
         heavy.require(f"starting the transformers@{self.release} worker")
-        env = {**os.environ, "PYTHONPATH": str(_import_root()), "TRANSFORMERS_VERBOSITY": "error",
-               "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
-        self._process = subprocess.Popen(
-            [str(self._python), "-m", "generator.servers.transformers_worker"],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-            text=True, encoding="utf-8", env=env, cwd=str(cache_dir()),
-        )
-        self.versions = self._read()
+        super().start()
         if self.versions.get("transformers") != self.release:
             self.stop()
             raise GoldensError(f"transformers@{self.release}: the worker runs {self.versions}")
@@ -118,35 +107,5 @@ class TransformersWorker:
                processor_dir: Path | None = None) -> dict:
         """One request rendered by the reference in this release; with `processor_dir` (a
         request that carries media) by the model's processor, as generator.reference does."""
-        job = {"tokenizer_dir": str(tokenizer_dir), "template": template, "request": request, "date": date,
-               "processor_dir": None if processor_dir is None else str(processor_dir)}
-        with self._lock:
-            if self._process is None:
-                self.start()
-            assert self._process is not None and self._process.stdin is not None
-            try:
-                self._process.stdin.write(json.dumps(job, ensure_ascii=False) + "\n")
-                self._process.stdin.flush()
-            except OSError as error:
-                raise GoldensError(f"transformers@{self.release}: the worker died ({error})") from None
-            return self._read()
-
-    def _read(self) -> dict:
-        assert self._process is not None and self._process.stdout is not None
-        line = self._process.stdout.readline()
-        if not line:
-            code = self._process.poll()
-            raise GoldensError(f"transformers@{self.release}: the worker exited (code {code})")
-        return json.loads(line)
-
-    def stop(self) -> None:
-        process, self._process = self._process, None
-        if process is None:
-            return
-        if process.stdin is not None:
-            process.stdin.close()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        return self.ask({"tokenizer_dir": str(tokenizer_dir), "template": template, "request": request,
+                         "date": date, "processor_dir": None if processor_dir is None else str(processor_dir)})

@@ -13,13 +13,13 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from generator import canonical, installed
+from generator import files as files_
 from generator.config.models import Config, ModelSpec, TemplateSpec
 from generator.errors import GoldensError, describe, first_line
 from generator.files import atomic_write, cache_dir, is_sha256, remembered, sha256_hex
@@ -151,12 +151,14 @@ def _compiles(template: str, origin: str) -> None:
     from jinja2 import TemplateSyntaxError
     from transformers.utils.chat_template_utils import _compile_jinja_template
 
-    from generator.budget import deadline
+    from generator import budget
 
     try:
-        with deadline():  # Jinja folds constants while compiling: `{{ 'x' * 2000000000 }}` runs here
+        with budget.deadline():  # Jinja folds constants while compiling: `{{ 'x' * 2000000000 }}` runs here
             _compile_jinja_template(template)
         atomic_write(stamp, origin + "\n")
+    except (budget.RenderDeadline, budget.RunDeadline, budget.OutOfMemory) as error:  # this machine's limits
+        raise GoldensError(f"the chat template ({origin}) does not compile within this machine's limits: {error}") from None
     except GoldensError:
         raise
     except TemplateSyntaxError as error:
@@ -192,22 +194,12 @@ def _read_text(path: Path, what: str) -> str:
                            f"{error.start})") from None
 
 
-ALLOW_PATHS = "GOLDENS_ALLOW_PATHS"  # folders outside models.yaml's that its files may name
+ALLOW_PATHS = files_.ALLOW_PATHS  # folders outside models.yaml's that its files may name
 
 
 def _local(base: Path, value: str) -> Path:
-    """A file or folder models.yaml names: under models.yaml's own folder (after every symlink),
-    or under a folder the user allows outside the config, in GOLDENS_ALLOW_PATHS (a config is
-    often a pull request's: a template at /proc/self/environ would put the CI's environment in
-    the goldens and the PR comment)."""
-    path = (base / os.path.expanduser(value)).resolve()
-    if not path.exists():
-        raise GoldensError(f"{value}: no such file or directory")
-    roots = [base.resolve()] + [Path(p).resolve() for p in os.environ.get(ALLOW_PATHS, "").split(os.pathsep) if p]
-    if not any(path == root or path.is_relative_to(root) for root in roots):
-        raise GoldensError(f"{value}: outside the folder of models.yaml ({roots[0]}); name a folder "
-                           f"elsewhere in {ALLOW_PATHS} to read from it")
-    return path
+    """A file or folder models.yaml names, inside its folder or GOLDENS_ALLOW_PATHS (files.config_path)."""
+    return files_.config_path(base, value)
 
 
 def _tokenizer_dir(base: Path, value: str) -> Path:
