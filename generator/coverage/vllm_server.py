@@ -18,18 +18,43 @@ import os
 import tempfile
 from pathlib import Path
 
-from generator.coverage.engine import Key, Session, keys_by_context, python_file, python_files
+from generator.coverage import reach
+from generator.coverage.engine import Key, Session, keys_by_context, reachable_files
 from generator.errors import GoldensError
 
-FILES = (
-    "vllm/entrypoints/openai/chat_completion/protocol.py",  # ChatCompletionRequest and its validators
-    "vllm/entrypoints/serve/tokenize/protocol.py",  # /tokenize's chat request
-    "vllm/renderers/online_renderer.py",  # render_chat / preprocess_chat: request -> renderer
-    "vllm/renderers/chat_utils.py",  # message and content-part parsing, tool-call normalization
-    "vllm/renderers/base.py",  # the renderer's chat path
-    "vllm/renderers/hf.py",  # apply_chat_template's inputs (tools, kwargs, documents)
+SUMMARY = ("the functions the render and /tokenize routes reach down to the template call: the request "
+           "models and their validators, message parsing, the HF, Mistral and harmony renderers")
+
+# The request layer as a reachable set (reach.py): from the two routes goldens sends a chat body
+# to, closed over their callees in these subtrees of vllm, stopping past the template call.
+REACH = reach.Spec(
+    packages=("vllm/entrypoints/scale_out/render", "vllm/entrypoints/serve/tokenize",
+              "vllm/entrypoints/openai/chat_completion/protocol.py", "vllm/entrypoints/serve/engine",
+              "vllm/entrypoints/openai/parser", "vllm/entrypoints/serve/utils", "vllm/entrypoints/chat_utils.py",
+              "vllm/renderers", "vllm/tokenizers"),
+    seeds=("vllm/entrypoints/scale_out/render/api_router.py:render_chat_completion",
+           "vllm/entrypoints/serve/tokenize/api_router.py:tokenize"),
+    models=("vllm.entrypoints.openai.chat_completion.protocol:ChatCompletionRequest",
+            "vllm.entrypoints.serve.tokenize.protocol:TokenizeChatRequest"),
+    stops=(
+        # past the template: sampling parameters and the engine's request (render_chat_request's tail)
+        "vllm/entrypoints/openai/chat_completion/protocol.py:ChatCompletionRequest.to_sampling_params",
+        # the completion forms of the two routes (a prompt, not a chat body)
+        "vllm/renderers/online_renderer.py:OnlineRenderer.preprocess_completion",
+        "vllm/renderers/online_renderer.py:OnlineRenderer.preprocess_cmpl",
+        "vllm/entrypoints/serve/tokenize/protocol.py:TokenizeCompletionRequest.build_tok_params",
+        "vllm/entrypoints/serve/tokenize/protocol.py:DetokenizeRequest.build_tok_params",
+    ),
+    # renderers of tokenizer modes no model of the matrix runs (renderers/registry.py picks one
+    # per mode; the matrix runs `hf` and `mistral`, gpt-oss through harmony inside the hf path)
+    absent=("vllm/renderers/cohere.py", "vllm/renderers/deepseek_v32.py", "vllm/renderers/deepseek_v4.py",
+            "vllm/renderers/inkling.py", "vllm/renderers/inkling_encoding.py", "vllm/renderers/kimi_k3.py",
+            "vllm/renderers/terratorch.py", "vllm/tokenizers/kimi_audio.py", "vllm/tokenizers/deepseek_v32.py",
+            "vllm/tokenizers/deepseek_v32_encoding.py", "vllm/tokenizers/deepseek_v4.py",
+            "vllm/tokenizers/deepseek_v4_encoding.py", "vllm/tokenizers/deepseek_v41.py",
+            "vllm/tokenizers/deepseek_v41_encoding.py", "vllm/tokenizers/fastokens.py"),
+    instances=("vllm.renderers.hf:HfRenderer", "vllm.renderers.mistral:MistralRenderer"),
 )
-SUMMARY = "the OpenAI chat and /tokenize request models, message parsing and the HF renderer"
 SWITCH = "/__goldens_coverage__"
 
 SITECUSTOMIZE = '''\
@@ -107,8 +132,7 @@ def session(model, source, config):
 
     release = version(config)
     site = vllm_site(release)
-    files = python_files(site, FILES)
-    code = {shown: python_file(path, shown) for shown, path in files.items()}
+    files, code = reachable_files(site, REACH)
     tools = coverage_site()
     with tempfile.TemporaryDirectory(prefix="goldens-vllm-coverage-") as tmp:
         folder = Path(tmp)
@@ -129,6 +153,8 @@ def session(model, source, config):
             # the managed vLLM is its render server: ids through /v1/chat/completions/render,
             # what `check` judges (serve() asks nothing more of a render server)
             engine = VllmEngine(server.url, server.model_name, render=server.render_only)
+            # the render server also answers /tokenize's chat form: the second entry point
+            tokenize = VllmEngine(server.url, server.model_name, render=False) if server.render_only else None
 
             def run(requests, each: bool = True) -> list[set[Key]]:
                 from generator import http
@@ -137,7 +163,7 @@ def session(model, source, config):
                 out: list[set[Key]] = [set() for _ in requests]
                 for name, request in zip(names, requests):
                     http.DEFAULT.get_json(f"{server.url}{SWITCH}?context={name}", where="vllm coverage switch")
-                    _replay(engine, request)
+                    _replay(engine, request, tokenize)
                 http.DEFAULT.get_json(f"{server.url}{SWITCH}?context=", where="vllm coverage switch")
                 pending.append((names, out))
                 return out
@@ -164,12 +190,16 @@ def _combined(folder: Path):
     return cov.get_data()
 
 
-def _replay(engine, request) -> None:
-    """/tokenize (what `check` judges) and /v1/chat/completions (its serving path); a refusal is
-    that request's outcome, the lines it reached count."""
+def _replay(engine, request, tokenize=None) -> None:
+    """The ids `check` judges (the render route, or /tokenize on a serving server), its serving
+    path, and on a render server /tokenize's chat form too; a refusal is that request's outcome,
+    the lines it reached count."""
     from generator.engines import EngineError
 
     with contextlib.suppress(EngineError):
         engine.ids(request)
     with contextlib.suppress(EngineError):
         engine.serve(request)
+    if tokenize is not None:
+        with contextlib.suppress(EngineError):
+            tokenize.ids(request)
