@@ -322,17 +322,17 @@ def requests_search(**options) -> None:
 
 @requests_group.command(name="import")
 @CONFIG_OPTION
-@click.argument("log", type=click.Path(exists=True, path_type=Path))
+@click.argument("log")
 @click.option("--out", required=True, type=click.Path(file_okay=False, path_type=Path),
               help="Write the kept bodies here, one request file each.")
 @click.option("--model", "model_names", multiple=True,
               help="A model that will render them (repeatable; default: every model).")
 @click.option("--redact", is_flag=True, help="Replace message text with placeholder text of the same form.")
 def requests_import(**options) -> None:
-    """Logged OpenAI chat bodies (JSONL, or a folder of JSON files) to the smallest set of
-    request files that reaches everything the whole log reaches: each model's template code
-    and the bodies' structure. A malformed entry is one error line; the rest are imported
-    (exit 2 says some input was bad)."""
+    """Logged OpenAI chat bodies (JSONL, or a folder of JSON files), or a pinned registry corpus
+    (corpus:bfcl), to the smallest set of request files that reaches everything the whole log
+    reaches: each model's template code and the bodies' structure. A malformed entry is one
+    error line; the rest are imported (exit 2 says some input was bad)."""
     call("generator.coverage.commands:requests_import_command", options)
 
 
