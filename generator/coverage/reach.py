@@ -502,7 +502,7 @@ def functions(root: Path, spec: Spec) -> dict[str, set[str]]:
         seeds += instantiated(out_index, model)
     stopped = set(resolve_names(out_index, spec.stops))
     stopped |= {key for key, fn in out_index.functions.items()
-                if fn.path in spec.absent or any(key.startswith(f"{a}.") for a in spec.absent if ":" in a)}
+                if fn.path in spec.absent or any(key == a or key.startswith(f"{a}.") for a in spec.absent if ":" in a)}
     out_index.dead = shadowed(out_index, spec.instances)
     found: dict[str, set[str]] = {}
     for key in closure(out_index, seeds, stopped):
