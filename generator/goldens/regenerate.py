@@ -169,12 +169,20 @@ def choose_dialects(config: Config, models: list[ModelSpec], sources: dict[str, 
         matrix = [model.request(shape, model.kwargs) for shape in model.requests]
         kept = dialects.choose(model.shapes, model.dialects, model.kwargs,
                                lambda request, source=source: reference.render_request(source, request, config.date),
-                               matrix, lambda request, rendered, source=source: finding_kinds(source, request, rendered))
+                               matrix, lambda request, rendered, source=source: finding_kinds(source, request, rendered),
+                               lambda request, source=source: _template_lines(source, request, config.date))
         lock[model.name] = {"dialects": list(model.dialects), "cases": kept}
         config.models[model.name] = dataclasses.replace(model, dialect_cases=tuple(kept))
     lock = {name: entry for name, entry in lock.items() if name in config.models}
     dialects.write_lock(path, lock)
     return [config.models[m.name] for m in models]
+
+
+def _template_lines(source: Source, request: dict, date) -> set[int]:
+    """The compiled template lines a request executes (the derived dialects' choice)."""
+    from generator.coverage.trace import render_traced
+
+    return render_traced(source, request, date)[1]
 
 
 def finding_kinds(source: Source, request: dict, rendered: reference.Rendered) -> list[str]:
