@@ -64,3 +64,37 @@ def test_the_lock_is_what_the_catalogue_and_seed_generate():
     generated = derived.rows()
     assert [(r.name, r.shape, [list(a) for a in r.assignment]) for r in generated] == \
         [(r["name"], r["shape"], r["set"]) for r in data["rows"]]
+
+
+def test_llama_cpp_keys_are_read_from_the_parser_function_alone(tmp_path):
+    from generator.coverage import schemas
+
+    source = tmp_path / "common" / "chat.cpp"
+    source.parent.mkdir(parents=True)
+    source.write_text('''
+static void other(const json & m) { m.at("not_this_one"); }
+std::vector<common_chat_msg> common_chat_msgs_parse_oaicompat(const json & messages) {
+    for (const auto & message : messages) {
+        if (message.contains("reasoning_content")) { auto r = message.at("reasoning_content"); }
+        auto role = json_value(message, "role", std::string());
+        if (message["tool_calls"].is_array()) { }
+    }
+}
+std::vector<common_chat_tool> common_chat_tools_parse_oaicompat(const json & tools) { tools.at("function"); }
+''')
+    server = tmp_path / "tools" / "server" / "server-common.cpp"
+    server.parent.mkdir(parents=True)
+    server.write_text('json oaicompat_chat_params_parse(json & body, const x & opt) { body.find("tool_choice"); }\n')
+    keys = schemas.llama_keys(tmp_path)
+    assert keys["common/chat.cpp:common_chat_msgs_parse_oaicompat"] == ["reasoning_content", "role", "tool_calls"]
+    assert keys["common/chat.cpp:common_chat_tools_parse_oaicompat"] == ["function"]
+    assert keys["tools/server/server-common.cpp:oaicompat_chat_params_parse"] == ["tool_choice"]
+
+
+def test_json_schema_keywords_come_from_the_2020_12_vocabularies():
+    from generator.coverage import schemas
+
+    keywords = schemas.json_schema_keywords()
+    assert keywords["prefixItems"] == {"vocabulary": "applicator", "value": "schema-array"}
+    assert keywords["minLength"]["value"] == "count" and keywords["$defs"]["value"] == "schema-map"
+    assert "unevaluatedProperties" in keywords and "contentSchema" in keywords
