@@ -82,3 +82,14 @@ def test_a_qualified_call_outside_the_layer_reaches_nothing():
     assert ("json", "parse") in cpp_reach.calls(SOURCE)
     edges = cpp_reach.graph(FUNCTIONS, SOURCES)
     assert edges["tools/server/x.cpp:parse_body"] == {"tools/server/x.cpp:common_chat_parse"}
+
+
+def test_abi_tags_and_template_arguments_leave_the_name_a_call_spells():
+    name = cpp_reach.clean_name("common_chat_template_direct_apply_impl[abi:cxx11](common_chat_template const&, "
+                                "std::function<nlohmann::basic_json<> ()> const&)")
+    assert name == "common_chat_template_direct_apply_impl"
+    assert cpp_reach.Function("x.cpp", cpp_reach.clean_name(
+        "jinja::caps_try_execute(jinja::program&, std::function<common_json ()> const&)"), 1, 2).base == "caps_try_execute"
+    templated = cpp_reach.Function("x.cpp", cpp_reach.clean_name(
+        "std::__cxx11::basic_string<char> autoparser::mode_to_str<autoparser::call_id_position>(autoparser::call_id_position)"), 1, 2)
+    assert templated.base == "mode_to_str" and templated.scope == "autoparser"

@@ -42,13 +42,12 @@ class Function:
     @property
     def base(self) -> str:
         """The last component of the name, without template arguments: how a call spells it."""
-        name = re.sub(r"<[^<>]*>", "", re.sub(r"<[^<>]*>", "", self.name))
-        return name.rsplit("::", 1)[-1]
+        return self.name.replace(TEMPLATE, "").rsplit("::", 1)[-1]
 
     @property
     def scope(self) -> str:
         """The class or namespace the function is declared in ("" at file scope)."""
-        name = re.sub(r"<[^<>]*>", "", self.name)
+        name = self.name.replace(TEMPLATE, "")
         return name.rsplit("::", 1)[0].rsplit("::", 1)[-1] if "::" in name else ""
 
     @property
@@ -56,15 +55,24 @@ class Function:
         return "{lambda" in self.name
 
 
+TEMPLATE = "__T__"  # what a template argument list becomes in a cleaned name
+
+
 def clean_name(demangled: str) -> str:
-    """gcov's demangled name without parameter lists, lambdas as `{lambda#N}`."""
-    name = re.sub(r"\{lambda\((?:[^(){}]|\([^()]*\))*\)#(\d+)\}", r"{lambda#\1}", demangled)
+    """gcov's demangled name without ABI tags, template arguments (`__T__`: they may
+    hold parentheses, `std::function<json ()>`) and parameter lists; lambdas as `{lambda#N}`."""
+    name = re.sub(r"\[abi:[^\]]*\]", "", demangled)
+    previous = None
+    while previous != name:  # template arguments, innermost first
+        previous = name
+        name = re.sub(r"<[^<>]*>", TEMPLATE, name.replace("operator<<", "operator_shl"))
+    name = re.sub(r"\{lambda\((?:[^(){}]|\([^()]*\))*\)#(\d+)\}", r"{lambda#\1}", name)
     previous = None
     while previous != name:  # parameter lists, innermost first
         previous = name
         name = re.sub(r"\((?:[^()]*)\)", "()", name)
     name = re.sub(r"\(\)( const)?( &&?)?$", "", name)
-    return name.replace("()::", "::")
+    return name.replace("()::", "::").rsplit(" ", 1)[-1]  # a template's return type goes before its name
 
 
 CALL = re.compile(r"(?:([A-Za-z_]\w*)\s*::\s*)?(?:\.|->)?\s*([A-Za-z_~]\w*)\s*(?:<[^;{}()]*?>)?\s*\(")
