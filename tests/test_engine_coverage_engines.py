@@ -64,8 +64,8 @@ def test_mistral_common_matrix_coverage_rises_with_an_image_part_body():
 def test_minijinja_a_refusal_reaches_its_own_template_error_not_the_adaptor():
     """minijinja is measured in its own code: a body the template refuses reaches the package's
     TemplateError; goldens' adaptor is no file of its request layer."""
-    refused = {"messages": [{"role": "assistant", "content": "Hello"}, {"role": "assistant", "content": "Again"}]}
-    reached = engine.reached("minijinja", "gemma3", [PLAIN, refused], CONFIG)
+    refused = {"messages": [{"role": "user", "content": None}]}  # Qwen3's template fails on null content
+    reached = engine.reached("minijinja", "qwen3", [PLAIN, refused], CONFIG)
     assert not reached[0], reached[0]
     assert {path for path, _ in reached[1]} == {"minijinja/__init__.py"}, reached[1]
 
