@@ -520,12 +520,13 @@ def write_lock(path: Path = LOCK, seed: int = SEED) -> bool:
     from generator import files
 
     generated = rows(catalogue(), seed)
-    text = json.dumps({
+    head = json.dumps({
         "about": "derived dialects (generator/config/derived.py): rows of a pairwise covering array over "
                  "the fields of requests/schema.json, and one row per invalid level, part type and schema keyword",
-        "catalogue_sha256": digest(), "seed": seed,
-        "rows": [{"name": r.name, "shape": r.shape, "set": [list(a) for a in r.assignment]} for r in generated],
-    }, indent=1, ensure_ascii=False) + "\n"
+        "catalogue_sha256": digest(), "seed": seed}, ensure_ascii=False)[:-1]
+    lines = [json.dumps({"name": r.name, "shape": r.shape, "set": [list(a) for a in r.assignment]}, ensure_ascii=False)
+             for r in generated]  # one row a line: a regenerated lock diffs row by row
+    text = head + ', "rows": [\n' + ",\n".join(lines) + "\n]}\n"
     return files.atomic_write(path, text)
 
 
