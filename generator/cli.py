@@ -333,15 +333,15 @@ def requests_search(**options) -> None:
 
 @requests_group.command(name="import")
 @CONFIG_OPTION
-@click.argument("log", type=click.Path(exists=True, path_type=Path))
+@click.argument("log")
 @click.option("--out", required=True, type=click.Path(file_okay=False, path_type=Path),
               help="Write the kept bodies here, one request file each.")
 @click.option("--model", "model_names", multiple=True,
               help="A model that will render them (repeatable; default: every model).")
 @click.option("--redact", is_flag=True, help="Replace message text with placeholder text of the same form.")
 def requests_import(**options) -> None:
-    """Logged OpenAI chat bodies (JSONL, or a folder of JSON files) to the smallest set of request
-    files reaching what the whole log reaches; a malformed entry is one error line (exit 2)."""
+    """Logged OpenAI chat bodies (JSONL, a folder of JSON files) or a pinned registry corpus
+    (corpus:bfcl) to the smallest set of request files reaching what the whole log reaches."""
     call("generator.coverage.commands:requests_import_command", options)
 
 

@@ -91,7 +91,7 @@ def test_the_spellings_outside_bodies_brought():
 
 
 def test_the_outside_dialects_come_after_the_rest_so_earlier_choices_stay():
-    names = list(dialects.DIALECTS)
+    names = list(dialects.WRITTEN)
     new = ["ends-call", "call-with-text", "drop-system", "system-only", "two-assistants", "type-int",
            "response-format-no-name", "response-format-json-object", "result-by-name", "two-rounds", "starts-call",
            "empty-description",
@@ -245,7 +245,10 @@ def load(tmp_path: Path, top: str = "", own: str = "") -> models.Config:
 
 def test_models_yaml_selects_dialects_and_takes_the_lock_only_for_that_selection(tmp_path):
     assert load(tmp_path).models["qwen3"].dialects == ()  # off unless asked for
-    assert load(tmp_path, "dialects: all\n").models["qwen3"].dialects == tuple(dialects.DIALECTS)
+    assert load(tmp_path, "dialects: all\n").models["qwen3"].dialects == dialects.WRITTEN
+    # the derived dialects only when named: after the hand-written ones, which are their seeds
+    both = load(tmp_path, "dialects: [all, derived]\n").models["qwen3"].dialects
+    assert both == dialects.WRITTEN + dialects.DERIVED and dialects.DERIVED
     assert load(tmp_path, "dialects: all\n", "    dialects: none\n").models["qwen3"].dialects == ()
     model = load(tmp_path, "", "    dialects: [parts, developer]\n").models["qwen3"]
     assert model.dialects == ("parts", "developer") and model.dialect_cases is None  # not chosen yet

@@ -61,14 +61,13 @@ def test_mistral_common_matrix_coverage_rises_with_an_image_part_body():
     assert after.executed > before.executed, (before.executed, after.executed)
 
 
-def test_minijinja_continue_final_message_reaches_the_adaptor_s_continuation():
-    final = {"messages": [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello"}],
-             "add_generation_prompt": False, "continue_final_message": True}
-    reached = engine.reached("minijinja", "qwen3", [PLAIN, final], CONFIG)
-    lines = {line for path, line in new_lines(reached, "generator/engines/minijinja.py")}
-    assert lines, reached
-    source = (engine.Path(__file__).parents[1] / "generator/engines/minijinja.py").read_text().splitlines()
-    assert any("rfind" in source[line - 1] for line in lines)  # continue_final's own cut
+def test_minijinja_a_refusal_reaches_its_own_template_error_not_the_adaptor():
+    """minijinja is measured in its own code: a body the template refuses reaches the package's
+    TemplateError; goldens' adaptor is no file of its request layer."""
+    refused = {"messages": [{"role": "user", "content": None}]}  # Qwen3's template fails on null content
+    reached = engine.reached("minijinja", "qwen3", [PLAIN, refused], CONFIG)
+    assert not reached[0], reached[0]
+    assert {path for path, _ in reached[1]} == {"minijinja/__init__.py"}, reached[1]
 
 
 def test_vllm_string_arguments_and_a_developer_message_reach_its_parser():

@@ -47,6 +47,10 @@ class Dialect:
     # mistral-common): the reference may render it as the base shape, so it is kept once per model,
     # as the request fields engines act on are
     engine_keyed: bool = False
+    # generated from the schemas engines accept (derived.py): kept only for what it reaches
+    # (template lines, normalization rules, invariant findings, request-field values) that
+    # nothing before it does, not for a render merely unlike its base's
+    derived: bool = False
 
     def apply(self, request: Request) -> Request | None:
         return self.transform(copy.deepcopy(request))
@@ -516,6 +520,33 @@ DIALECTS: dict[str, Dialect] = {d.name: d for d in (
 )}
 
 
+def _derived() -> dict[str, Dialect]:
+    """The derived dialects of requests/derived.lock (derived.py), after the hand-written ones:
+    those are the generator's seeds, chosen first."""
+    from generator.config import derived
+
+    return {row.name: Dialect(row.name, derived.describe(row), (row.shape,),
+                              lambda request, row=row: derived.apply(row, request), derived=True)
+            for row in derived.read_lock()}
+
+
+WRITTEN = tuple(DIALECTS)  # the hand-written dialects: what `dialects: all` selects
+DIALECTS.update(_derived())
+DERIVED = tuple(name for name in DIALECTS if name not in WRITTEN)  # `derived` in a dialects list
+
+
+def selection(names: list[str]) -> tuple[str, ...]:
+    """A dialects list as DIALECTS names, in DIALECTS order (`derived` stands for every derived
+    dialect); KeyError names the first unknown one."""
+    wanted = set(names)
+    for name in names:
+        if name != "derived" and name not in DIALECTS:
+            raise KeyError(name)
+    if "derived" in wanted:
+        wanted |= set(DERIVED)
+    return tuple(d for d in DIALECTS if d in wanted)
+
+
 def case_name(shape: str, dialect: str) -> str:
     return f"{shape}{SEPARATOR}{dialect}"
 
@@ -580,7 +611,8 @@ def finding_kinds(kinds: Callable[[Request, Any], list[str]] | None, request: Re
 
 def choose(shapes: tuple[str, ...], dialects: tuple[str, ...], kwargs: dict[str, Any],
            render: Callable[[Request], Any], matrix: list[Request] = (),
-           kinds: Callable[[Request, Any], list[str]] | None = None) -> list[str]:
+           kinds: Callable[[Request, Any], list[str]] | None = None,
+           lines: Callable[[Request], set[int]] | None = None) -> list[str]:
     """The minimal set of dialect cases, in candidates' order: a case is kept when it reaches
     something neither the model's matrix nor any case kept before reaches: a render (outcome,
     ids, error) unlike its base shape's and every kept case's on that shape, an invariant finding
@@ -589,8 +621,11 @@ def choose(shapes: tuple[str, ...], dialects: tuple[str, ...], kwargs: dict[str,
     normalization rules no request of the matrix (`matrix`: the model's other requests, e.g.
     request files; the built-in shapes are added here) and no kept case reached, or request
     fields engines act on (with their values) no kept case sends. `render(request)` is the
-    reference's Rendered."""
+    reference's Rendered. A derived dialect (generated, derived.py) is kept only when it reaches
+    an atom nothing before it reached: a template line (`lines(request)`, traced), a
+    normalization rule, an invariant finding kind, or one request field's value."""
     renders: dict[str, set[str]] = {}
+    atoms: set | None = None
     found: dict[str, set[str]] = {}
     rules: set[str | None] = {None}
     fields: set[str] = {"{}"}
@@ -607,6 +642,14 @@ def choose(shapes: tuple[str, ...], dialects: tuple[str, ...], kwargs: dict[str,
             found[shape] = finding_kinds(kinds, base_request, base)
             rules.add(normalization_key(base))
         case = request(name, kwargs)
+        if DIALECTS[name.split(SEPARATOR, 1)[1]].derived:
+            if atoms is None:
+                atoms = _baseline_atoms(shapes, kwargs, matrix, kept, render, kinds, lines)
+            found_atoms = _atoms(case, render(case), kinds, lines)
+            if found_atoms - atoms:
+                atoms |= found_atoms
+                kept.append(name)
+            continue
         rendered = render(case)
         reached = engine_fields(case)
         if DIALECTS[name.split(SEPARATOR, 1)[1]].engine_keyed:
@@ -621,6 +664,25 @@ def choose(shapes: tuple[str, ...], dialects: tuple[str, ...], kwargs: dict[str,
         found[shape] |= marks[3]
         kept.append(name)
     return kept
+
+
+def _atoms(case: Request, rendered: Any, kinds, lines) -> set:
+    """What a request reaches, as atoms the derived dialects' choice counts."""
+    out: set = {("field", key, json.dumps(value, sort_keys=True)) for key, value in engine_fields(case).items()}
+    out |= {("rule", rule) for rule in (json.loads(normalization_key(rendered) or "[[]]")[0])}
+    out |= {("finding", kind) for kind in finding_kinds(kinds, case, rendered)}
+    out.add(("outcome", rendered.outcome, re.sub(r"\d+", "N", str(rendered.error or ""))[:120]))
+    if lines is not None:
+        out |= {("line", line) for line in lines(case)}
+    return out
+
+
+def _baseline_atoms(shapes, kwargs, matrix, kept, render, kinds, lines) -> set:
+    """The atoms of the model's matrix: its shapes, request files and the dialect cases kept so far."""
+    out: set = set()
+    for other in [*(build_shape(s, kwargs) for s in shapes if s in SHAPES), *matrix, *(request(n, kwargs) for n in kept)]:
+        out |= _atoms(other, render(other), kinds, lines)
+    return out
 
 
 # ------------------------------------------------------------------ the lock file

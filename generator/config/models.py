@@ -268,17 +268,18 @@ PARSER_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")  # SGLang spells some wi
 
 
 def _parse_dialects(raw: Any, where: _Where, key: str) -> tuple[str, ...]:
-    """`dialects: all | none | [names]` (config/dialects.py DIALECTS)."""
+    """`dialects: all | none | [names]` (config/dialects.py: `all` is the hand-written ones; a
+    list may name `derived`, every generated one, or `all` and `derived` together)."""
     if raw == "all":
-        return tuple(dialects.DIALECTS)
+        return dialects.WRITTEN
     if raw == "none" or raw is None:
         return ()
     names = where.string_list(raw, key)
     for i, name in enumerate(names):
-        if name not in dialects.DIALECTS:
+        if name not in ("all", "derived") and name not in dialects.DIALECTS:
             raise GoldensError(f"{where.file}: {key}[{i}]: unknown dialect {name!r} "
-                               f"(known: {', '.join(dialects.DIALECTS)}; or all, none)")
-    return tuple(d for d in dialects.DIALECTS if d in names)
+                               f"(known: {', '.join(dialects.WRITTEN)}, derived; or all, none)")
+    return dialects.selection([n for name in names for n in (dialects.WRITTEN if name == "all" else (name,))])
 
 
 def with_lock(model: ModelSpec, entry: dict[str, list[str]] | None) -> ModelSpec:

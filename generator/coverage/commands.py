@@ -70,16 +70,22 @@ def requests_search_command(config_path: Path, model_names: tuple[str, ...], out
             click.echo(f"  +{gain:<3d} {path}  ({outcome})")
 
 
-def requests_import_command(config_path: Path, log: Path, out: Path, model_names: tuple[str, ...], redact: bool) -> None:
-    """Logged OpenAI chat bodies (JSONL, or a folder of JSON files) to the smallest set of
-    request files that reaches everything the whole log reaches: each model's template code
-    and the bodies' structure. A malformed entry is one error line; the rest are imported
-    (exit 2 says some input was bad)."""
+def requests_import_command(config_path: Path, log: str, out: Path, model_names: tuple[str, ...], redact: bool) -> None:
+    """Logged OpenAI chat bodies (JSONL, or a folder of JSON files), or a pinned registry corpus
+    (corpus:NAME), to the smallest set of request files that reaches everything the whole log
+    reaches: each model's template code and the bodies' structure. A malformed entry is one
+    error line; the rest are imported (exit 2 says some input was bad)."""
     from generator.config import models
     from generator.coverage import traffic
+    from generator.errors import GoldensError
 
     config = models.load(config_path)
-    result = traffic.import_log(log, out, config, config.select(model_names), redacting=redact)
+    if log.startswith("corpus:"):
+        result = traffic.import_corpus(log.split(":", 1)[1], out, config, config.select(model_names))
+    elif not Path(log).exists():
+        raise GoldensError(f"{log}: no such file or folder")
+    else:
+        result = traffic.import_log(Path(log), out, config, config.select(model_names), redacting=redact)
     for error in result.errors:
         click.echo(f"goldens: error: {error}", err=True)
     click.echo(f"{result.read} bodies read, {len(result.kept)} kept"

@@ -108,11 +108,61 @@ class EngineCoverage:
             span["partly"] = False
         return out
 
+    # ---- per function: the request layer's reachable set (reach.py), the unit the issue asks for
+
+    def function_lines(self) -> dict[str, set[int]]:
+        """Each reachable function ("path:qualname") -> its own statements (nested functions'
+        lines are theirs); a file without a reachable set counts every function it holds."""
+        out: dict[str, set[int]] = {}
+        for path, code in self.files.items():
+            for line, name in code.functions.items():
+                out.setdefault(f"{path}:{name}", set()).add(line)
+        return out
+
+    def function_status(self) -> dict[str, str]:
+        """Each function -> "executed" (a request ran one of its lines), "setup-only" (only
+        start-up did: a cached call, no request's to reach) or "never"."""
+        out = {}
+        setup = {key for key in self.setup}
+        for key, lines in self.function_lines().items():
+            path = key.split(":", 1)[0]
+            if any((path, line) in self.hits for line in lines):
+                out[key] = "executed"
+            elif any((path, line) in setup for line in lines):
+                out[key] = "setup-only"
+            else:
+                out[key] = "never"
+        return out
+
+    def function_status_counts(self) -> dict[str, int]:
+        counts = {"executed": 0, "setup-only": 0, "never": 0}
+        for status in self.function_status().values():
+            counts[status] += 1
+        return counts
+
+    @property
+    def functions_counted(self) -> tuple[int, int]:
+        """(executed, counted): the reachable functions a request ran, of those a request can
+        reach (the set less the functions only start-up ran)."""
+        status = self.function_status()
+        counted = [s for s in status.values() if s != "setup-only"]
+        return sum(1 for s in counted if s == "executed"), len(counted)
+
+    @property
+    def function_percent(self) -> float:
+        executed, counted = self.functions_counted
+        return 100.0 * executed / counted if counted else 100.0
+
     def record(self) -> dict[str, Any]:
+        status = self.function_status()
+        executed, counted = self.functions_counted
         return {
             "engine": self.engine, "version": self.version, "models": list(self.models),
             "requests": self.requests, "setup_only": self.setup_only, "executed": self.executed, "executable": self.executable,
             "percent": round(self.percent, 1),
+            "functions": {"executed": executed, "counted": counted, "percent": round(self.function_percent, 1),
+                          "setup_only": sorted(k for k, s in status.items() if s == "setup-only"),
+                          "never_executed": sorted(k for k, s in status.items() if s == "never")},
             "files": {path: {"executed": len(self.lines_hit(path)), "executable": len(self.lines(path)),
                              "percent": round(self.file_percent(path), 1), "never_executed": self.spans(path)}
                       for path, code in self.files.items()},
@@ -147,15 +197,29 @@ def function_lines(source: str, statements: Iterable[int]) -> dict[int, str]:
     return {line: owner[line][1] for line in statements if line in owner}
 
 
-def python_file(path: Path, shown: str) -> FileCode:
-    """A Python file's request-time statements, as coverage.py's parser finds statements."""
+def python_file(path: Path, shown: str, only: set[str] | None = None) -> FileCode:
+    """A Python file's request-time statements, as coverage.py's parser finds statements;
+    `only`: the statements of these functions alone (the request layer's reachable set)."""
     from coverage.parser import PythonParser
 
     text = path.read_text(encoding="utf-8")
     parser = PythonParser(text=text, filename=str(path))
     parser.parse_source()
     functions = function_lines(text, parser.statements)
+    if only is not None:
+        functions = {line: name for line, name in functions.items() if name in only}
     return FileCode(shown, frozenset(functions), tuple(text.splitlines()), functions)
+
+
+def reachable_files(root: Path, spec) -> tuple[dict[str, Path], dict[str, FileCode]]:
+    """The files holding the request layer's reachable functions (reach.Spec) under `root`, and
+    each file's code restricted to them: the denominator is the reachable set, so is the
+    numerator."""
+    from generator.coverage import reach
+
+    found = reach.functions(root, spec)
+    paths = {shown: root / shown for shown in sorted(found)}
+    return paths, {shown: python_file(path, shown, found[shown]) for shown, path in paths.items()}
 
 
 def python_files(root: Path, relative: Sequence[str]) -> dict[str, Path]:
@@ -205,10 +269,11 @@ class InProcess:
     request in a dynamic context of its own. A refusal or an engine error (any exception, as
     `check` takes it) is that request's outcome: the lines it reached before it count."""
 
-    def __init__(self, files: dict[str, Path], make: Callable[[], Any], call: Callable[[Any, dict], Any]):
+    def __init__(self, files: dict[str, Path], make: Callable[[], Any], call: Callable[[Any, dict], Any],
+                 code: dict[str, FileCode] | None = None):
         import coverage
 
-        self.files, self.call, self.runs = files, call, 0
+        self.files, self.call, self.runs, self.code = files, call, 0, code
         self.cov = coverage.Coverage(data_file=None, include=[str(p) for p in files.values()], config_file=False)
         self.cov.start()
         try:
@@ -217,7 +282,8 @@ class InProcess:
             self.cov.stop()
 
     def session(self) -> Session:
-        session = Session({shown: python_file(path, shown) for shown, path in self.files.items()}, self.run)
+        session = Session(self.code if self.code is not None else
+                          {shown: python_file(path, shown) for shown, path in self.files.items()}, self.run)
         session.setup |= keys_by_context(self.cov.get_data(), self.files, [""])[0]
         return session
 

@@ -21,10 +21,24 @@ from generator.errors import GoldensError
 from generator.servers import llama_cpp
 from generator.sources import pack
 
-# The request layer: the server's OpenAI body parsing (oaicompat_chat_params_parse, media and
-# content parts) and common/chat.cpp (messages and tools to the template's inputs).
-SOURCES = ("common/chat.cpp", "tools/server/server-common.cpp")
-SUMMARY = "the server's OpenAI body parsing and common/chat.cpp, from a gcov build of the pinned release"
+# The files the request layer's functions may lie in, compiled with --coverage: the route
+# handlers (server-context.cpp), the OpenAI body parsing (server-common.cpp, server-chat.cpp),
+# messages and tools to the template's inputs and the chat format's grammar (common/chat*.cpp,
+# peg-parser, json-schema*), and the template's capabilities (common/jinja/caps.cpp). The jinja
+# engine itself (lexer, parser, runtime, value) is the template, past the request layer.
+SOURCES = ("common/chat.cpp", "tools/server/server-common.cpp", "tools/server/server-context.cpp",
+           "tools/server/server-chat.cpp", "common/chat-auto-parser-generator.cpp",
+           "common/chat-auto-parser-helpers.cpp", "common/chat-diff-analyzer.cpp", "common/chat-peg-parser.cpp",
+           "common/peg-parser.cpp", "common/json-schema-to-grammar.cpp", "common/json-schema.cpp",
+           "common/jinja/caps.cpp")
+SUMMARY = ("the functions the /apply-template, /tokenize and /v1/chat/completions handlers reach down to the "
+           "template call, from a gcov build of the pinned release")
+# the entry points: each route's handler, found by the line that assigns it (server-context.cpp)
+SEEDS = (("tools/server/server-context.cpp", "this->post_apply_template = "),
+         ("tools/server/server-context.cpp", "this->post_tokenize = "),
+         ("tools/server/server-context.cpp", "this->post_chat_completions = "))
+# past the template: inference (the completion task the chat route queues once its prompt is made)
+STOPS = ("server_routes::handle_completions_impl",)
 
 
 def variant() -> llama_cpp.Variant:
@@ -33,7 +47,7 @@ def variant() -> llama_cpp.Variant:
     notes kept beside the binary."""
     launcher = Path(__file__).with_name("gcov_launcher.py")
     return llama_cpp.Variant(
-        "-coverage", launcher=(sys.executable, str(launcher), ",".join(SOURCES)),
+        "-reach", launcher=(sys.executable, str(launcher), ",".join(SOURCES)),
         flags=("-DCMAKE_EXE_LINKER_FLAGS=--coverage",), keep="*.gcno",
     )
 
@@ -87,32 +101,45 @@ def _gcov(notes: dict[str, Path], prefix: Path) -> dict[str, dict[int, int]]:
 
 
 def _executable(notes: dict[str, Path]) -> dict[str, FileCode]:
-    """Every line gcov counts in each listed source (read from the notes alone: gcov with no
-    counts reports each line at 0), with the pinned source's text."""
+    """The request layer's lines: those gcov counts (read from the notes alone: gcov with no
+    counts reports each line at 0) inside the functions the route handlers reach
+    (cpp_reach.py), each with its innermost function, and the pinned source's text."""
+    from generator.coverage import cpp_reach
+
     tree = pack.llama_cpp_source()
+    counted: dict[str, set[int]] = {}
+    functions: list[cpp_reach.Function] = []
     with tempfile.TemporaryDirectory() as tmp:
-        out = {}
         for source, note in notes.items():
             copy = Path(tmp) / note.name
             shutil.copy2(note, copy)
             result = subprocess.run(["gcov", "--json-format", "--stdout", "--demangled-names", copy.name], cwd=tmp,
                                     capture_output=True, timeout=300)
             lines: set[int] = set()
-            owner: dict[int, tuple[int, str]] = {}  # line -> (function's size, name): innermost wins
             for row in result.stdout.splitlines():
                 if row.strip():
                     for entry in json.loads(row).get("files", []):
                         if entry["file"].replace("\\", "/").endswith("/" + source):
                             lines.update(r["line_number"] for r in entry["lines"])
-                            for function in entry.get("functions", []):
-                                first, last = function["start_line"], function["end_line"]
-                                name = function.get("demangled_name", function["name"]).split("(")[0]
-                                for line in range(first, last + 1):
-                                    if line not in owner or owner[line][0] > last - first:
-                                        owner[line] = (last - first, name)
-            text = (tree / source).read_text(encoding="utf-8", errors="replace")
-            functions = {line: owner[line][1] for line in lines if line in owner}
-            out[source] = FileCode(source, frozenset(lines), tuple(text.splitlines()), functions)
+                            functions += [cpp_reach.Function(source, cpp_reach.clean_name(
+                                f.get("demangled_name", f["name"])), f["start_line"], f["end_line"])
+                                for f in entry.get("functions", [])]
+            counted[source] = lines
+    texts = {source: (tree / source).read_text(encoding="utf-8", errors="replace").splitlines() for source in notes}
+    functions = sorted(set(functions), key=lambda f: (f.source, f.first, f.last, f.name))
+    reached = cpp_reach.reachable(functions, texts, SEEDS, STOPS)
+    out = {}
+    for source in notes:
+        owner: dict[int, tuple[int, str]] = {}  # line -> (function's size, name): innermost wins
+        for fn in functions:
+            if fn.source == source:
+                for line in range(fn.first, fn.last + 1):
+                    if line not in owner or owner[line][0] > fn.last - fn.first:
+                        owner[line] = (fn.last - fn.first, fn.name)
+        mine = {line: owner[line][1] for line in counted[source]
+                if line in owner and f"{source}:{owner[line][1]}" in reached}
+        if mine:
+            out[source] = FileCode(source, frozenset(mine), tuple(texts[source]), mine)
     return out
 
 

@@ -68,7 +68,9 @@ def as_json(coverages: dict[str, Coverage]) -> str:
 # ------------------------------------------------------------------ engine-side coverage (engine.py)
 
 def engine_summary_line(coverage) -> str:
-    return (f"{coverage.engine} {coverage.version}: {coverage.percent:.1f}% of its request layer executed "
+    executed, counted = coverage.functions_counted
+    return (f"{coverage.engine} {coverage.version}: {coverage.function_percent:.1f}% of its request layer's "
+            f"reachable functions executed ({executed}/{counted}); {coverage.percent:.1f}% of their lines "
             f"({coverage.executed}/{coverage.executable} request-time lines, {len(coverage.files)} files; "
             f"{coverage.requests} requests of {', '.join(coverage.models)}; "
             f"{coverage.setup_only} line(s) only start-up ran left out)")
@@ -78,6 +80,9 @@ def engine_text(coverages: dict) -> str:
     out = []
     for coverage in coverages.values():
         out.append(engine_summary_line(coverage))
+        never = sorted(k for k, s in coverage.function_status().items() if s == "never")
+        out.append(f"  reachable functions never executed ({len(never)}):")
+        out.extend(f"    {key}" for key in never)
         for path in coverage.files:
             spans = coverage.spans(path)
             out.append(f"  {path}: {coverage.file_percent(path):.1f}% "
@@ -99,6 +104,9 @@ def engine_table(coverage) -> list[str]:
                    f"{len(coverage.lines_hit(path))}/{len(coverage.lines(path))} | {len(coverage.spans(path))} |")
     out.append(f"| all | {coverage.percent:.1f}% | {coverage.executed}/{coverage.executable} | "
                f"{sum(len(coverage.spans(p)) for p in coverage.files)} |")
+    executed, counted = coverage.functions_counted
+    out += ["", f"Reachable functions executed: {coverage.function_percent:.1f}% ({executed}/{counted}; "
+                f"{coverage.function_status_counts()['setup-only']} only start-up ran, left out)."]
     return out
 
 

@@ -106,18 +106,97 @@ def structure(body: dict[str, Any]) -> set:
     return features
 
 
+def _text_form(text: Any) -> tuple[str, ...]:
+    """What of a text an engine's escaping or a template's tests may act on."""
+    if not isinstance(text, str):
+        return (type(text).__name__,)
+    return tuple(sorted({"empty" if not text else "text", *(["newline"] if "\n" in text else []),
+                         *(["markup"] if re.search(r"[<>&']", text) else []),
+                         *(["non-ascii"] if not text.isascii() else [])}))
+
+
+def schema_features(schema: Any, depth: int = 0, where: str = "parameters") -> set:
+    """A tool's JSON schema as features: each keyword at its depth, each type spelling (JSON
+    Schema's or not: `dict`, `float`), the kinds of enum, default and example values."""
+    if not isinstance(schema, dict):
+        return {("schema", where, depth, "not-an-object", type(schema).__name__)}
+    out = set()
+    for key, value in schema.items():
+        if key in ("properties", "patternProperties", "$defs", "definitions") and isinstance(value, dict):
+            out.add(("schema", where, depth, key))
+            for inner in value.values():
+                out |= schema_features(inner, min(depth + 1, 3), where)
+        elif key in ("items", "additionalProperties", "not", "if", "then", "else", "contains") and isinstance(value, dict):
+            out.add(("schema", where, depth, key))
+            out |= schema_features(value, min(depth + 1, 3), where)
+        elif key in ("anyOf", "oneOf", "allOf", "prefixItems") and isinstance(value, list):
+            out.add(("schema", where, depth, key))
+            for inner in value:
+                out |= schema_features(inner, min(depth + 1, 3), where)
+        elif key == "type":
+            out.add(("schema-type", json.dumps(value)))
+        elif key in ("enum", "default", "examples", "const"):
+            kinds = sorted({type(v).__name__ for v in value}) if key in ("enum", "examples") and isinstance(value, list) \
+                else [type(value).__name__]
+            out.add(("schema", where, depth, key, *kinds))
+        elif key == "description":
+            out.add(("schema", where, depth, key, *_text_form(value)))
+        else:
+            out.add(("schema", where, depth, key))
+    return out
+
+
+def tool_features(body: dict[str, Any]) -> set:
+    """The tools a body sends, beyond whether it sends any: keys, name spellings, schemas."""
+    out = set()
+    for tool in body.get("tools") or []:
+        if not isinstance(tool, dict):
+            out.add(("tool", "not-an-object"))
+            continue
+        out |= {("tool-key", key) for key in tool}
+        function = tool.get("function") if isinstance(tool.get("function"), dict) else {}
+        out |= {("function-key", key) for key in function}
+        name = str(function.get("name", ""))
+        out |= {("name-chars", kind) for kind, pattern in (("dot", r"\."), ("dash", "-"), ("digit", r"\d"),
+                                                           ("upper", "[A-Z]"), ("space", r"\s"))
+                if re.search(pattern, name)}
+        out.add(("tool-description", *_text_form(function.get("description"))))
+        if "parameters" in function:
+            out |= schema_features(function["parameters"])
+    for message in body.get("messages") or []:
+        if isinstance(message, dict):
+            out.add(("text", message.get("role"), *_text_form(message.get("content"))))
+    return out
+
+
 def features_of(body: Body, renderers: list[tuple[Any, Any]], config) -> None:
     request = validate_request(json.loads(json.dumps(body.body)), body.name)
-    body.features = structure(request)
+    body.features = structure(request) | tool_features(request)
     for model, source in renderers:
         for kwargs in model.variants.values():
             rendered = dict(request, chat_template_kwargs={**request["chat_template_kwargs"], **model.kwargs, **kwargs})
             body.features |= {("line", model.name, line) for line in render_traced(source, rendered, config.date)[1]}
 
 
-def minimal(bodies: list[Body]) -> list[Body]:
-    kept = [body for body, _ in greedy(set(), bodies, covers=lambda body: body.features)]
+def minimal(bodies: list[Body], base: set | None = None) -> list[Body]:
+    """The greedy cover of the bodies' features; `base`: features already reached (a matrix's),
+    so only bodies adding to it are kept."""
+    kept = [body for body, _ in greedy(base or set(), bodies, covers=lambda body: body.features)]
     return sorted(kept, key=bodies.index)
+
+
+def matrix_features(models: list, renderers: list[tuple[Any, Any]], config) -> set:
+    """What the models' committed matrix cases reach, as import features: a corpus import keeps
+    only bodies that reach something beyond it."""
+    from generator.config.cases import model_cases
+
+    out: set = set()
+    for model, source in renderers:
+        for case in model_cases(model):
+            body = Body(case.stem, {k: v for k, v in case.request.items() if k != "chat_template_kwargs"})
+            features_of(body, [(model, source)], config)
+            out |= body.features
+    return out
 
 
 _TAG = re.compile(r"(</?[A-Za-z_|][A-Za-z0-9_|]{0,40}>)")
@@ -363,15 +442,36 @@ class Imported:
     coverage: dict[str, Coverage]  # per model, of the kept set (the whole log's, by construction)
 
 
-def import_log(path: Path, out: Path, config, models: list, redacting: bool = False) -> Imported:
+def representatives(bodies: list[Body]) -> list[Body]:
+    """The bodies that, in order, add a structural or tool feature (`structure`,
+    `tool_features`) no body before them has: what a corpus of thousands holds in few forms,
+    rendered once per form."""
+    seen: set = set()
+    out = []
+    for body in bodies:
+        features = structure(body.body) | tool_features(body.body)
+        if not features <= seen:
+            seen |= features
+            out.append(body)
+    return out
+
+
+def import_log(path: Path, out: Path, config, models: list, redacting: bool = False,
+               presort: bool = False, beyond_matrix: bool = False) -> Imported:
+    """The smallest set of the log's bodies reaching everything the whole log reaches; `presort`
+    (a corpus) renders only the first body of each form (`representatives`); `beyond_matrix`
+    keeps only what reaches something the models' matrix cases do not."""
     from generator import files
     from generator.sources.source import resolve
 
     bodies, errors = read_log(path)
+    read = len(bodies)
+    if presort:
+        bodies = representatives(bodies)
     renderers = [(model, resolve(model, config)) for model in models]
     for body in bodies:
         features_of(body, renderers, config)
-    kept = minimal(bodies)
+    kept = minimal(bodies, matrix_features(models, renderers, config) if beyond_matrix else None)
     coverage = {}
     for model, source in renderers:
         coverage[model.name] = Coverage(compiled(source.template), {
@@ -383,4 +483,33 @@ def import_log(path: Path, out: Path, config, models: list, redacting: bool = Fa
     for body in kept:
         data = redact(body.body, key, keep) if redacting else body.body
         files.atomic_write(out / f"{body.name}.json", request_bytes(data))
-    return Imported(read=len(bodies) + len(errors), kept=kept, errors=errors, coverage=coverage)
+    return Imported(read=read + len(errors), kept=kept, errors=errors, coverage=coverage)
+
+
+CORPUS_LOCK = "corpus.lock"  # beside the kept request files: the pin, licence and kept names (not *.json)
+
+
+def import_corpus(name: str, out: Path, config, models: list) -> Imported:
+    """A pinned registry corpus (sources/corpora.py) distilled like a log: its bodies written
+    to a scratch folder in the corpus's order, the first of each form rendered, the minimal set
+    of those reaching template code or features the models' matrix does not kept in `out`,
+    with `corpus.lock` beside it (pin, licence, the kept names). The same pin gives the same
+    bytes."""
+    import tempfile
+
+    from generator import files
+    from generator.sources import corpora
+
+    found = corpora.corpus(name)
+    root = corpora.fetch(found)
+    with tempfile.TemporaryDirectory(prefix="goldens-corpus-") as tmp:
+        for index, (body_name, body) in enumerate(corpora.bfcl_bodies(root)):
+            # the index keeps the corpus's order when the folder is read sorted by name
+            (Path(tmp) / f"{index:05d}-{body_name}.json").write_text(
+                json.dumps(body, ensure_ascii=False, sort_keys=True), encoding="utf-8")
+        result = import_log(Path(tmp), out, config, models, presort=True, beyond_matrix=True)
+    if result.kept:
+        lock = corpora.provenance(name, [body.name for body in result.kept])
+        lock["read"] = result.read
+        files.atomic_write(out / CORPUS_LOCK, json.dumps(lock, indent=2, ensure_ascii=False) + "\n")
+    return result

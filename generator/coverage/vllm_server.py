@@ -14,22 +14,81 @@ so requests sent one at a time each get their own lines. The server is stopped w
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import tempfile
 from pathlib import Path
 
-from generator.coverage.engine import Key, Session, keys_by_context, python_file, python_files
+from generator.coverage import reach
+from generator.coverage.engine import Key, Session, keys_by_context, reachable_files
 from generator.errors import GoldensError
 
-FILES = (
-    "vllm/entrypoints/openai/chat_completion/protocol.py",  # ChatCompletionRequest and its validators
-    "vllm/entrypoints/serve/tokenize/protocol.py",  # /tokenize's chat request
-    "vllm/renderers/online_renderer.py",  # render_chat / preprocess_chat: request -> renderer
-    "vllm/renderers/chat_utils.py",  # message and content-part parsing, tool-call normalization
-    "vllm/renderers/base.py",  # the renderer's chat path
-    "vllm/renderers/hf.py",  # apply_chat_template's inputs (tools, kwargs, documents)
+SUMMARY = ("the functions the render and /tokenize routes reach down to the template call: the request "
+           "models and their validators, message parsing, the HF, Mistral and harmony renderers")
+
+# The request layer as a reachable set (reach.py): from the two routes goldens sends a chat body
+# to, closed over their callees in these subtrees of vllm, stopping past the template call.
+REACH = reach.Spec(
+    packages=("vllm/entrypoints/scale_out/render", "vllm/entrypoints/serve/tokenize",
+              "vllm/entrypoints/openai/chat_completion/protocol.py", "vllm/entrypoints/serve/engine",
+              "vllm/entrypoints/openai/parser", "vllm/entrypoints/serve/utils", "vllm/entrypoints/chat_utils.py",
+              "vllm/renderers", "vllm/tokenizers"),
+    seeds=("vllm/entrypoints/scale_out/render/api_router.py:render_chat_completion",
+           "vllm/entrypoints/serve/tokenize/api_router.py:tokenize"),
+    models=("vllm.entrypoints.openai.chat_completion.protocol:ChatCompletionRequest",
+            "vllm.entrypoints.serve.tokenize.protocol:TokenizeChatRequest"),
+    stops=(
+        # past the template: sampling parameters and the engine's request (render_chat_request's tail)
+        "vllm/entrypoints/openai/chat_completion/protocol.py:ChatCompletionRequest.to_sampling_params",
+        # the completion forms of the two routes (a prompt, not a chat body)
+        "vllm/renderers/online_renderer.py:OnlineRenderer.preprocess_completion",
+        "vllm/renderers/online_renderer.py:OnlineRenderer.preprocess_cmpl",
+        "vllm/entrypoints/serve/tokenize/protocol.py:TokenizeCompletionRequest.build_tok_params",
+        "vllm/entrypoints/serve/tokenize/protocol.py:DetokenizeRequest.build_tok_params",
+    ),
+    # renderers of tokenizer modes no model of the matrix runs (renderers/registry.py picks one
+    # per mode; the matrix runs `hf` and `mistral`, gpt-oss through harmony inside the hf path)
+    absent=("vllm/renderers/cohere.py", "vllm/renderers/deepseek_v32.py", "vllm/renderers/deepseek_v4.py",
+            "vllm/renderers/inkling.py", "vllm/renderers/inkling_encoding.py", "vllm/renderers/kimi_k3.py",
+            "vllm/renderers/terratorch.py", "vllm/tokenizers/kimi_audio.py", "vllm/tokenizers/deepseek_v32.py",
+            "vllm/tokenizers/deepseek_v32_encoding.py", "vllm/tokenizers/deepseek_v4.py",
+            "vllm/tokenizers/deepseek_v4_encoding.py", "vllm/tokenizers/deepseek_v41.py",
+            "vllm/tokenizers/deepseek_v41_encoding.py", "vllm/tokenizers/fastokens.py"),
+    instances=("vllm.renderers.hf:HfRenderer", "vllm.renderers.mistral:MistralRenderer"),
 )
-SUMMARY = "the OpenAI chat and /tokenize request models, message parsing and the HF renderer"
+_CU, _HF, _BASE = "vllm/renderers/chat_utils.py", "vllm/renderers/hf.py", "vllm/renderers/base.py"
+# What the matrix's configuration cannot run: its vLLM servers serve tiny text-only decoder
+# models without --enable-prompt-embeds, so media parts are refused before any media parser runs
+# (docs/findings.md), and no encoder-decoder or prompt-embeds path is taken. REACH keeps them
+# (the full closure, reported beside); CONFIGURED leaves them out, each named here.
+CONFIGURED = dataclasses.replace(REACH, absent=REACH.absent + (
+    # media: the parsers of image/audio/video parts and their placeholders
+    f"{_CU}:AsyncMultiModalContentParser", f"{_CU}:MultiModalContentParser",
+    f"{_CU}:BaseMultiModalContentParser._add_placeholder", f"{_CU}:BaseMultiModalItemTracker.allowed_local_media_path",
+    f"{_CU}:BaseMultiModalItemTracker.allowed_media_domains", f"{_CU}:BaseMultiModalItemTracker.media_io_kwargs",
+    f"{_CU}:BaseMultiModalItemTracker.video_processor_name", f"{_CU}:_resolve_items",
+    f"{_CU}:_resolve_vision_chunk_items", f"{_CU}:_get_full_multimodal_text_prompt",
+    f"{_CU}:_get_interleaved_text_prompt", f"{_CU}:_detect_field", f"{_CU}:_get_embeds_data",
+    f"{_CU}:_load_embeds_dict", f"{_CU}:_merge_embeds", f"{_CU}:_parse_metadata_array",
+    f"{_HF}:_try_get_processor_chat_template", f"{_HF}:build_video_prompts_from_mm_data",
+    f"{_HF}:rebuild_mm_uuids_from_mm_data", f"{_HF}:replace_vision_chunk_video_placeholder",
+    f"{_BASE}:BaseRenderer._process_multimodal", f"{_BASE}:BaseRenderer._process_mm_uuids",
+    f"{_BASE}:BaseRenderer._validate_mm_uuids", f"{_BASE}:BaseRenderer.get_mm_processor",
+    f"{_BASE}:BaseRenderer.clear_mm_cache", f"{_BASE}:BaseRenderer.update_mm_cache_stats",
+    f"{_BASE}:BaseRenderer._join_mm_warmup",
+    # prompt embeds (off without --enable-prompt-embeds)
+    "vllm/renderers/embed_utils.py", f"{_HF}:HfRenderer._apply_prompt_embeds_to_engine_input",
+    f"{_HF}:HfRenderer._apply_prompt_embeds_to_prompt", f"{_HF}:_build_mixed_prompt_embeds",
+    f"{_HF}:_build_prompt_embeds_positions", f"{_HF}:_build_prompt_embeds_updates",
+    f"{_HF}:_ensure_prompt_embeds_placeholder_token", f"{_HF}:_expand_prompt_embeds_placeholders",
+    f"{_BASE}:BaseRenderer._process_embeds",
+    # encoder-decoder models
+    f"{_BASE}:BaseRenderer._process_enc_dec", f"{_BASE}:BaseRenderer._process_enc_dec_async",
+    f"{_BASE}:BaseRenderer._tokenize_enc_dec_prompt", f"{_BASE}:BaseRenderer._tokenize_enc_dec_prompt_async",
+    f"{_BASE}:BaseRenderer.get_dec_start_token_id", f"{_BASE}:BaseRenderer._get_skip_decoder_start_token",
+    "vllm/renderers/inputs/preprocess.py:_parse_dec_prompt", "vllm/renderers/inputs/preprocess.py:_parse_enc_prompt",
+    "vllm/renderers/inputs/preprocess.py:parse_enc_dec_prompt",
+))
 SWITCH = "/__goldens_coverage__"
 
 SITECUSTOMIZE = '''\
@@ -107,8 +166,7 @@ def session(model, source, config):
 
     release = version(config)
     site = vllm_site(release)
-    files = python_files(site, FILES)
-    code = {shown: python_file(path, shown) for shown, path in files.items()}
+    files, code = reachable_files(site, CONFIGURED)
     tools = coverage_site()
     with tempfile.TemporaryDirectory(prefix="goldens-vllm-coverage-") as tmp:
         folder = Path(tmp)
@@ -129,6 +187,8 @@ def session(model, source, config):
             # the managed vLLM is its render server: ids through /v1/chat/completions/render,
             # what `check` judges (serve() asks nothing more of a render server)
             engine = VllmEngine(server.url, server.model_name, render=server.render_only)
+            # the render server also answers /tokenize's chat form: the second entry point
+            tokenize = VllmEngine(server.url, server.model_name, render=False) if server.render_only else None
 
             def run(requests, each: bool = True) -> list[set[Key]]:
                 from generator import http
@@ -137,7 +197,7 @@ def session(model, source, config):
                 out: list[set[Key]] = [set() for _ in requests]
                 for name, request in zip(names, requests):
                     http.DEFAULT.get_json(f"{server.url}{SWITCH}?context={name}", where="vllm coverage switch")
-                    _replay(engine, request)
+                    _replay(engine, request, tokenize)
                 http.DEFAULT.get_json(f"{server.url}{SWITCH}?context=", where="vllm coverage switch")
                 pending.append((names, out))
                 return out
@@ -164,12 +224,16 @@ def _combined(folder: Path):
     return cov.get_data()
 
 
-def _replay(engine, request) -> None:
-    """/tokenize (what `check` judges) and /v1/chat/completions (its serving path); a refusal is
-    that request's outcome, the lines it reached count."""
+def _replay(engine, request, tokenize=None) -> None:
+    """The ids `check` judges (the render route, or /tokenize on a serving server), its serving
+    path, and on a render server /tokenize's chat form too; a refusal is that request's outcome,
+    the lines it reached count."""
     from generator.engines import EngineError
 
     with contextlib.suppress(EngineError):
         engine.ids(request)
     with contextlib.suppress(EngineError):
         engine.serve(request)
+    if tokenize is not None:
+        with contextlib.suppress(EngineError):
+            tokenize.ids(request)

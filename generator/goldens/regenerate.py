@@ -203,7 +203,8 @@ def choose_dialects(config: Config, models: list[ModelSpec], sources: dict[str, 
         try:
             kept = dialects.choose(model.shapes, model.dialects, model.kwargs,
                                    lambda request, source=source: reference.render_request(source, request, config.date),
-                                   matrix, lambda request, rendered, source=source: finding_kinds(source, request, rendered))
+                                   matrix, lambda request, rendered, source=source: finding_kinds(source, request, rendered),
+                                   lambda request, source=source: _template_lines(source, request, config.date))
         except GoldensError as error:  # the render deadline, memory: this machine's, no choice
             raise GoldensError(f"{model.name}: choosing its dialect cases: {error}; nothing written") from None
         lock[model.name] = {"dialects": list(model.dialects), "cases": kept}
@@ -211,6 +212,13 @@ def choose_dialects(config: Config, models: list[ModelSpec], sources: dict[str, 
     lock = {name: entry for name, entry in lock.items() if name in config.models}
     dialects.write_lock(path, lock)
     return [config.models[m.name] for m in models]
+
+
+def _template_lines(source: Source, request: dict, date) -> set[int]:
+    """The compiled template lines a request executes (the derived dialects' choice)."""
+    from generator.coverage.trace import render_traced
+
+    return render_traced(source, request, date)[1]
 
 
 def finding_kinds(source: Source, request: dict, rendered: reference.Rendered) -> list[str]:
