@@ -182,9 +182,14 @@ def list_engines(**options) -> None:
 
 @main.command()
 @CONFIG_OPTION
-@click.option("--engine", "engine_name", required=True, help="The engine whose answer is reviewed.")
+@click.option("--engine", "engine_name", help="The engine whose answer is reviewed.")
 @click.option("--case", "case_ids", multiple=True, help="A case id, e.g. qwen3/tools (repeatable).")
-@click.option("--reason", required=True, help="Why this divergence is accepted (kept in the entry).")
+@click.option("--reason", help="Why this divergence is accepted (kept in the entry).")
+@click.option("--class", "klass", type=click.Choice(["engine-defect", "policy", "reference"]),
+              help="What it is: an engine's bug, its documented behaviour, or the reference's error.")
+@click.option("--upstream", multiple=True, metavar="URL", help="The engine-defect's upstream issue (repeatable).")
+@click.option("--report", "report_cause", metavar="CAUSE", help="Write the engine-defect CAUSE's report to file.")
+@click.option("--json", "as_json", is_flag=True, help="With nothing to record: the ledger's count as JSON.")
 @click.option("--url", metavar="URL", help="Use this running server instead of starting one.")
 @click.option("--goldens", "root", default="goldens", show_default=True,
               type=click.Path(file_okay=False, path_type=Path), help="Directory of golden files.")
@@ -199,8 +204,8 @@ def list_engines(**options) -> None:
 @click.option("--replace-entries", is_flag=True,
               help="Remove the per-case ledger entries the recorded cause explains exactly.")
 def ledger(**options) -> None:
-    """Record a reviewed divergence: the engine's own ids for a case, beside its golden, with a
-    reason; or with --cause, one edit the engine makes on every case of the models named."""
+    """Record a reviewed divergence (--engine, --case, --reason, --class), or with --cause one edit
+    for whole models; --report writes a defect's report; alone, count causes and classes."""
     call("generator.replay.ledger:command", options)
 
 

@@ -233,10 +233,10 @@ def stale_causes(root: Path, model: str, engine: str, label: str, outcomes: list
     shown = {o.cause for o in verdicts if o.cause is not None}
     out = []
     for cause in causes.covering(root, engine, model):
-        if cause.name not in shown:
+        if cause.name not in shown and not cause.builtin:  # goldens' own apply to any model: none stale
             out.append(Outcome(
                 f"{model}/{causes.FOLDER}:{cause.name}", label, "drift",
-                f"the reviewed cause {cause.name} ({cause.edit.describe()}) covers {engine} on {model}, but "
+                f"the reviewed cause {cause.name} ({cause.describe()}) covers {engine} on {model}, but "
                 f"none of its {len(verdicts)} checked cases shows that edit any more; if {engine} was "
                 f"fixed, remove {causes.path_of(root, cause.name)} (was: {cause.reason})",
                 kind="cause-stale", cause=cause.name, version=verdicts[0].version))
