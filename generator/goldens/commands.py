@@ -13,7 +13,8 @@ from generator.errors import GoldensError
 
 
 def regenerate_command(config_path: Path, out: Path, old_out: Path | None, model_names: tuple[str, ...],
-                       update_pins: bool, prune: bool, force: bool, rechoose_dialects: bool = False) -> None:
+                       update_pins: bool, prune: bool, force: bool, rechoose_dialects: bool = False,
+                       write_invariants: bool = False) -> None:
     """Render the models whose inputs changed (every model with --force) and write the goldens
     that changed; remove only this matrix's own stale goldens and ledger entries, each named."""
     from generator.config import models
@@ -30,6 +31,12 @@ def regenerate_command(config_path: Path, out: Path, old_out: Path | None, model
                                    rechoose_dialects=rechoose_dialects)
     for line in summary.lines():
         click.echo(line)
+    if write_invariants and summary.proposed:  # the review printed above, written into models.yaml
+        from generator.analysis import invariants
+
+        written = invariants.write_review(config.path, summary.proposed)
+        click.echo(f"wrote the invariants: review of {', '.join(written)} into {config.path}; read each reason "
+                   f"and say why the template may do it ({invariants.docs_url()})")
 
 
 def render_command(config_path: Path, model_name: str, request_file) -> None:

@@ -210,7 +210,9 @@ def invariant_outcomes(root: Path, model: ModelSpec, case_ids: list[str]) -> tup
              for case, item in zip(case_ids, load_goldens(root, case_ids)) if item.outcome == "ok"}
     judged = invariants.review(found, {model.name: model.invariants})
     outcomes = [Outcome(case, INVARIANTS, "drift", f"invariant finding not reviewed in models.yaml: "
-                        f"{invariants.text(finding)}", kind="invariant") for case, finding in judged.unreviewed]
+                        f"{invariants.text(finding)}; `goldens regenerate` prints the review to paste under "
+                        f"models.{model.name}.invariants ({invariants.docs_url()})", kind="invariant")
+                for case, finding in judged.unreviewed]
     outcomes += [Outcome(case_ids[0], INVARIANTS, "drift", f"stale models.yaml entry: models.{model.name}.invariants "
                          f"finding {entry.finding!r} matches no finding any more", kind="invariant")
                  for _, entry in judged.stale]
@@ -219,7 +221,7 @@ def invariant_outcomes(root: Path, model: ModelSpec, case_ids: list[str]) -> tup
         n = len(judged.cases)
         notes.append(f"invariant findings of the reference ({model.name}): {n} golden{'s' if n != 1 else ''}, "
                      f"{len(judged.known)} reviewed as known, {len(judged.unreviewed)} not reviewed, "
-                     f"{len(judged.stale)} stale entries (docs/invariants.md)")
+                     f"{len(judged.stale)} stale entries ({invariants.docs_url()})")
     return outcomes, notes
 
 
