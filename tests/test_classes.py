@@ -176,3 +176,60 @@ def test_write_review_keeps_comments_and_appends_to_an_existing_list(tmp_path):
     data = yaml.safe_load(text)["models"]
     assert data["a"]["invariants"] == proposed["a"] and data["a"]["engines"] == ["transformers"]
     assert [e["finding"] for e in data["b"]["invariants"]] == ["f", "g"] and data["b"]["engines"] == ["transformers"]
+
+
+@pytest.mark.slow
+def test_a_bump_review_says_the_template_bos_and_their_effect_on_ids(tmp_path):
+    """Llama 3 tokenizer files swapped for Llama 3.1's: ids that do not move are not the whole
+    story. The diff says the template's text change, add_bos_token and the post-processor that
+    adds a BOS, and that a client re-encoding the prompt now sends one more token."""
+    import subprocess
+
+    new_dir = source_of("llama3").tokenizer_dir
+    repo = tmp_path / "team"
+    (repo / "tok").mkdir(parents=True)
+    tokenizer = json.loads((new_dir / "tokenizer.json").read_text(encoding="utf-8"))
+    tokenizer["post_processor"] = None  # Llama 3's files: nothing added on encode
+    (repo / "tok" / "tokenizer.json").write_text(json.dumps(tokenizer), encoding="utf-8")
+    config = json.loads((new_dir / "tokenizer_config.json").read_text(encoding="utf-8"))
+    (repo / "tok" / "tokenizer_config.json").write_text(json.dumps({**config, "add_bos_token": False}), encoding="utf-8")
+    (repo / "tok" / "chat_template.jinja").write_text(LLAMA3_TEMPLATE, encoding="utf-8")
+    (repo / "models.yaml").write_text("date: 2026-01-15\nmodels:\n  acme:\n    tokenizer: {dir: tok}\n"
+                                      "    shapes: [plain, multi-turn]\n    engines: [transformers]\n", encoding="utf-8")
+
+    def git(*args):
+        subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True,
+                       env={**__import__("os").environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@e.invalid",
+                            "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@e.invalid"})
+
+    def regenerate():
+        from generator import reference
+
+        reference.load_tokenizer.cache_clear()  # the folder's files change in place: a new process would reload
+        result = CliRunner().invoke(main, ["regenerate", "--config", str(repo / "models.yaml"),
+                                           "--goldens", str(repo / "goldens")])
+        assert result.exit_code == 0, result.output
+
+    regenerate()
+    git("init", "-q")
+    git("add", "-A")
+    git("commit", "-qm", "llama 3")
+    shutil.copy(new_dir / "tokenizer.json", repo / "tok" / "tokenizer.json")
+    shutil.copy(new_dir / "tokenizer_config.json", repo / "tok" / "tokenizer_config.json")
+    (repo / "tok" / "chat_template.jinja").write_text(LLAMA3_TEMPLATE.replace("| trim", "| trim | replace('x', 'x')"),
+                                                      encoding="utf-8")
+    regenerate()
+    import os
+
+    cwd = os.getcwd()
+    os.chdir(repo)
+    try:
+        result = CliRunner().invoke(main, ["diff", "--goldens", "goldens"])
+    finally:
+        os.chdir(cwd)
+    out = result.stdout
+    assert "acme: its sources changed (template_sha256" in out, out
+    assert "the template's text (" in out and "+{% set loop_messages" in out or "replace('x', 'x')" in out, out
+    assert "add_bos_token: False → True" in out, out
+    assert "post_processor: 'none' → '<|begin_of_text|> $A'" in out, out
+    assert "effect on ids a client re-encodes" in out and "same → " in out, out

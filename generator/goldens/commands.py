@@ -76,8 +76,11 @@ def diff_command(rev: str, root: Path, markdown: bool, report_path: Path | None,
     from generator.replay import destination, github
 
     destination.check_destination(report_path)
+    from generator.goldens import bump
+
     changes = diff.changed(root, rev)
-    page = diff.render_markdown(changes, rev, context)
+    sources = bump.lines(root, rev, changes) if changes else []  # the template, BOS/EOS and their effect
+    page = diff.render_markdown(changes, rev, context, sources)
     if report_path is not None:
         destination.write(report_path, page)
     if as_json:
@@ -85,5 +88,5 @@ def diff_command(rev: str, root: Path, markdown: bool, report_path: Path | None,
 
         click.echo(documents.dumps("diff", documents.diff(changes, rev)), nl=False)
     else:
-        click.echo(page if markdown else diff.render_text(changes, rev, context, full), nl=False)
+        click.echo(page if markdown else diff.render_text(changes, rev, context, full, sources), nl=False)
     github.publish(page, github.diff_annotations(changes), lambda line: click.echo(line, err=True))
