@@ -454,8 +454,14 @@ def pytest_collection_finish(session):
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
-    """What the update wrote, as `goldens regenerate` says it."""
+    """What the update wrote, as `goldens regenerate` says it; goldens no case judges, as check
+    says them."""
     state = config.stash.get(_STATE, None)
+    if state is not None and config.getoption("goldens_run") and state.update is None:
+        from generator.replay import orphans
+
+        for line in orphans.note(state.matrix, state.path("goldens_dir"), config.getoption("goldens_models")):
+            terminalreporter.write_line(f"goldens: {line}")
     if state is not None and state.update is not None:
         for line in state.update.lines():
             terminalreporter.write_line(line)

@@ -24,7 +24,7 @@ def check_command(config_path: Path, engines: tuple[str, ...], model_names: tupl
     from generator.goldens import staleness
     from generator.progress import progress_bar
     from generator.replay import check as checking
-    from generator.replay import destination, gate, publish, remote_options, shard
+    from generator.replay import destination, gate, orphans, publish, remote_options, shard
     from generator.replay import results as results_data
 
     config = models.load(config_path)
@@ -60,6 +60,7 @@ def check_command(config_path: Path, engines: tuple[str, ...], model_names: tupl
             results.coverage = coverage_records(config, sorted({g[0] for i, g in enumerate(groups)
                                                                 if only is None or i in only}))
         gate.apply(results, config.gate)  # models.yaml's `gate:`: classes of known divergence that fail
+        results.notes += orphans.note(config, root, [m for m, _ in work])  # files no case judges
         publish.write_files(results, junit_path, report_path, results_path)
         if store_durations is not None:
             destination.write(store_durations, shard.merged_durations(store_durations, results.durations()))
