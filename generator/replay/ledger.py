@@ -246,6 +246,8 @@ def _report(config, root: Path, name: str, case_ids: tuple[str, ...], url: str |
     if example.refused is None and not cause.explains(item.ids, example.ids, item):
         raise GoldensError(f"--report {name}: {engine_name}'s answer to {case.id} is not the cause's; name another --case")
     folder = cause.path.parent
+    if cause.builtin and causes.BUILTIN.parents[2] / "goldens" != Path(root).resolve():
+        folder = Path(root) / causes.FOLDER  # goldens' own cause, reported from a team's repository: kept there
     path = defects.write_report(folder, cause, example, Path(config.path).parent / "docs" / "atlas",
                                 sorted(set(cause.cases) | set(cases)))
     click.echo(f"wrote {path}")
