@@ -233,3 +233,21 @@ def test_a_bump_review_says_the_template_bos_and_their_effect_on_ids(tmp_path):
     assert "add_bos_token: False → True" in out, out
     assert "post_processor: 'none' → '<|begin_of_text|> $A'" in out, out
     assert "effect on ids a client re-encodes" in out and "same → " in out, out
+
+
+def test_the_atlas_asks_only_new_cases_and_keeps_what_it_found_on_the_others():
+    from generator.replay import atlas
+
+    old = {"from": "1", "to": "3", "searched": {"m/a": "da", "m/b": "db"}, "asked": ["1", "3"],
+           "change_points": [{"label": "2", "groups": [{"cases": ["m/a", "m/b"]}], "cases": ["m/a", "m/b"]}],
+           "unavailable": {}, "explanations": {"2": {"stage": "tokenizer", "line": "why", "upstream": []}}}
+    now = {"m/a": "da", "m/b": "db2", "m/c": "dc"}  # b's request changed, c is new
+    assert atlas.incremental(old, "1", "3", now, exhaustive=False) == ["m/b", "m/c"]
+    assert atlas.incremental(old, "1", "4", now, exhaustive=False) is None  # another range: all of it
+    assert atlas.incremental({**old, "searched": {}}, "1", "3", now, exhaustive=False) is None
+    new = {"releases": ["1", "2", "3"], "asked": ["1", "2", "3"], "unavailable": {}, "_cases": ["m/b", "m/c"],
+           "change_points": [{"label": "3", "groups": [{"cases": ["m/c"]}], "cases": ["m/c"]}],
+           "explanations": {"3": {"stage": "", "line": "", "upstream": []}}}
+    data = atlas.merged(old, new, now)
+    assert [(c["label"], c["cases"]) for c in data["change_points"]] == [("2", ["m/a"]), ("3", ["m/c"])]
+    assert data["explanations"]["2"]["line"] == "why" and data["asked"] == ["1", "2", "3"]

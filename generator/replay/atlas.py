@@ -39,8 +39,9 @@ def load(path: Path) -> dict[str, Any]:
 
 def update(config: Config, folder: Path, engine: str | None, first: str | None, last: str | None, *,
            jobs: int = 1, exhaustive: bool = False, echo: Callable[[str], None] = print,
-           note: Callable[[str], None] | None = None) -> list[Path]:
-    """Rerun the atlas's ranges (or set one engine's with `first`/`last`), write what changed."""
+           note: Callable[[str], None] | None = None, models: tuple[str, ...] = ()) -> list[Path]:
+    """Rerun the atlas's ranges (or set one engine's with `first`/`last`), write what changed.
+    `models` searches only their cases and keeps what the atlas found on the others."""
     folder.mkdir(parents=True, exist_ok=True)
     existing = {path.stem: load(path) for path in sorted(folder.glob("*.json"))}
     if engine is not None:
@@ -61,11 +62,14 @@ def update(config: Config, folder: Path, engine: str | None, first: str | None, 
         start = first or old["from"]
         follow = old.get("follows_newest", True) if last is None else False
         end = last or (versions.published()[-1] if follow else old["to"])
-        digests = searched(config, name)
+        everything = searched(config, name)
+        digests = {c: d for c, d in everything.items() if not models or c.partition("/")[0] in models}
         todo = incremental(old, start, end, digests, exhaustive)
+        if models and todo is None:  # these models' cases anew; the others' change points kept as found
+            todo = list(digests)
         if todo == []:
             echo(f"atlas {name}: every case of the matrix was searched over {start}..{end}; nothing new to ask")
-            data = {**old, "searched": digests, "cases": len(digests)}
+            data = {**old, "searched": {**(old.get("searched") or {}), **digests}}
         else:
             if todo is not None:
                 echo(f"atlas {name}: {len(todo)} case(s) new or changed since the last search; asking only those")
@@ -75,11 +79,12 @@ def update(config: Config, folder: Path, engine: str | None, first: str | None, 
                 echo(text)
             data = entry(result, versions, old, follow)
             if todo is not None:
-                data = merged(old, data, digests)
+                data = merged(old, data, everything)
             data.pop("_cases", None)
-            data["searched"] = digests
-            data["cases"] = len(digests)
-            data["models"] = sorted({case_id.partition("/")[0] for case_id in digests})
+            recorded = {c: d for c, d in (old.get("searched") or {}).items() if c in everything and c not in digests}
+            data["searched"] = {**recorded, **digests}
+            data["cases"] = len(everything) if not models else max(len(data["searched"]), old.get("cases", 0))
+            data["models"] = sorted({case_id.partition("/")[0] for case_id in everything})
         stated = getattr(versions, "stated_transformers", None)
         if stated is not None:  # vLLM: the one Transformers each release asked was installed with
             data["transformers"] = {**old.get("transformers", {}),
@@ -114,13 +119,20 @@ def incremental(old: dict[str, Any], start: str, end: str, digests: dict[str, st
     return [case_id for case_id, digest in digests.items() if recorded.get(case_id) != digest]
 
 
-def merged(old: dict[str, Any], new: dict[str, Any], digests: dict[str, str]) -> dict[str, Any]:
-    """The old search's change points (cases still in the matrix, unchanged) with the new
-    search's, joined by release; releases asked and those that could not be, unioned."""
-    keep = {case_id for case_id, digest in (old.get("searched") or {}).items() if digests.get(case_id) == digest}
+def merged(old: dict[str, Any], new: dict[str, Any], everything: dict[str, str]) -> dict[str, Any]:
+    """The old search's change points, on the cases still in the matrix that this search did not
+    ask again (and whose digest did not move), with the new search's, joined by release;
+    releases asked and those that could not be, unioned."""
+    recorded = old.get("searched") or {}
+    asked_now = new_cases(new)
+
+    def kept(case_id: str) -> bool:
+        return (case_id in everything and case_id not in asked_now
+                and recorded.get(case_id, everything[case_id]) == everything[case_id])
+
     points: dict[str, dict[str, Any]] = {}
-    for change in [*old.get("change_points", []), *new["change_points"]]:
-        groups = [{**g, "cases": [c for c in g["cases"] if c in keep or c in new_cases(new)]} for g in change["groups"]]
+    for source, change in [*(("old", c) for c in old.get("change_points", [])), *(("new", c) for c in new["change_points"])]:
+        groups = [{**g, "cases": [c for c in g["cases"] if source == "new" or kept(c)]} for g in change["groups"]]
         groups = [g for g in groups if g["cases"]]
         if not groups:
             continue

@@ -139,9 +139,11 @@ def history_command(config_path: Path, engine_name: str | None, first: str | Non
     if update_atlas:
         from generator.replay import atlas
 
-        if as_json or model_names or case_ids:
-            raise GoldensError("--update-atlas runs the whole matrix; it takes no --json, --model or --case")
-        atlas.update(config, atlas_dir, name, first, last, jobs=jobs, exhaustive=exhaustive, echo=echo, note=note)
+        if as_json or case_ids or (model_names and name is None):
+            raise GoldensError("--update-atlas runs the whole matrix (or with --engine, --model's cases of it); "
+                               "it takes no --json or --case")
+        atlas.update(config, atlas_dir, name, first, last, jobs=jobs, exhaustive=exhaustive, echo=echo, note=note,
+                     models=model_names)
         sys.exit(0)
     if name is None or first is None or last is None:
         raise GoldensError("history needs --engine, --from and --to (or --update-atlas)")
