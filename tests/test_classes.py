@@ -251,3 +251,39 @@ def test_the_atlas_asks_only_new_cases_and_keeps_what_it_found_on_the_others():
     data = atlas.merged(old, new, now)
     assert [(c["label"], c["cases"]) for c in data["change_points"]] == [("2", ["m/a"]), ("3", ["m/c"])]
     assert data["explanations"]["2"]["line"] == "why" and data["asked"] == ["1", "2", "3"]
+
+
+@pytest.mark.slow
+def test_check_and_pytest_goldens_judge_the_same_tree_alike(tmp_path):
+    """A team's Llama 3 model on transformers and minijinja: an unreviewed invariant finding
+    fails both, goldens' engine-level cause passes minijinja's as-sent render on both (known,
+    policy), and once the review is written both are green."""
+    import os
+    import subprocess
+    import sys
+
+    shutil.copytree(source_of("llama3").tokenizer_dir, tmp_path / "tok")
+    (tmp_path / "chat_template.jinja").write_text(source_of("llama3").template, encoding="utf-8")
+    (tmp_path / "models.yaml").write_text(
+        "date: 2026-01-15\nmodels:\n  acme:\n    tokenizer: {dir: tok}\n    template: {file: chat_template.jinja}\n"
+        "    shapes: [plain, tool-result-json-args]\n    dialects: [call-with-text]\n"
+        "    kwargs: {date_string: \"15 Jan 2026\"}\n    engines: [transformers, minijinja]\n", encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
+
+    def run(*args):
+        return subprocess.run([sys.executable, "-m", *args], cwd=tmp_path, capture_output=True, text=True,
+                              timeout=900, env=env)
+
+    assert run("generator.cli", "regenerate").returncode == 0
+    check = run("generator.cli", "check")
+    suite = run("pytest", "--goldens", "-p", "no:cacheprovider", "-rA", "-q")
+    drifted = sorted(line.split(" [")[0].split(" ", 1)[1] for line in check.stdout.splitlines()
+                     if line.startswith("DRIFT "))
+    failed = sorted(line.split(" ")[1] for line in suite.stdout.splitlines() if line.startswith("FAILED "))
+    assert check.returncode == 1 and suite.returncode == 1, (check.stdout, suite.stdout)
+    assert drifted and all(case.startswith("acme/") for case in drifted)
+    assert failed == ["models.yaml::acme[invariants]"], suite.stdout[-3000:]
+    assert "known divergences by class: " in check.stdout and "policy" in check.stdout  # minijinja, as sent
+    assert run("generator.cli", "regenerate", "--write-invariants").returncode == 0
+    again, suite = run("generator.cli", "check"), run("pytest", "--goldens", "-p", "no:cacheprovider", "-q")
+    assert again.returncode == 0 and suite.returncode == 0, (again.stdout, suite.stdout[-2000:])
