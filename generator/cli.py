@@ -27,6 +27,8 @@ Exit codes, for every command:
   130  interrupted (Ctrl-C); 143 terminated (SIGTERM); 141 output pipe closed
 """
 
+GOLDENS_OPTION = click.option("--goldens", "root", default="goldens", show_default=True,
+                              type=click.Path(file_okay=False, path_type=Path), help="Directory of golden files.")
 CONFIG_OPTION = click.option(
     "--config", "config_path", default="models.yaml", show_default=True,
     type=click.Path(dir_okay=False, path_type=Path), help="The model matrix.",
@@ -72,6 +74,7 @@ def init_command(**options) -> None:
 @click.option("--force", is_flag=True, help="Render every model, even those whose inputs match the index.")
 @click.option("--rechoose-dialects", is_flag=True,
               help="Choose each model's dialect cases again and rewrite dialects.lock (docs/dialects.md).")
+@click.option("--write-invariants", is_flag=True, help="Write the invariants: review it prints into models.yaml.")
 def regenerate(**options) -> None:
     """Render the models whose inputs changed (every model with --force) and write the goldens
     that changed; remove only this matrix's own stale goldens and ledger entries, each named."""
@@ -126,8 +129,7 @@ def list_models(**options) -> None:
 @click.option("--model", "model_names", multiple=True, help="Only this model (repeatable).")
 @click.option("--url", "urls", multiple=True, metavar="[ENGINE=]URL",
               help="Use a running server instead of starting one (repeatable).")
-@click.option("--goldens", "root", default="goldens", show_default=True,
-              type=click.Path(file_okay=False, path_type=Path), help="Directory of golden files.")
+@GOLDENS_OPTION
 @click.option("--jobs", default=8, show_default=True, type=click.IntRange(1, 64), help="Requests in flight.")
 @click.option("--junit", "junit_path", type=click.Path(dir_okay=False, path_type=Path),
               help="Write a JUnit XML report here (one testcase per model, shape and engine).")
@@ -199,32 +201,31 @@ def list_engines(**options) -> None:
 
 @main.command()
 @CONFIG_OPTION
-@click.option("--engine", "engine_name", required=True, help="The engine whose answer is reviewed.")
+@click.option("--engine", "engine_name", help="The engine whose answer is reviewed.")
 @click.option("--case", "case_ids", multiple=True, help="A case id, e.g. qwen3/tools (repeatable).")
-@click.option("--reason", required=True, help="Why this divergence is accepted (kept in the entry).")
+@click.option("--reason", help="Why this divergence is accepted (kept in the entry).")
+@click.option("--class", "klass", type=click.Choice(["engine-defect", "policy", "reference"]),
+              help="What it is: an engine's bug, its documented behaviour, or the reference's error.")
+@click.option("--upstream", multiple=True, metavar="URL", help="The engine-defect's upstream issue (repeatable).")
+@click.option("--report", "report_cause", metavar="CAUSE", help="Write the engine-defect CAUSE's report to file.")
+@click.option("--json", "as_json", is_flag=True, help="With nothing to record: the ledger's count as JSON.")
 @click.option("--url", metavar="URL", help="Use this running server instead of starting one.")
-@click.option("--goldens", "root", default="goldens", show_default=True,
-              type=click.Path(file_okay=False, path_type=Path), help="Directory of golden files.")
-@click.option("--stand-in", "stand_in", is_flag=True,
-              help="Record the engine's stand-in endpoint where it disagrees with the serving path.")
-@click.option("--cause", "cause_name", metavar="NAME",
-              help="Record a reviewed cause (goldens/causes/NAME.json) instead of per-case entries.")
+@GOLDENS_OPTION
+@click.option("--stand-in", "stand_in", is_flag=True, help="Record the stand-in endpoint where it disagrees with serving.")
+@click.option("--cause", "cause_name", metavar="NAME", help="Record a reviewed cause (goldens/causes/NAME.json).")
 @click.option("--edit", "edit_text", metavar="EDIT", help="The cause's edit of the golden's ids: 'insert IDS at "
               "start|end', 'delete IDS at start|end|every', 'replace IDS with IDS at start|end|every'.")
-@click.option("--finding", "findings", multiple=True, help="A parse cause's finding, as a parse drift names it (repeatable).")
+@click.option("--finding", "findings", multiple=True, help="A parse cause's finding (repeatable; docs/parse.md).")
 @click.option("--model", "model_names", multiple=True, help="A model the cause covers (repeatable).")
-@click.option("--replace-entries", is_flag=True,
-              help="Remove the per-case ledger entries the recorded cause explains exactly.")
+@click.option("--replace-entries", is_flag=True, help="Remove the per-case entries the recorded cause explains.")
 def ledger(**options) -> None:
-    """Record a reviewed divergence: the engine's own ids for a case, beside its golden, with a
-    reason; or with --cause, one edit the engine makes on every case of the models named."""
+    """Record a reviewed divergence or cause (docs/ledger.md); alone, count causes and classes."""
     call("generator.replay.ledger:command", options)
 
 
 @main.command(name="diff")
 @click.argument("rev", default="HEAD")
-@click.option("--goldens", "root", default="goldens", show_default=True,
-              type=click.Path(file_okay=False, path_type=Path), help="Directory of golden files.")
+@GOLDENS_OPTION
 @click.option("--markdown", is_flag=True, help="Print Markdown for a pull request (long changes folded).")
 @click.option("--report", "report_path", type=click.Path(dir_okay=False, path_type=Path),
               help="Also write the Markdown view here (for a pull-request comment).")

@@ -173,11 +173,14 @@ def models_yaml(models: list[Model], engines: tuple[str, ...], date: _dt.date) -
     return "\n".join(lines)
 
 
-def workflow(config: str, version: str, where: Source | None = None) -> str:
+def workflow(config: str, version: str, where: Source | None = None, branch: str | None = None) -> str:
     """The caller workflow: the reusable workflow of `where` (default: this project at the
-    installed release), installing goldens from the same repository and ref."""
+    installed release), installing goldens from the same repository and ref. It runs on pushes
+    to main, master and the repository's own branch (`git init` still makes `master` where
+    init.defaultBranch is unset), so the first push is checked whatever the branch is called."""
     where = where or source(None, version)
     ref = where.ref
+    branches = ", ".join(dict.fromkeys(["main", "master", *([branch] if branch else [])]))
     return f"""\
 # The goldens gate: replays every golden through the engines of {config} on each pull request,
 # sharded over runners, and writes the JUnit report, the step summary, annotations on the
@@ -187,7 +190,7 @@ name: goldens
 
 on:
   push:
-    branches: [main]
+    branches: [{branches}]
   pull_request:
   workflow_dispatch:
 
@@ -211,6 +214,19 @@ jobs:
       # urls: "openai=https://my-gateway.example/v1"           # servers you run yourself
       # python-version: "3.11"
 """
+
+
+def _branch(directory: Path) -> str | None:
+    """The branch the repository is on (None outside git, or detached)."""
+    import subprocess
+
+    try:
+        result = subprocess.run(["git", "-C", str(directory), "symbolic-ref", "--short", "-q", "HEAD"],
+                                capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    name = result.stdout.strip()
+    return name if result.returncode == 0 and re.fullmatch(r"[A-Za-z0-9._/-]{1,100}", name) else None
 
 
 def next_steps(config_name: str, chosen: list[Model]) -> str:
@@ -292,7 +308,8 @@ def init(directory: Path, hf: tuple[str, ...] = (), gguf: tuple[str, ...] = (), 
     missing = [line for line in GITIGNORE_LINES[1:] if line not in ignore.splitlines()]
     if missing:
         missing.insert(0, GITIGNORE_LINES[0])
-    plan = [(config_path, text), (workflow_path, workflow(config_name, version or installed("goldens"), where))]
+    plan = [(config_path, text), (workflow_path, workflow(config_name, version or installed("goldens"), where,
+                                                                         _branch(directory)))]
     if missing:
         glue = "" if not ignore or ignore.endswith("\n") else "\n"
         plan.append((ignore_path, ignore + glue + "\n".join(missing) + "\n"))

@@ -44,6 +44,7 @@ class _State:
         self.update = None  # snapshot.Update under --snapshot-update / --force-regen with --goldens
         self.at_pins: str | None = None  # the releases here that are not the pins (the reference then renders there)
         self.pinned: dict[str, dict[str, str]] = {}  # model -> case id -> golden text rendered at the pins
+        self.outcomes: dict[tuple[str, str], list] = {}  # (engine label, model) -> the outcomes judged so far
 
     def path(self, option: str) -> Path:
         value = Path(self.pytest_config.getoption(option))
@@ -249,9 +250,16 @@ class GoldensFile(pytest.File):
             for case in cases:
                 yield ReferenceItem.from_parent(self, name=f"{case.id}[reference]", case=case,
                                                 nodeid=f"{self.nodeid}::{case.id}[reference]")
+            # the reference's own findings, judged as `goldens check` judges them (its `invariants` column)
+            yield InvariantsItem.from_parent(self, name=f"{model.name}[invariants]", case=cases[0],
+                                             nodeid=f"{self.nodeid}::{model.name}[invariants]")
             for spec in specs or [engine_spec.parse(name) for name in model.engines]:
                 if spec.name not in model.engines and not chosen:
                     continue
+                server = engine_registry.declared(spec.name).server
+                group = GroupItem.from_parent(self, name=f"{model.name}[{spec.label} group]", case=cases[0],
+                                              spec=spec, nodeid=f"{self.nodeid}::{model.name}[{spec.label} group]")
+                group.expected = sum(1 for case in cases if replays(case, spec.name))
                 for case in cases:
                     if not replays(case, spec.name, model):
                         continue
@@ -259,10 +267,12 @@ class GoldensFile(pytest.File):
                     # reads a printed id passed back (--lf's record, a node id argument)
                     item = ReplayItem.from_parent(self, name=f"{case.id}[{spec.label}]", case=case, spec=spec,
                                                   nodeid=f"{self.nodeid}::{case.id}[{spec.label}]")
-                    server = engine_registry.declared(spec.name).server
                     if server is not None and server.one_model_at_a_time:
                         item.add_marker(pytest.mark.server(server.kind, case.model))
                     yield item
+                if server is not None and server.one_model_at_a_time:
+                    group.add_marker(pytest.mark.server(server.kind, model.name))
+                yield group
 
 
 class _GoldensItem(pytest.Item):
@@ -369,13 +379,52 @@ class ReplayItem(_GoldensItem):
             state.engines[key] = state.open_pool().engine(spec, model, state.source(self.case.model))
 
     def runtest(self):
-        from generator.replay import judge
+        from generator.replay import gate, judge
 
         golden = self.golden()
         engine = self.state.engines[(self.spec.label, self.case.model)]
-        outcome = judge.judge(engine, golden, self.root, label=self.spec.label)
+        outcome = gate.gated(judge.judge(engine, golden, self.root, label=self.spec.label), self.state.matrix.gate)
+        self.state.outcomes.setdefault((self.spec.label, self.case.model), []).append(outcome)
         if not outcome.ok:
             raise GoldensFailure(outcome.detail)
+
+
+class InvariantsItem(_GoldensItem):
+    """The model's invariant findings against models.yaml's `invariants:` review: the failing
+    outcomes `goldens check` puts in its `invariants` column (replay/check.py), nothing else."""
+
+    def runtest(self):
+        from generator.config.cases import model_cases
+        from generator.replay import check
+
+        model = self.state.matrix.models[self.case.model]
+        found, _ = check.invariant_outcomes(self.root, model, [c.id for c in model_cases(model)])
+        if found:
+            raise GoldensFailure("\n".join(f"DRIFT {o.case} [invariants]: {o.detail}" for o in found))
+
+
+class GroupItem(_GoldensItem):
+    """What `goldens check` judges of a (model, engine) group as a whole, after its cases: an
+    engine that refused every case judged nothing (an error), and a reviewed cause no case of
+    the group showed is stale."""
+
+    expected = 0
+
+    def __init__(self, *, spec, **kwargs):
+        super().__init__(**kwargs)
+        self.spec = spec
+
+    def runtest(self):
+        from generator.replay import check
+
+        outcomes = self.state.outcomes.get((self.spec.label, self.case.model), [])
+        if len(outcomes) < self.expected:
+            pytest.skip(f"only {len(outcomes)} of the group's {self.expected} cases ran: the group is judged whole")
+        problems = [o for o in check.all_refused(self.case.model, self.spec.label, list(outcomes))
+                    if o.status == "error"]
+        problems += check.stale_causes(self.root, self.case.model, self.spec.name, self.spec.label, outcomes)
+        if problems:
+            raise GoldensFailure("\n".join(f"{o.status.upper()} {o.case} [{o.engine}]: {o.detail}" for o in problems))
 
 
 def _marked(item) -> list[tuple[str, str]]:
@@ -425,8 +474,14 @@ def pytest_collection_finish(session):
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
-    """What the update wrote, as `goldens regenerate` says it."""
+    """What the update wrote, as `goldens regenerate` says it; goldens no case judges, as check
+    says them."""
     state = config.stash.get(_STATE, None)
+    if state is not None and config.getoption("goldens_run") and state.update is None:
+        from generator.replay import orphans
+
+        for line in orphans.note(state.matrix, state.path("goldens_dir"), config.getoption("goldens_models")):
+            terminalreporter.write_line(f"goldens: {line}")
     if state is not None and state.update is not None:
         for line in state.update.lines():
             terminalreporter.write_line(line)

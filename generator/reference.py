@@ -191,10 +191,23 @@ def render(tokenizer, template: str, request: dict[str, Any], date: _dt.date) ->
         result.normalization = {
             "content_format": content_format(template),
             "applied": applied,
-            "as_sent": ({"outcome": "ok", "same_prompt": as_sent.prompt == result.prompt}
-                        if as_sent.error is None else {"outcome": "error", "error": as_sent.error}),
+            "as_sent": (_as_sent_ok(as_sent, result) if as_sent.error is None
+                        else {"outcome": "error", "error": as_sent.error}),
         }
     return result
+
+
+def _as_sent_ok(as_sent: Rendered, result: Rendered) -> dict[str, Any]:
+    """The template's render of the body as sent, where it differs: its length and the sha256 of
+    its ids (`1,2,3`), so an engine that hands the template the body as sent (minijinja,
+    transformers.js, a client rendering for itself) is recognised on any model
+    (replay/causes.py `render: as-sent`)."""
+    if as_sent.prompt == result.prompt:
+        return {"outcome": "ok", "same_prompt": True}
+    import hashlib
+
+    digest = hashlib.sha256(",".join(str(int(i)) for i in as_sent.ids).encode()).hexdigest()
+    return {"outcome": "ok", "same_prompt": False, "token_count": len(as_sent.ids), "ids_sha256": digest}
 
 
 def _render_as_is(tokenizer, template: str, request: dict[str, Any], date: _dt.date) -> Rendered:

@@ -156,10 +156,14 @@ def test_metadata_only_and_outcome_changes_are_summarised(repo):
     edit(repo, "qwen3/plain", bump)
     edit(repo, "qwen3/cjk-emoji", retext)
     edit(repo, "qwen3/whitespace", bump)
-    edit(repo, "qwen3/tools.vllm", bump)  # ledger entries are counted as such
-    edit(repo, "qwen3/tools.llama-server", bump)
+    edit(repo, "qwen3/tools-reduced_key-order.vllm", bump)  # ledger entries are counted as such
+    edit(repo, "qwen3/tools-reduced_key-order.llama-server", bump)
     edit(repo, "qwen3/tools", refuse)
     out = run_diff(repo)
+    # first, what moved in the model's sources: here only a sha (the pack's template is not in the repository)
+    sources, out = out.split("\n\n", 1)
+    assert sources.splitlines()[0].startswith("qwen3: its sources changed (template_sha256 ")
+    assert "the template's text is not in this repository" in sources
     heads = [line for line in out.splitlines() if line and not line.startswith(" ")]
     assert heads[0].startswith("qwen3/tools: now refused by the reference (raise_exception: no); had ")
     assert out.splitlines()[1:3] == ["  - outcome ok", "  + outcome error: raise_exception: no"]
@@ -170,7 +174,7 @@ def test_metadata_only_and_outcome_changes_are_summarised(repo):
     sha = golden_file.read(GOLDENS / "qwen3" / "plain.json").provenance["template_sha256"]
     assert out.splitlines()[-3] == ("qwen3: 2 goldens and 2 ledger entries with tokens unchanged · "
                                     f"provenance.template_sha256 {sha[:12]}… → 000000000000… in 4")
-    assert "qwen3/plain" not in out and "qwen3/whitespace" not in out and "tools.vllm" not in out
+    assert "qwen3/plain" not in out and "qwen3/whitespace" not in out and "key-order.vllm" not in out
     assert out.splitlines()[-1] == "6 goldens changed against HEAD: 1 with tokens moved, 4 with tokens unchanged"
 
 

@@ -323,7 +323,7 @@ def test_regenerate_never_removes_a_file_that_is_not_its_own(tmp_path):
     stale = sorted(p for p in (GOLDENS / "qwen3").rglob("*.json") if p.name != "plain.json")
     removed = [line for line in result.stdout.splitlines() if line.startswith("removed ")]
     assert len(removed) == len(stale)
-    assert f"removed {out / 'qwen3' / 'tools.llama-server.json'} (ledger entry)" in removed
+    assert f"removed {out / 'qwen3' / 'plain_ends-assistant.llama-server.json'} (ledger entry)" in removed
     assert f"removed {out / 'qwen3' / 'agentic-turn.vllm.stand-in.json'} (ledger entry)" in removed
     assert result.stdout.splitlines()[-1] == f"1 written, 0 unchanged, {len(stale)} removed" or \
         result.stdout.splitlines()[-1] == f"0 written, 1 unchanged, {len(stale)} removed"

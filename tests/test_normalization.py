@@ -103,8 +103,9 @@ def test_an_empty_tools_list_is_no_tools_and_a_tool_without_type_a_function():
     # exactly its base shape
     assert golden_of("llama3/plain_tools-empty").ids == golden_of("llama3/plain").ids
     assert golden_of("qwen3/tools-reduced_tool-no-type").ids == golden_of("qwen3/tools-reduced").ids
-    assert golden_of("llama3/plain_tools-empty").extra["normalization"]["as_sent"] == {
-        "outcome": "ok", "same_prompt": False}
+    as_sent = golden_of("llama3/plain_tools-empty").extra["normalization"]["as_sent"]
+    assert (as_sent["outcome"], as_sent["same_prompt"]) == ("ok", False)
+    assert as_sent["token_count"] > len(golden_of("llama3/plain").ids)  # the template's empty tool preamble
 
 
 def test_reasoning_effort_becomes_template_kwargs_as_both_servers_make_it():
@@ -133,7 +134,9 @@ def test_llama3_string_arguments_render_as_the_servers_render_them():
     item = golden_of("llama3/tool-result-json-args")
     assert '"parameters": {"city": "Paris"}' in item.prompt
     assert item.request["messages"][2]["tool_calls"][0]["function"]["arguments"] == '{"city": "Paris"}'
-    assert item.extra["normalization"]["as_sent"] == {"outcome": "ok", "same_prompt": False}
+    as_sent = item.extra["normalization"]["as_sent"]
+    assert (as_sent["outcome"], as_sent["same_prompt"]) == ("ok", False) and as_sent["token_count"] != len(item.ids)
+    assert len(as_sent["ids_sha256"]) == 64
 
 
 def test_a_body_that_needs_nothing_is_passed_as_the_same_object():

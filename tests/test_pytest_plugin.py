@@ -58,9 +58,13 @@ def passed(result) -> list[str]:
 def test_one_test_per_case_per_engine_and_the_reference(team):
     result = pytest_in(team, "--goldens", "-v")  # -v undoes -q: the header says what was collected
     assert result.returncode == 0, result.stdout + result.stderr
-    assert f"collected {3 * len(SHAPES)} items" in result.stdout  # counted as collected, not added after
-    assert passed(result) == sorted(f"models.yaml::q/{shape}[{engine}]" for shape in SHAPES
-                                    for engine in ("reference", "transformers", "minijinja"))
+    # and what `goldens check` judges beyond the cases: the reference's invariant findings, and
+    # each (model, engine) group judged whole (stale causes, an engine refusing every case)
+    assert f"collected {3 * len(SHAPES) + 3} items" in result.stdout  # counted as collected, not added after
+    assert passed(result) == sorted([f"models.yaml::q/{shape}[{engine}]" for shape in SHAPES
+                                     for engine in ("reference", "transformers", "minijinja")]
+                                    + ["models.yaml::q[invariants]", "models.yaml::q[transformers group]",
+                                       "models.yaml::q[minijinja group]"])
 
 
 @pytest.mark.slow
@@ -75,7 +79,8 @@ def test_a_moved_token_fails_each_engine_with_its_first_divergence(team):
     assert "drift at token 1 (25 vs 25 tokens)" in result.stdout
     assert "  minijinja 0:151644:'<|im_start|>' »1:8948:'system'" in result.stdout
     assert "Traceback" not in result.stdout
-    assert len(passed(result)) == 2 * len(SHAPES) - 2  # transformers not chosen: reference + minijinja
+    assert len(passed(result)) == 2 * len(SHAPES) - 2 + 2  # transformers not chosen: reference + minijinja,
+    # the invariants and the minijinja group
 
 
 @pytest.mark.slow
@@ -187,7 +192,7 @@ def test_last_failed_reruns_only_the_failures_and_failed_first_orders_them(team)
     assert "run-last-failure: rerun previous 3 failures" in again.stdout
     ordered = pytest_in(team, "--goldens", "--ff", "-vv", cache=True)
     run = [line.split(" ")[0] for line in ordered.stdout.splitlines() if line.startswith("models.yaml::")]
-    assert sorted(run[:3]) == failed(first) and len(run) == 3 * len(SHAPES), ordered.stdout
+    assert sorted(run[:3]) == failed(first) and len(run) == 3 * len(SHAPES) + 3, ordered.stdout
 
 
 @pytest.mark.parametrize("flag", ["--snapshot-update", "--force-regen"])
@@ -252,6 +257,7 @@ def test_a_durations_file_spreads_the_shared_setup_for_pytest_split(team):
     assert result.returncode == 0, result.stdout + result.stderr
     durations = json.loads((team / "durations.json").read_text(encoding="utf-8"))
     ids = [f"models.yaml::q/{shape}[{engine}]" for shape in SHAPES for engine in ("reference", "transformers", "minijinja")]
+    ids += ["models.yaml::q[invariants]", "models.yaml::q[transformers group]", "models.yaml::q[minijinja group]"]
     assert sorted(durations) == sorted([*ids, "tests/test_mine.py::test_kept"]) and durations["tests/test_mine.py::test_kept"] == 1.5
     setups = {line.split()[-1]: float(line.split()[0][:-1]) for line in result.stdout.splitlines()
               if re.match(r"^\d+\.\d+s setup ", line)}

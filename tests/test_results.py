@@ -124,7 +124,7 @@ def test_the_results_document_has_stable_keys_and_the_summary_s_counts():
         notes=["a note"], elapsed=4.0, shard=(1, 1))
     text = results.dumps(run)
     data = json.loads(text)
-    assert list(data) == ["format", "tool", "plan", "shard", "exit_code", "verdict", "summary", "counts",
+    assert list(data) == ["schema", "format", "tool", "plan", "shard", "exit_code", "verdict", "summary", "counts",
                           "notes", "versions", "elapsed", "coverage", "refusals", "groups"]
     assert data["coverage"] is None  # check --coverage fills it
     assert data["exit_code"] == 2 and data["versions"] == {"vllm": "0.32.0"}
@@ -132,7 +132,7 @@ def test_the_results_document_has_stable_keys_and_the_summary_s_counts():
     assert data["summary"] == run.summary.line() and data["shard"] == {"index": 1, "count": 1}
     assert list(data["groups"][0]["outcomes"][3]) == [
         "case", "engine", "status", "kind", "detail", "level", "refused", "unreachable", "version", "reason",
-        "stand_in", "cause", "edit", "advice", "axis", "divergence"]
+        "stand_in", "cause", "edit", "advice", "axis", "divergence", "class"]
 
 
 def test_results_files_load_back_to_the_same_reports(tmp_path):

@@ -131,7 +131,9 @@ def test_a_run_that_passed_is_the_verdict_and_one_fold():
 def test_terminal_is_one_line_per_problem_and_colour_only_on_a_terminal(monkeypatch):
     outcomes = big_run()
     lines = terminal.terminal(Summary(outcomes))
-    assert len(lines) == 6 + 4 + 1 + 1
+    assert len(lines) == 6 + 4 + 1 + 1 + 1  # and the known divergences by class, before the counts
+    known = [o for o in outcomes if o.status == "known" and o.stand_in is None]  # none names a class or a cause
+    assert lines[-2] == f"known divergences by class: {len(known)} unclassified ({len(known)} causes)"
     assert lines[0] == "ERROR qwen3/s30 [transformers]: template raised: boom"
     assert lines[7] == ("DRIFT qwen3/s03 [llama-server]: drift at token 11 (20 vs 20 tokens): "
                         "… 't109' 't110' [-'t111'-] {+'t7'+}")

@@ -324,7 +324,7 @@ class Review:
             total = len(self.known) + len(self.unreviewed)
             out.append(f"{n} golden{'s' if n != 1 else ''} carry {total} invariant finding{'s' if total != 1 else ''} "
                        f"({len(self.known)} reviewed, {len(self.unreviewed)} not; models.yaml `invariants:`, "
-                       f"docs/invariants.md):")
+                       f"{docs_url()}):")
         grouped: dict[tuple[str, str], list[str]] = {}
         for case, finding in self.unreviewed:
             grouped.setdefault((case, "NOT REVIEWED"), []).append(finding["detail"])
@@ -339,6 +339,109 @@ class Review:
     @property
     def passed(self) -> bool:
         return not self.unreviewed and not self.stale
+
+    def proposed(self) -> dict[str, list[dict[str, object]]]:
+        """model -> the `invariants:` entries that would review every unreviewed finding: one per
+        finding's detail, with the cases (shape[--variant]) that carry it."""
+        out: dict[str, dict[str, list[str]]] = {}
+        for case, finding in self.unreviewed:
+            model, _, name = case.partition("/")
+            out.setdefault(model, {}).setdefault(finding["detail"], []).append(name)
+        return {model: [{"finding": _glob_escape(detail), "cases": sorted(_glob_escape(n) for n in set(names)),
+                         "reason": PROPOSED_REASON}
+                        for detail, names in details.items()] for model, details in out.items()}
+
+    def paste(self) -> list[str]:
+        """The review to paste under each model in models.yaml (or to write with
+        `goldens regenerate --write-invariants`), as lines; empty when nothing is unreviewed."""
+        out = []
+        for model, entries in self.proposed().items():
+            out.append(f"to review {model}'s invariant findings, read each and paste under models.{model} in "
+                       f"models.yaml, with your reason (or run `goldens regenerate --write-invariants`):")
+            out.append("    invariants:")
+            for entry in entries:
+                out.append(f"      - finding: {_yaml_text(entry['finding'])}")
+                out.append(f"        cases: [{', '.join(entry['cases'])}]")
+                out.append(f"        reason: {_yaml_text(entry['reason'])}")
+        return out
+
+
+PROPOSED_REASON = ("the template itself renders the conversation this way (found by goldens regenerate); "
+                   "the goldens record what the template does, and engines are judged against that")
+
+
+def docs_url(page: str = "invariants.md") -> str:
+    """A docs page as a team reads it: on the repository at this release's tag (a team's own
+    repository has no docs/ folder of goldens)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    from generator.init import REPOSITORY
+
+    try:
+        tag = f"v{version('goldens')}"
+    except PackageNotFoundError:
+        tag = "main"
+    return f"https://github.com/{REPOSITORY}/blob/{tag}/docs/{page}"
+
+
+def _glob_escape(text: str) -> str:
+    """A detail or case name as a glob matching only itself ('[' '*' '?' in brackets)."""
+    return "".join(f"[{c}]" if c in "[]*?" else c for c in text)
+
+
+def _yaml_text(text: str) -> str:
+    import json
+
+    return json.dumps(text, ensure_ascii=False)  # a JSON string is a YAML string
+
+
+def write_review(config_path, proposed: dict[str, list[dict[str, object]]]) -> list[str]:
+    """Append the proposed entries to each model's `invariants:` in models.yaml (made when the
+    model has none), comments and layout kept, atomically; the models written."""
+    import yaml
+
+    from generator import files
+
+    text = files.read_text(config_path)
+    lines = text.splitlines(keepends=True)
+    root = yaml.compose(text)
+    models = next((v for k, v in root.value if k.value == "models"), None)
+    written = []
+    inserts: list[tuple[int, list[str]]] = []
+    for key, node in models.value:
+        if key.value not in proposed:
+            continue
+        indent = " " * node.value[0][0].start_mark.column if node.value else " " * (key.start_mark.column + 2)
+        existing = next((v for k, v in node.value if k.value == "invariants"), None)
+        body = []
+        for entry in proposed[key.value]:
+            body += [f"{indent}  - finding: {_yaml_text(entry['finding'])}\n",
+                     f"{indent}    cases: [{', '.join(entry['cases'])}]\n",
+                     f"{indent}    reason: {_yaml_text(entry['reason'])}\n"]
+        if existing is not None and existing.value:
+            inserts.append((_after(existing), body))
+        elif existing is not None:
+            from generator.errors import GoldensError
+
+            raise GoldensError(f"{config_path}: models.{key.value}.invariants is empty; write the list by hand")
+        else:
+            inserts.append((_after(node), [f"{indent}invariants:  # reviewed invariant findings\n", *body]))
+        written.append(key.value)
+    for line, body in sorted(inserts, reverse=True):
+        lines[line:line] = body
+    files.atomic_write(config_path, "".join(lines))
+    return written
+
+
+def _after(node) -> int:
+    """The line after a YAML node's last line (a block collection: its last item's)."""
+    import yaml
+
+    if isinstance(node, yaml.MappingNode) and node.value and not node.flow_style:
+        return _after(node.value[-1][1])
+    if isinstance(node, yaml.SequenceNode) and node.value and not node.flow_style:
+        return _after(node.value[-1])
+    return node.end_mark.line + 1
 
 
 def review(findings: dict[str, list[dict[str, str]]], entries: dict[str, tuple[Reviewed, ...]]) -> Review:

@@ -157,6 +157,7 @@ class Config:
     date: _dt.date
     models: dict[str, ModelSpec]
     engine_versions: dict[str, str] = field(default_factory=dict)  # engine -> pinned version
+    gate: tuple[str, ...] = ()  # classes of known divergence that fail the gate (replay/gate.py)
 
     def pinned(self, engine: str) -> str | None:
         """The version models.yaml pins for an engine (or for the engine it follows)."""
@@ -221,7 +222,7 @@ def expanded_size(data: Any) -> int:
 
 def parse(data: Any, path: Path) -> Config:
     where = _Where(path.name, path.parent)
-    top = where.mapping(data, "", {"date", "models", "engines", "dialects"}, required={"models"})
+    top = where.mapping(data, "", {"date", "models", "engines", "dialects", "gate"}, required={"models"})
     date = _parse_date(top.get("date", "2026-01-15"), where, "date")
     default_dialects = _parse_dialects(top.get("dialects", "none"), where, "dialects")
     engine_versions = _parse_engines(top.get("engines") or {}, where)
@@ -242,7 +243,17 @@ def parse(data: Any, path: Path) -> Config:
     lock = dialects.read_lock(dialects.lock_path(path)) if any(m.dialects for m in models.values()) else {}
     for name, model in models.items():
         models[name] = with_lock(model, lock.get(name))
-    return Config(path=path, date=date, models=models, engine_versions=engine_versions)
+    return Config(path=path, date=date, models=models, engine_versions=engine_versions,
+                  gate=_parse_gate(top.get("gate") or [], where))
+
+
+def _parse_gate(raw: Any, where: _Where) -> tuple[str, ...]:
+    """`gate: [engine-defect]`: known divergences of these classes fail (replay/gate.py)."""
+    classes = ("engine-defect", "policy", "reference", "unclassified")
+    if not isinstance(raw, list) or not all(isinstance(c, str) and c in classes for c in raw):
+        raise GoldensError(f"{where.file}: gate: a list of classes of known divergence to fail on "
+                           f"({', '.join(classes)})")
+    return tuple(raw)
 
 
 def _parse_engines(raw: Any, where: _Where) -> dict[str, str]:

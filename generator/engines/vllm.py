@@ -122,8 +122,8 @@ class VllmEngine(EngineBase):
 
     def rendered(self, request: Request) -> Ids:
         """The prompt ids POST /v1/chat/completions/render gives: the body /v1/chat/completions
-        would be sent (tool_choice as `serve` sends it), rendered and tokenized, nothing run."""
-        reply = self._post(RENDER, {**self._chat_fields(request), **_default_choice(request)})
+        would be sent, as the client sends it, rendered and tokenized, nothing run."""
+        reply = self._post(RENDER, self._chat_fields(request))
         return Ids(self._ids(reply.get("token_ids"), RENDER))
 
     def _prompt(self, request: Request) -> list[int]:
@@ -147,7 +147,7 @@ class VllmEngine(EngineBase):
         nothing further to confirm (tests/test_vllm.py confirms the two agree on serving)."""
         if self.render:
             return Served(endpoint=RENDER)
-        body = {**self._chat_fields(request), **_default_choice(request), "max_tokens": 1, "temperature": 0.0,
+        body = {**self._chat_fields(request), "max_tokens": 1, "temperature": 0.0,
                 "return_token_ids": True, "return_prompt_text": True}
         path = "/v1/chat/completions"
         served = Served(endpoint=path)
@@ -322,14 +322,6 @@ def render_options(model, source) -> dict:
 MODEL_TYPES = {"npm:deepseek_v3": "deepseek_v3"}
 
 
-def _default_choice(request: Request) -> dict[str, str]:
-    """`tool_choice: none` for a body with tools and no choice of its own (null counts as none):
-    "auto", vLLM's default with tools, needs --enable-auto-tool-choice, and "none" still renders
-    the tools unless the server runs --exclude-tools-when-tool-choice-none. A body's own choice
-    is sent as it is, so it reaches vLLM's validation."""
-    return {"tool_choice": "none"} if request.get("tools") and request.get("tool_choice") is None else {}
-
-
 def make_server(model, source, version: str, on_start, date=None):
     """vLLM `version`'s render server (no weights, CPU only) on a weightless model directory
     with the model's tokenizer and template; the matrix's date pins gpt-oss's harmony date."""
@@ -446,6 +438,12 @@ class _Releases:
         started = time.monotonic()
         render_python(version)
         return time.monotonic() - started, "installed (venv)"
+
+    def stated_transformers(self, version: str) -> str | None:
+        """The Transformers the release's venv holds (servers/vllm.py transformers_constraint)."""
+        from generator.servers.vllm import stated_transformers
+
+        return stated_transformers(version)
 
     def cached(self, version: str) -> bool:
         from generator.servers import venv

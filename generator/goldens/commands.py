@@ -13,7 +13,8 @@ from generator.errors import GoldensError
 
 
 def regenerate_command(config_path: Path, out: Path, old_out: Path | None, model_names: tuple[str, ...],
-                       update_pins: bool, prune: bool, force: bool, rechoose_dialects: bool = False) -> None:
+                       update_pins: bool, prune: bool, force: bool, rechoose_dialects: bool = False,
+                       write_invariants: bool = False) -> None:
     """Render the models whose inputs changed (every model with --force) and write the goldens
     that changed; remove only this matrix's own stale goldens and ledger entries, each named."""
     from generator.config import models
@@ -30,6 +31,12 @@ def regenerate_command(config_path: Path, out: Path, old_out: Path | None, model
                                    rechoose_dialects=rechoose_dialects)
     for line in summary.lines():
         click.echo(line)
+    if write_invariants and summary.proposed:  # the review printed above, written into models.yaml
+        from generator.analysis import invariants
+
+        written = invariants.write_review(config.path, summary.proposed)
+        click.echo(f"wrote the invariants: review of {', '.join(written)} into {config.path}; read each reason "
+                   f"and say why the template may do it ({invariants.docs_url()})")
 
 
 def render_command(config_path: Path, model_name: str, request_file) -> None:
@@ -69,8 +76,11 @@ def diff_command(rev: str, root: Path, markdown: bool, report_path: Path | None,
     from generator.replay import destination, github
 
     destination.check_destination(report_path)
+    from generator.goldens import bump
+
     changes = diff.changed(root, rev)
-    page = diff.render_markdown(changes, rev, context)
+    sources = bump.lines(root, rev, changes) if changes else []  # the template, BOS/EOS and their effect
+    page = diff.render_markdown(changes, rev, context, sources)
     if report_path is not None:
         destination.write(report_path, page)
     if as_json:
@@ -78,5 +88,5 @@ def diff_command(rev: str, root: Path, markdown: bool, report_path: Path | None,
 
         click.echo(documents.dumps("diff", documents.diff(changes, rev)), nl=False)
     else:
-        click.echo(page if markdown else diff.render_text(changes, rev, context, full), nl=False)
+        click.echo(page if markdown else diff.render_text(changes, rev, context, full, sources), nl=False)
     github.publish(page, github.diff_annotations(changes), lambda line: click.echo(line, err=True))

@@ -416,11 +416,12 @@ def _tally(changes: list[Change], against: str) -> str:
 
 # ---------------------------------------------------------------------------------- rendering
 
-def render_text(changes: list[Change], rev: str, context: int = 3, full: bool = False) -> str:
+def render_text(changes: list[Change], rev: str, context: int = 3, full: bool = False,
+                sources: list[str] | None = None) -> str:
     if not changes:
         return f"no golden changed against {rev}\n"
     first, second, models = arrange(changes)
-    lines = []
+    lines = [*sources, ""] if sources else []  # a bump's template, special tokens and their effect first
     for change, line, rows, same in _entries(first + second, context):
         lines.append(line + (f", the same change as {same}" if same else ""))
         if not full and len(rows) > FOLD_ROWS:
@@ -436,12 +437,14 @@ def render_text(changes: list[Change], rev: str, context: int = 3, full: bool = 
     return "\n".join(lines) + "\n"
 
 
-def render_markdown(changes: list[Change], rev: str, context: int = 3) -> str:
+def render_markdown(changes: list[Change], rev: str, context: int = 3, sources: list[str] | None = None) -> str:
     title = f"**goldens diff against {md.code(rev)}**"
     if not changes:
         return f"{title}: no golden changed\n"
     first, second, models = arrange(changes)
     lines = [f"{title}: {_tally(changes, '')}"]
+    if sources:
+        lines += ["", "#### Model sources changed", "", *md.fenced("\n".join(sources), "diff")]
     budget = MARKDOWN_BUDGET
     for heading, part in (("Tokens moved", first), ("Same tokens, text or request changed", second)):
         if not part:
@@ -476,7 +479,10 @@ def render_markdown(changes: list[Change], rev: str, context: int = 3) -> str:
 
 
 def diff(root: Path, rev: str = "HEAD", markdown: bool = False, context: int = 3, full: bool = False) -> str:
+    from generator.goldens import bump
+
     changes = changed(Path(root), rev)
+    sources = bump.lines(Path(root), rev, changes) if changes else []
     if markdown:
-        return render_markdown(changes, rev, context)
-    return render_text(changes, rev, context, full)
+        return render_markdown(changes, rev, context, sources)
+    return render_text(changes, rev, context, full, sources)

@@ -40,6 +40,7 @@ class Summary:
     removed_paths: list[tuple[Path, str]] = field(default_factory=list)  # (path, "golden" | "ledger entry")
     left_alone: list[Path] = field(default_factory=list)  # directories of models not in the config
     invariants: list[str] = field(default_factory=list)  # the goldens' invariant findings, for a person
+    proposed: dict = field(default_factory=dict)  # model -> the `invariants:` entries that would review the rest
 
     def __str__(self) -> str:
         return f"{self.written} written, {self.unchanged} unchanged, {self.removed} removed"
@@ -471,7 +472,9 @@ def regenerate(config: Config, out: Path, model_names: tuple[str, ...] = (), upd
         saved.models = {name: entry for name, entry in saved.models.items() if name in config.models}
     index.save(out, saved)
     every = read_back(out, goldens)
-    summary.invariants = invariant_review(every, models).lines() + same_ids(every)
+    review = invariant_review(every, models)
+    summary.invariants = review.lines() + review.paste() + same_ids(every)
+    summary.proposed = review.proposed()
     return summary
 
 

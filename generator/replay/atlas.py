@@ -39,8 +39,9 @@ def load(path: Path) -> dict[str, Any]:
 
 def update(config: Config, folder: Path, engine: str | None, first: str | None, last: str | None, *,
            jobs: int = 1, exhaustive: bool = False, echo: Callable[[str], None] = print,
-           note: Callable[[str], None] | None = None) -> list[Path]:
-    """Rerun the atlas's ranges (or set one engine's with `first`/`last`), write what changed."""
+           note: Callable[[str], None] | None = None, models: tuple[str, ...] = ()) -> list[Path]:
+    """Rerun the atlas's ranges (or set one engine's with `first`/`last`), write what changed.
+    `models` searches only their cases and keeps what the atlas found on the others."""
     folder.mkdir(parents=True, exist_ok=True)
     existing = {path.stem: load(path) for path in sorted(folder.glob("*.json"))}
     if engine is not None:
@@ -61,10 +62,33 @@ def update(config: Config, folder: Path, engine: str | None, first: str | None, 
         start = first or old["from"]
         follow = old.get("follows_newest", True) if last is None else False
         end = last or (versions.published()[-1] if follow else old["to"])
-        result = search.history(config, name, start, end, jobs=jobs, exhaustive=exhaustive, echo=echo, note=note)
-        for text in search.summary_lines(result, versions):
-            echo(text)
-        data = entry(result, versions, old, follow)
+        everything = searched(config, name)
+        digests = {c: d for c, d in everything.items() if not models or c.partition("/")[0] in models}
+        todo = incremental(old, start, end, digests, exhaustive)
+        if models and todo is None:  # these models' cases anew; the others' change points kept as found
+            todo = list(digests)
+        if todo == []:
+            echo(f"atlas {name}: every case of the matrix was searched over {start}..{end}; nothing new to ask")
+            data = {**old, "searched": {**(old.get("searched") or {}), **digests}}
+        else:
+            if todo is not None:
+                echo(f"atlas {name}: {len(todo)} case(s) new or changed since the last search; asking only those")
+            result = search.history(config, name, start, end, case_ids=todo or (), jobs=jobs, exhaustive=exhaustive,
+                                    echo=echo, note=note)
+            for text in search.summary_lines(result, versions):
+                echo(text)
+            data = entry(result, versions, old, follow)
+            if todo is not None:
+                data = merged(old, data, everything)
+            data.pop("_cases", None)
+            recorded = {c: d for c, d in (old.get("searched") or {}).items() if c in everything and c not in digests}
+            data["searched"] = {**recorded, **digests}
+            data["cases"] = len(everything) if not models else max(len(data["searched"]), old.get("cases", 0))
+            data["models"] = sorted({case_id.partition("/")[0] for case_id in everything})
+        stated = getattr(versions, "stated_transformers", None)
+        if stated is not None:  # vLLM: the one Transformers each release asked was installed with
+            data["transformers"] = {**old.get("transformers", {}),
+                                    **{v: t for v in data["asked"] if (t := stated(v)) is not None}}
         path = folder / f"{name}.json"
         if atomic_write(path, json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n"):
             written.append(path)
@@ -74,6 +98,59 @@ def update(config: Config, folder: Path, engine: str | None, first: str | None, 
         written.append(page)
     echo(f"atlas: {len(written)} file(s) written" + "".join(f"\n  {path}" for path in written))
     return written
+
+
+def searched(config: Config, engine: str) -> dict[str, str]:
+    """case id -> the digest its answers are remembered under (releases.AnswerStore.key): what
+    the atlas searched, so an update asks only the cases that are new or changed."""
+    from generator.replay.releases import AnswerStore, cases_for
+
+    store = AnswerStore(config, engine)
+    return {case.id: store.key(case) for case in cases_for(config, engine, (), ())}
+
+
+def incremental(old: dict[str, Any], start: str, end: str, digests: dict[str, str],
+                exhaustive: bool) -> list[str] | None:
+    """The cases to search (None: all): over the same range as before, only the cases whose
+    digest the atlas has not searched; every case when the range moved or nothing was recorded."""
+    recorded = old.get("searched")
+    if not recorded or old.get("from") != start or old.get("to") != end or (exhaustive and not old.get("exhaustive")):
+        return None
+    return [case_id for case_id, digest in digests.items() if recorded.get(case_id) != digest]
+
+
+def merged(old: dict[str, Any], new: dict[str, Any], everything: dict[str, str]) -> dict[str, Any]:
+    """The old search's change points, on the cases still in the matrix that this search did not
+    ask again (and whose digest did not move), with the new search's, joined by release;
+    releases asked and those that could not be, unioned."""
+    recorded = old.get("searched") or {}
+    asked_now = new_cases(new)
+
+    def kept(case_id: str) -> bool:
+        return (case_id in everything and case_id not in asked_now
+                and recorded.get(case_id, everything[case_id]) == everything[case_id])
+
+    points: dict[str, dict[str, Any]] = {}
+    for source, change in [*(("old", c) for c in old.get("change_points", [])), *(("new", c) for c in new["change_points"])]:
+        groups = [{**g, "cases": [c for c in g["cases"] if source == "new" or kept(c)]} for g in change["groups"]]
+        groups = [g for g in groups if g["cases"]]
+        if not groups:
+            continue
+        into = points.setdefault(change["label"], {**change, "groups": [], "cases": []})
+        into["groups"] += groups
+        into["cases"] = list(dict.fromkeys(into["cases"] + [c for g in groups for c in g["cases"]]))
+    order = {label: i for i, label in enumerate(new["releases"])}
+    changes = sorted(points.values(), key=lambda c: order.get(c["label"], len(order)))
+    asked = sorted(set(old.get("asked", [])) | set(new["asked"]), key=lambda v: order.get(v, len(order)))
+    explained = {**old.get("explanations", {}), **new["explanations"]}
+    return {**new, "asked": asked, "change_points": changes,
+            "unavailable": {**old.get("unavailable", {}), **new["unavailable"]},
+            "explanations": {c["label"]: explained.get(c["label"], {"stage": "", "line": "", "upstream": []})
+                             for c in changes}}
+
+
+def new_cases(data: dict[str, Any]) -> set[str]:
+    return set(data.get("_cases", []))
 
 
 def entry(result: search.History, versions, old: dict[str, Any], follows_newest: bool) -> dict[str, Any]:
@@ -95,7 +172,8 @@ def entry(result: search.History, versions, old: dict[str, Any], follows_newest:
         "change_points": changes,
         "explanations": {c["label"]: explained.get(c["label"], {"stage": "", "line": "", "upstream": []})
                          for c in changes},
-        "floor": document["cost"]["floor"],
+        "floor": document["cost"]["floor"], "exhaustive": result.exhaustive,
+        "_cases": [case.id for case in result.cases],
     }
 
 

@@ -38,7 +38,10 @@ from generator.errors import GoldensError
 from generator.json_reader import load_json
 
 FOLDER = "causes"  # goldens/causes/<name>.json; `causes` is not a model name
-FORMAT = 1
+FORMAT = 2
+FORMATS = (1, 2)  # format 1: one `edit`, no class (read as before)
+KEYS = {"format", "cause", "class", "engines", "models", "edits", "refusal", "render", "reason", "upstream",
+        "report", "engine_version", "cases"}
 PLACES = ("start", "end", "every")
 NAME = re.compile(r"[a-z0-9][a-z0-9._-]{0,79}")
 
@@ -211,25 +214,104 @@ def first_edit(expected: Sequence[int], expected_pieces: Sequence[str],
     return edit if edit.apply(expected) == list(actual) else None
 
 
+CLASSES = {
+    "engine-defect": "a bug in the engine: report it upstream (an upstream link, or the report goldens writes)",
+    "policy": "the engine's documented or deliberate behaviour",
+    "reference": "the reference is the one that is wrong",
+}
+UNCLASSIFIED = "unclassified"  # an entry or cause that names no class (format 1, before classes)
+ANY_MODEL = "*"  # `models: ["*"]`: an engine-level cause, for every model (a team's own too)
+RENDERS = {"as-sent": "the template's render of the body as sent, before the normalization serving engines do"}
+
+
+def check_class(value, where: str) -> str:
+    if value not in CLASSES:
+        raise GoldensError(f"{where}: `class` must be one of {', '.join(CLASSES)}, not {value!r}")
+    return value
+
+
 @dataclass
 class Cause:
-    """A reviewed cause: the edit it accepts on which engines and models, and why."""
+    """A reviewed cause: what it accepts on which engines and models, its class, and why.
+
+    It explains an engine's answer through any of its matchers: an edit of the golden's ids
+    (`edit`, `edits`), a refusal whose text holds `refusal`, or the template's render of the
+    body as sent (`render: as-sent`, which the golden records). A cause with none of them only
+    names what the per-case ledger entries that refer to it (`"cause": NAME`) share: their
+    reason and class, said once."""
 
     name: str
-    edit: Edit
+    edit: Edit | None
     engines: list[str]
     models: list[str]
     reason: str
     path: Path | None = None
     engine_version: str | None = None
     extra: dict = field(default_factory=dict)
+    klass: str = UNCLASSIFIED
+    edits: tuple[Edit, ...] = ()
+    refusal: str | None = None
+    render: str | None = None
+    upstream: tuple[str, ...] = ()
+    report: str | None = None  # the ready-to-file report beside it (`<name>.report.md`)
+    builtin: bool = False  # shipped with goldens: an engine's behaviour on any model
+    cases: tuple[str, ...] = ()  # the cases it explained when it was reviewed (check names today's)
+
+    @property
+    def all_edits(self) -> list[Edit]:
+        return ([self.edit] if self.edit is not None else []) + list(self.edits)
+
+    @property
+    def matches(self) -> bool:
+        """Whether it explains cases by itself (else only entries that name it)."""
+        return bool(self.all_edits or self.refusal or self.render)
 
     def covers(self, engine: str, model: str) -> bool:
         """`engine` is a name or a label (`llama-server@10429`: judged like its name)."""
-        return engine.partition("@")[0] in self.engines and model in self.models
+        return engine.partition("@")[0] in self.engines and (model in self.models or ANY_MODEL in self.models)
 
-    def explains(self, golden_ids: Sequence[int], ids: Sequence[int]) -> bool:
-        return self.edit.apply(golden_ids) == list(ids)
+    def explains(self, golden_ids: Sequence[int], ids: Sequence[int], golden=None) -> bool:
+        """The engine's ids are the golden's with one of the edits made, or (`render`) the
+        template's render of the body as sent, which the golden records (`golden`)."""
+        if any(edit.apply(golden_ids) == list(ids) for edit in self.all_edits):
+            return True
+        if self.render == "as-sent" and golden is not None:
+            as_sent = as_sent_record(golden)
+            return as_sent.get("outcome") == "ok" and as_sent.get("ids_sha256") == ids_digest(ids)
+        return False
+
+    def explains_refusal(self, message: str, golden=None) -> bool:
+        """A refusal holding `refusal`; or (`render: as-sent`) any refusal where the template
+        refuses the body as sent too."""
+        if self.refusal and self.refusal in message:
+            return True
+        return self.render == "as-sent" and golden is not None and as_sent_record(golden).get("outcome") == "error"
+
+    def describe(self) -> str:
+        """What it accepts, in words: its edits, its refusal, its render."""
+        parts = [edit.describe() for edit in self.all_edits[:3]]
+        if len(self.all_edits) > 3:
+            parts.append(f"and {len(self.all_edits) - 3} more edits")
+        if self.refusal:
+            parts.append(f"a refusal holding {self.refusal[:80]!r}")
+        if self.render:
+            parts.append(f"the template's render of the body {self.render}")
+        return "; ".join(parts) or "the ids its ledger entries record"
+
+
+def as_sent_record(golden) -> dict:
+    """What the template made of the body as sent, where the reference normalized it first
+    (the golden's `normalization.as_sent`); {} for a body that needed nothing."""
+    record = golden.extra.get("normalization") if golden is not None else None
+    as_sent = record.get("as_sent") if isinstance(record, dict) else None
+    return as_sent if isinstance(as_sent, dict) else {}
+
+
+def ids_digest(ids: Sequence[int]) -> str:
+    """The sha256 of ids written `1,2,3`: what a golden records of a render it does not keep."""
+    import hashlib
+
+    return hashlib.sha256(",".join(str(int(i)) for i in ids).encode()).hexdigest()
 
 
 def path_of(root: Path, name: str) -> Path:
@@ -242,11 +324,11 @@ def check_name(name: str) -> str:
     return name
 
 
-def read(path: Path) -> Cause:
+def read(path: Path, builtin: bool = False) -> Cause:
     where = str(path)
     data = load_json(files.read_bytes(path, f"{path}: cause"), where)
-    if not isinstance(data, dict) or data.get("format") != FORMAT:
-        raise GoldensError(f"{where}: not a cause file of format {FORMAT}")
+    if not isinstance(data, dict) or data.get("format") not in FORMATS:
+        raise GoldensError(f"{where}: not a cause file of format {' or '.join(map(str, FORMATS))}")
     name = data.get("cause")
     if name != path.stem:
         raise GoldensError(f"{where}: `cause` must be {path.stem!r}, the file's name")
@@ -257,36 +339,113 @@ def read(path: Path) -> Cause:
     reason = data.get("reason")
     if not isinstance(reason, str) or not reason.strip():
         raise GoldensError(f"{where}: a cause needs a non-empty `reason`")
-    return Cause(name=name, edit=edit_from(data.get("edit"), where), engines=list(data["engines"]),
-                 models=list(data["models"]), reason=reason, path=path,
-                 engine_version=data.get("engine_version"))
+    if data["format"] == 1:
+        return Cause(name=name, edit=edit_from(data.get("edit"), where), engines=list(data["engines"]),
+                     models=list(data["models"]), reason=reason, path=path,
+                     engine_version=data.get("engine_version"), builtin=builtin)
+    unknown = set(data) - KEYS
+    if unknown:
+        raise GoldensError(f"{where}: unknown key(s) {', '.join(sorted(unknown))} (a cause has {', '.join(sorted(KEYS))})")
+    edits = data.get("edits", [])
+    if not isinstance(edits, list):
+        raise GoldensError(f"{where}: `edits` must be a list of edits")
+    refusal, render = data.get("refusal"), data.get("render")
+    if refusal is not None and (not isinstance(refusal, str) or len(refusal.strip()) < 8):
+        raise GoldensError(f"{where}: `refusal` must be a text of 8 characters or more that the refusal holds")
+    if render is not None and render not in RENDERS:
+        raise GoldensError(f"{where}: `render` must be one of {', '.join(RENDERS)}")
+    upstream = data.get("upstream", [])
+    if not isinstance(upstream, list) or not all(isinstance(u, str) and u.startswith("https://") for u in upstream):
+        raise GoldensError(f"{where}: `upstream` must be a list of https:// links")
+    klass = check_class(data.get("class"), where)
+    cases = data.get("cases", [])
+    if not isinstance(cases, list) or not all(isinstance(c, str) and c.count("/") == 1 for c in cases):
+        raise GoldensError(f"{where}: `cases` must be a list of case ids (model/shape)")
+    report = data.get("report")
+    if report is not None and report != report_name(name):
+        raise GoldensError(f"{where}: `report` must be {report_name(name)!r}, beside the cause")
+    if klass == "engine-defect" and not upstream and report is None:
+        raise GoldensError(f"{where}: an engine-defect names its upstream issue (`upstream`) or has a report "
+                           f"to file (goldens ledger --report {name})")
+    return Cause(name=name, edit=None, engines=list(data["engines"]), models=list(data["models"]), reason=reason,
+                 path=path, engine_version=data.get("engine_version"), klass=klass,
+                 edits=tuple(edit_from(e, f"{where}: edits[{i}]") for i, e in enumerate(edits)),
+                 refusal=refusal, render=render, upstream=tuple(upstream), report=report, builtin=builtin,
+                 cases=tuple(cases))
+
+
+def report_name(name: str) -> str:
+    return f"{name}.report.md"
 
 
 _memo: dict[tuple, list[Cause]] = {}
+BUILTIN = Path(__file__).resolve().parents[1] / "data" / FOLDER  # engine-level causes shipped with goldens
 
 
-def load(root: Path) -> list[Cause]:
-    """Every cause under `root` (read again when a file changes), sorted by name."""
-    folder = Path(root) / FOLDER
+def load(root: Path, builtin: bool = True) -> list[Cause]:
+    """Every cause under `root` (read again when a file changes), sorted by name, then the
+    engine-level causes goldens ships (generator/data/causes/) that `root` does not hold itself:
+    an engine's reviewed behaviour on any model, a team's own too."""
+    found = _load_folder(Path(root) / FOLDER, False)
+    if builtin and BUILTIN.is_dir():
+        own = {c.name for c in found}
+        found = found + [c for c in _load_folder(BUILTIN, True) if c.name not in own]
+    return found
+
+
+def _load_folder(folder: Path, builtin: bool) -> list[Cause]:
     if not folder.is_dir():
         return []
     paths = sorted(p for p in folder.glob("*.json") if p.is_file())
     key = (str(folder.resolve()), tuple((p.name, p.stat().st_mtime_ns, p.stat().st_size) for p in paths))
     found = _memo.get(key)
     if found is None:  # replay's threads may race here: each keeps the list it read
-        found = [read(p) for p in paths]
-        _memo.clear()
+        found = [read(p, builtin) for p in paths]
+        if len(_memo) > 8:
+            _memo.clear()
         _memo[key] = found
     return found
 
 
+def named(root: Path, name: str) -> Cause | None:
+    return next((c for c in load(root) if c.name == name), None)
+
+
 def covering(root: Path, engine: str, model: str) -> list[Cause]:
-    return [c for c in load(root) if c.covers(engine, model)]
+    """The causes that explain cases by themselves on this engine and model: the repository's
+    first, then goldens' engine-level ones."""
+    return [c for c in load(root) if c.matches and c.covers(engine, model)]
 
 
 def dumps(cause: Cause) -> str:
-    data = {"format": FORMAT, "cause": cause.name, "engines": cause.engines, "models": cause.models,
-            "edit": cause.edit.data(), "reason": cause.reason, "engine_version": cause.engine_version}
+    if cause.klass == UNCLASSIFIED and cause.edit is not None and not (cause.edits or cause.refusal or cause.render):
+        return _dumps_v1(cause)
+    data: dict = {"format": FORMAT, "cause": cause.name, "class": cause.klass, "engines": cause.engines,
+                  "models": cause.models}
+    if cause.all_edits:
+        data["edits"] = [edit.data() for edit in cause.all_edits]
+    if cause.refusal:
+        data["refusal"] = cause.refusal
+    if cause.render:
+        data["render"] = cause.render
+    data["reason"] = cause.reason
+    if cause.upstream:
+        data["upstream"] = list(cause.upstream)
+    if cause.report:
+        data["report"] = cause.report
+    data["engine_version"] = cause.engine_version
+    if cause.cases:
+        data["cases"] = sorted(cause.cases)
+    return _layout(data)
+
+
+def _dumps_v1(cause: Cause) -> str:
+    """A cause of format 1 (one edit, no class), as written before classes."""
+    return _layout({"format": 1, "cause": cause.name, "engines": cause.engines, "models": cause.models,
+                    "edit": cause.edit.data(), "reason": cause.reason, "engine_version": cause.engine_version})
+
+
+def _layout(data: dict) -> str:
     text = json.dumps(data, indent=2, ensure_ascii=False)
     # one token a line, `[1, "<s>"]`, and the name lists on one line, as a reviewer reads them
     text = _PAIR.sub(lambda m: f"[{m[1]}, {m[2]}]", text)
@@ -295,7 +454,7 @@ def dumps(cause: Cause) -> str:
 
 
 _PAIR = re.compile(r'\[\n\s+(\d+),\n\s+("(?:[^"\\]|\\.)*")\n\s+\]')
-_NAMES = re.compile(r'"(engines|models)": \[[^\]]*\]')
+_NAMES = re.compile(r'"(engines|models|upstream)": \[[^\]]*\]')
 
 
 def write(root: Path, cause: Cause) -> Path:

@@ -217,7 +217,9 @@ def invariant_outcomes(root: Path, model: ModelSpec, case_ids: list[str]) -> tup
              for case, item in zip(case_ids, load_goldens(root, case_ids)) if item.outcome == "ok"}
     judged = invariants.review(found, {model.name: model.invariants})
     outcomes = [Outcome(case, INVARIANTS, "drift", f"invariant finding not reviewed in models.yaml: "
-                        f"{invariants.text(finding)}", kind="invariant") for case, finding in judged.unreviewed]
+                        f"{invariants.text(finding)}; `goldens regenerate` prints the review to paste under "
+                        f"models.{model.name}.invariants ({invariants.docs_url()})", kind="invariant")
+                for case, finding in judged.unreviewed]
     outcomes += [Outcome(case_ids[0], INVARIANTS, "drift", f"stale models.yaml entry: models.{model.name}.invariants "
                          f"finding {entry.finding!r} matches no finding any more", kind="invariant")
                  for _, entry in judged.stale]
@@ -226,7 +228,7 @@ def invariant_outcomes(root: Path, model: ModelSpec, case_ids: list[str]) -> tup
         n = len(judged.cases)
         notes.append(f"invariant findings of the reference ({model.name}): {n} golden{'s' if n != 1 else ''}, "
                      f"{len(judged.known)} reviewed as known, {len(judged.unreviewed)} not reviewed, "
-                     f"{len(judged.stale)} stale entries (docs/invariants.md)")
+                     f"{len(judged.stale)} stale entries ({invariants.docs_url()})")
     return outcomes, notes
 
 
@@ -251,10 +253,10 @@ def stale_causes(root: Path, model: str, engine: str, label: str, outcomes: list
                     f"{cause.path} (was: {cause.reason})", kind="cause-stale", cause=cause.name,
                     version=verdicts[0].version, axis="parse"))
     for cause in causes.covering(root, engine, model):
-        if cause.name not in shown:
+        if cause.name not in shown and not cause.builtin:  # goldens' own apply to any model: none stale
             out.append(Outcome(
                 f"{model}/{causes.FOLDER}:{cause.name}", label, "drift",
-                f"the reviewed cause {cause.name} ({cause.edit.describe()}) covers {engine} on {model}, but "
+                f"the reviewed cause {cause.name} ({cause.describe()}) covers {engine} on {model}, but "
                 f"none of its {len(verdicts)} checked cases shows that edit any more; if {engine} was "
                 f"fixed, remove {causes.path_of(root, cause.name)} (was: {cause.reason})",
                 kind="cause-stale", cause=cause.name, version=verdicts[0].version))

@@ -24,7 +24,7 @@ def check_command(config_path: Path, engines: tuple[str, ...], model_names: tupl
     from generator.goldens import staleness
     from generator.progress import progress_bar
     from generator.replay import check as checking
-    from generator.replay import destination, publish, remote_options, shard
+    from generator.replay import destination, gate, orphans, publish, remote_options, shard
     from generator.replay import results as results_data
 
     config = models.load(config_path)
@@ -59,6 +59,8 @@ def check_command(config_path: Path, engines: tuple[str, ...], model_names: tupl
 
             results.coverage = coverage_records(config, sorted({g[0] for i, g in enumerate(groups)
                                                                 if only is None or i in only}))
+        gate.apply(results, config.gate)  # models.yaml's `gate:`: classes of known divergence that fail
+        results.notes += orphans.note(config, root, [m for m, _ in work])  # files no case judges
         publish.write_files(results, junit_path, report_path, results_path)
         if store_durations is not None:
             destination.write(store_durations, shard.merged_durations(store_durations, results.durations()))
@@ -137,9 +139,11 @@ def history_command(config_path: Path, engine_name: str | None, first: str | Non
     if update_atlas:
         from generator.replay import atlas
 
-        if as_json or model_names or case_ids:
-            raise GoldensError("--update-atlas runs the whole matrix; it takes no --json, --model or --case")
-        atlas.update(config, atlas_dir, name, first, last, jobs=jobs, exhaustive=exhaustive, echo=echo, note=note)
+        if as_json or case_ids or (model_names and name is None):
+            raise GoldensError("--update-atlas runs the whole matrix (or with --engine, --model's cases of it); "
+                               "it takes no --json or --case")
+        atlas.update(config, atlas_dir, name, first, last, jobs=jobs, exhaustive=exhaustive, echo=echo, note=note,
+                     models=model_names)
         sys.exit(0)
     if name is None or first is None or last is None:
         raise GoldensError("history needs --engine, --from and --to (or --update-atlas)")

@@ -64,6 +64,7 @@ KIND_STATUS = {
     "ledger-fixed": "drift",  # the engine now matches; the ledger entry is stale
     "cause-stale": "drift",  # a reviewed cause no case of its engines and models shows any more
     "invariant": "drift",  # the reference's own golden drops a message or a call, unreviewed
+    "known-gated": "drift",  # a known divergence of a class models.yaml's `gate:` fails on
 }
 PASSING = ("match", "both-refuse", "known", "count")  # the statuses that pass the gate
 
@@ -87,6 +88,7 @@ class Outcome:
     edit: dict | None = None  # a drift's first edit (causes.Edit.data()): drifts sharing it group
     advice: str = ""  # what to do, for a body the reference normalized
     axis: str = "render"  # or "parse": an engine's parse of output ids (replay/parse_judge.py)
+    klass: str | None = None  # a known divergence's class: engine-defect, policy, reference (causes.CLASSES)
 
     def __post_init__(self) -> None:
         self.kind = self.kind or self.status
@@ -135,10 +137,16 @@ def _verdict(item: golden_file.Golden, entry: ledger.Entry | None, engine: str, 
              decode: Callable[[Sequence[int]], list[str]] | None, causes: Sequence[causes_.Cause]) -> Outcome:
     if isinstance(got, Refused):
         if entry is not None and entry.refused is not None:
-            return Outcome(item.case, engine, "known", entry.reason, reason=entry.reason, refused=True)
+            return Outcome(item.case, engine, "known", entry.reason, reason=entry.reason, refused=True,
+                           klass=entry.klass, cause=entry.cause[0] if entry.cause else None)
         if item.outcome == "error" and entry is None:
             return Outcome(item.case, engine, "both-refuse", f"refused, as the reference did: {item.error}",
                            reason=item.error, refused=True)
+        message = stable_line(got)
+        refusal = next((c for c in causes if entry is None and c.explains_refusal(message, item)), None)
+        if refusal is not None:
+            return Outcome(item.case, engine, "known", f"cause {refusal.name}: {refusal.reason}", refused=True,
+                           reason=refusal.reason, cause=refusal.name, klass=refusal.klass)
         return Outcome(item.case, engine, "drift", f"engine refused: {got}", refused=True,
                        kind="ledger-moved" if entry is not None else "drift")
     if isinstance(got, PromptCount):
@@ -153,12 +161,13 @@ def _verdict(item: golden_file.Golden, entry: ledger.Entry | None, engine: str, 
         return Outcome(item.case, engine, "drift",
                        f"{engine} now renders {len(actual)} tokens; the ledger entry "
                        f"{entry.path.name} recorded a refusal (was: {entry.reason})", kind="ledger-moved")
-    explained = next((c for c in causes if not refuses and c.explains(item.ids, actual)), None)
+    explained = next((c for c in causes if not refuses and c.explains(item.ids, actual, item)), None)
     if entry is not None:
         if list(actual) == entry.ids:
             also = f" (the cause {explained.name} explains it too: this entry is not needed)" if explained else ""
             return Outcome(item.case, engine, "known", entry.reason + also, reason=entry.reason,
-                           cause=explained.name if explained else None)
+                           cause=explained.name if explained else entry.cause[0] if entry.cause else None,
+                           klass=entry.klass)
         if not refuses and list(actual) == item.ids:
             return Outcome(item.case, engine, "drift",
                            f"{engine} now matches the reference; the ledger entry "
@@ -172,8 +181,9 @@ def _verdict(item: golden_file.Golden, entry: ledger.Entry | None, engine: str, 
     if div is None:
         return Outcome(item.case, engine, "match")
     if explained is not None:
-        return Outcome(item.case, engine, "known", f"cause {explained.name}: {explained.edit.describe()}: "
-                       f"{explained.reason}", reason=explained.reason, cause=explained.name, divergence=div)
+        return Outcome(item.case, engine, "known", f"cause {explained.name}: {explained.describe()}: "
+                       f"{explained.reason}", reason=explained.reason, cause=explained.name, divergence=div,
+                       klass=explained.klass)
     edit = causes_.first_edit(item.ids, item.pieces, list(actual), pieces_of(actual, decode))
     return Outcome(item.case, engine, "drift", format_divergence(div, "reference", engine),
                    divergence=div, edit=edit.data() if edit is not None else None)
@@ -213,7 +223,9 @@ def judge_count(engine: str, item: golden_file.Golden, entry: ledger.Entry | Non
                                 f"entry {entry.path.name} recorded a refusal (was: {entry.reason})", kind="ledger-moved")
     if entry is not None:
         if n == len(entry.ids):
-            return outcome("known", entry.reason, reason=entry.reason)
+            known = outcome("known", entry.reason, reason=entry.reason)
+            known.klass = entry.klass
+            return known
         if n == len(item.ids):
             return outcome("drift", f"count only: {engine} now has the golden's length ({n} tokens); "
                                     f"the ledger entry {entry.path.name} may be stale (was: {entry.reason})",
@@ -406,7 +418,8 @@ def load_goldens(root: Path, case_ids: Iterable[str]) -> list[golden_file.Golden
     return out
 
 
-def record(engine: Engine, item: golden_file.Golden, root: Path, reason: str, stand_in: bool = False) -> Path:
+def record(engine: Engine, item: golden_file.Golden, root: Path, reason: str, stand_in: bool = False,
+           klass: str | None = None, upstream: Sequence[str] = ()) -> Path:
     """Record what `engine` gives for a golden as a reviewed divergence (a ledger entry): its own
     ids, or its refusal, as `check` judges them (the serving path's where it returns ids, as
     vLLM's does). Nothing is recorded where the engine matches the reference. With `stand_in`,
@@ -439,18 +452,20 @@ def record(engine: Engine, item: golden_file.Golden, root: Path, reason: str, st
     if isinstance(got, Refused):
         message = stable_line(got)
         return ledger.write(root, item, engine.name, reason.strip(), [], [], None, refused=message,
-                            engine_version=reported_version(engine), stand_in=endpoint)
+                            engine_version=reported_version(engine), stand_in=endpoint, klass=klass, upstream=upstream)
     if isinstance(got, PromptCount):
         raise GoldensError(f"{item.case}: {engine.name} reports only a prompt token count; there are no ids to record")
     if list(got) == item.ids and not stand_in:
         raise GoldensError(f"{item.case}: {engine.name} matches the reference; nothing to record")
     return ledger.write(root, item, engine.name, reason.strip(), list(got), pieces_of(got),
-                        Ids.of(got).prompt, engine_version=reported_version(engine), stand_in=endpoint)
+                        Ids.of(got).prompt, engine_version=reported_version(engine), stand_in=endpoint,
+                        klass=klass, upstream=upstream)
 
 
 def record_cause(root: Path, name: str, edit: causes_.Edit, engine: str,
                  per_model: Sequence[tuple[str, Engine, Sequence[golden_file.Golden]]], reason: str,
-                 replace_entries: bool = False) -> tuple[Path, list[str], list[Path]]:
+                 replace_entries: bool = False, klass: str | None = None,
+                 upstream: Sequence[str] = ()) -> tuple[Path, list[str], list[Path]]:
     """Record a reviewed cause: `edit` accepted on `engine` for these models, with `reason`,
     after replaying every golden the reference renders through the engine as `check` judges it.
     Returns the cause's path, the cases it explains (applying the edit to the golden's ids gives
@@ -478,8 +493,12 @@ def record_cause(root: Path, name: str, edit: causes_.Edit, engine: str,
     if not explained:
         raise GoldensError(f"no case of {', '.join(models)} on {engine} shows the edit {edit.describe()}; "
                            "nothing recorded")
-    cause = causes_.Cause(name=name, edit=edit, engines=[engine], models=models, reason=reason.strip(),
-                          engine_version=version or None)
+    cause = causes_.Cause(name=name, edit=None, edits=(edit,), engines=[engine], models=models,
+                          reason=reason.strip(), engine_version=version or None,
+                          klass=klass or causes_.UNCLASSIFIED, upstream=tuple(upstream), cases=tuple(explained))
+    if cause.klass == causes_.UNCLASSIFIED:
+        cause = causes_.Cause(name=name, edit=edit, engines=[engine], models=models, reason=reason.strip(),
+                              engine_version=version or None)
     path = causes_.write(root, cause)
     if replace_entries:
         for entry_path in redundant:

@@ -11,6 +11,7 @@ as disagreeing with the engine's serving path: the stand-in's own ids, `stand_in
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +19,7 @@ from pathlib import Path
 from generator import files
 from generator.errors import GoldensError
 from generator.goldens import golden_file
+from generator.replay import causes
 from generator.replay.divergence import divergence_point
 
 
@@ -35,6 +37,9 @@ class Entry:
     refused: str | None = None  # the engine's refusal, when what was reviewed is that it refuses
     engine_version: str | None = None  # what the engine reported when it was reviewed
     stand_in: str | None = None  # a stand-in entry: the stand-in endpoint it is about
+    klass: str = causes.UNCLASSIFIED  # engine-defect, policy or reference (causes.CLASSES)
+    cause: tuple[str, ...] = ()  # the reviewed causes whose reason (and class) it shares
+    upstream: tuple[str, ...] = ()  # an engine-defect's upstream issue or pull request
 
 
 STAND_IN = "stand-in"  # the last part of a stand-in entry's name
@@ -54,57 +59,111 @@ def read(root: Path, case_id: str, engine: str, stand_in: bool = False) -> Entry
     if not path.exists():
         return None
     item = golden_file.read(path)
-    reason = item.extra.get("reason")
-    if not isinstance(reason, str) or not reason.strip():
-        raise GoldensError(f"{path}: a ledger entry needs a non-empty `reason`")
     if item.extra.get("engine") != engine:
         raise GoldensError(f"{path}: `engine` must be {engine!r}")
     endpoint = item.extra.get("stand_in")
     if stand_in and (not isinstance(endpoint, str) or not endpoint.strip()):
         raise GoldensError(f"{path}: a stand-in ledger entry needs `stand_in`, the endpoint it is about")
+    reason, klass, named, upstream = classify(root, item.extra, path)
     return Entry(case=item.case, engine=engine, reason=reason, ids=item.ids, pieces=item.pieces,
                  prompt=item.prompt, path=path, refused=item.error if item.outcome == "error" else None,
-                 engine_version=item.extra.get("engine_version"), stand_in=endpoint if stand_in else None)
+                 engine_version=item.extra.get("engine_version"), stand_in=endpoint if stand_in else None,
+                 klass=klass, cause=named, upstream=upstream)
 
 
-def write(root: Path, golden: golden_file.Golden, engine: str, reason: str,
+def classify(root: Path, extra: dict, path: Path) -> tuple[str, str, tuple[str, ...], tuple[str, ...]]:
+    """An entry's reason, class, causes and upstream links: its own `reason` (and `class`), or
+    those of the reviewed causes it names (`"cause": NAME` or a list: a case two causes shape at
+    once), said once in goldens/causes/. Any ledger entry can carry a class, parse entries too."""
+    named = extra.get("cause")
+    names = (named,) if isinstance(named, str) else tuple(named) if isinstance(named, list) else ()
+    if named is not None and (not names or not all(isinstance(n, str) and n for n in names)):
+        raise GoldensError(f"{path}: `cause` must be a cause's name or a list of names")
+    reason = extra.get("reason")
+    upstream = extra.get("upstream") or []
+    if not isinstance(upstream, list) or not all(isinstance(u, str) and u.startswith("https://") for u in upstream):
+        raise GoldensError(f"{path}: `upstream` must be a list of https:// links")
+    klass = extra.get("class")
+    if klass is not None:
+        causes.check_class(klass, str(path))
+    if not names:
+        if not isinstance(reason, str) or not reason.strip():
+            raise GoldensError(f"{path}: a ledger entry needs a non-empty `reason` (or the `cause` it shares)")
+        return reason, klass or causes.UNCLASSIFIED, (), tuple(upstream)
+    found = []
+    for name in names:
+        cause = causes.named(Path(root), name)
+        if cause is None:
+            raise GoldensError(f"{path}: `cause` {name!r} is not a reviewed cause ({causes.path_of(root, name)})")
+        found.append(cause)
+    if isinstance(reason, str) and reason.strip():
+        raise GoldensError(f"{path}: an entry that names its cause says no `reason` of its own (the cause's is it)")
+    text = found[0].reason if len(found) == 1 else " AND ".join(f"[{c.name}] {c.reason}" for c in found)
+    classes = [c.klass for c in found]
+    klass = klass or ("engine-defect" if "engine-defect" in classes else classes[0])
+    return text, klass, names, tuple(upstream) or tuple(u for c in found for u in c.upstream)
+
+
+def write(root: Path, golden: golden_file.Golden, engine: str, reason: str | None,
           ids: Sequence[int], pieces: Sequence[str], prompt: str | None,
-          refused: str | None = None, engine_version: str = "", stand_in: str | None = None) -> Path:
+          refused: str | None = None, engine_version: str = "", stand_in: str | None = None,
+          klass: str | None = None, cause: Sequence[str] = (), upstream: Sequence[str] = ()) -> Path:
     """Record a reviewed divergence beside its golden (same format, plus engine and reason);
     `refused` records that the engine declines a request the reference renders,
     `engine_version` what the engine reported itself as when it was reviewed, and `stand_in`
-    makes it a stand-in entry about that endpoint."""
+    makes it a stand-in entry about that endpoint. `klass` is its class (causes.CLASSES);
+    `cause` names the reviewed causes it shares its reason and class with, instead of a reason."""
     index = None if refused else divergence_point(golden.ids, ids)
+    said: dict = {"cause": cause[0] if len(cause) == 1 else list(cause)} if cause else {"reason": reason}
+    if klass and not cause:
+        said["class"] = causes.check_class(klass, "--class")
+    if upstream:
+        said["upstream"] = list(upstream)
     entry = golden_file.Golden(
         case=golden.case, request=golden.request, outcome="error" if refused else "ok",
         ids=[] if refused else list(ids), pieces=[] if refused else list(pieces),
         prompt=None if refused else prompt, error=refused, provenance=golden.provenance,
         extra={"engine": engine, "engine_version": engine_version or None,
-               **({"stand_in": stand_in} if stand_in else {}), "reason": reason, "diverges_at": index},
+               **({"stand_in": stand_in} if stand_in else {}), **said, "diverges_at": index},
     )
     path = entry_path(root, golden.case, engine, stand_in=stand_in is not None)
     files.atomic_write(path, golden_file.dumps(entry), within=root)
     return path
 
 
-def command(config_path: Path, engine_name: str, case_ids: tuple[str, ...], reason: str, url: str | None,
-            root: Path, stand_in: bool, cause_name: str | None, edit_text: str | None,
-            model_names: tuple[str, ...], replace_entries: bool, findings: tuple[str, ...] = ()) -> None:
+def command(config_path: Path, engine_name: str | None, case_ids: tuple[str, ...], reason: str | None,
+            url: str | None, root: Path, stand_in: bool, cause_name: str | None, edit_text: str | None,
+            model_names: tuple[str, ...], replace_entries: bool, klass: str | None = None,
+            upstream: tuple[str, ...] = (), report_cause: str | None = None, as_json: bool = False,
+            findings: tuple[str, ...] = ()) -> None:
     """`goldens ledger`: record a reviewed divergence: the engine's own ids for a case, beside its
-    golden, with a reason; or with --cause, one edit the engine makes on every case of the models
-    named."""
+    golden, with a reason and a class; or with --cause, one edit the engine makes on every case of
+    the models named; --report CAUSE writes an engine-defect's report from one case's answer;
+    with none of these, the ledger's causes and classes counted."""
     import click
 
     from generator import redaction, reference
     from generator.config import models
     from generator.config.cases import case_of, model_cases, replays
     from generator.engines.pool import EnginePool
-    from generator.replay import causes
+    from generator.replay import defects
     from generator.replay.judge import load_goldens, record, record_cause
     from generator.sources.source import resolve
 
+    if report_cause is None and engine_name is None and not (case_ids or cause_name or reason):
+        data = defects.summary(root)
+        if as_json:
+            click.echo(json.dumps(data, indent=2, ensure_ascii=False))
+        else:
+            click.echo("\n".join(defects.summary_lines(data)))
+        return
     redaction.register(*redaction.url_secrets(url or ""))
     config = models.load(config_path)
+    if report_cause is not None:
+        _report(config, root, report_cause, case_ids, url)
+        return
+    if engine_name is None or not reason:
+        raise GoldensError("recording needs --engine and --reason (and --class): what the engine does, and why")
     if findings:
         if cause_name is None or edit_text or stand_in or not model_names:
             raise GoldensError("--finding records a parse cause: give --cause NAME and --model (and --case "
@@ -115,7 +174,7 @@ def command(config_path: Path, engine_name: str, case_ids: tuple[str, ...], reas
         with EnginePool(config.date, {engine_name.partition("@")[0]: url} if url else None,
                         versions=config.engine_versions, on_start=lambda m: click.echo(m, err=True)) as pool:
             path, explained = parse_judge.record_cause(root, config, pool, cause_name, findings, engine_name,
-                                                       model_names, reason, case_ids)
+                                                       model_names, reason, case_ids, klass)
         click.echo(f"recorded {path}: explains {len(explained)} parse case{'s' if len(explained) != 1 else ''}: "
                    f"{', '.join(explained)}")
         return
@@ -124,6 +183,8 @@ def command(config_path: Path, engine_name: str, case_ids: tuple[str, ...], reas
             raise GoldensError("--cause records one edit for whole models: give --edit and --model, not --case "
                                "or --stand-in")
         causes.check_name(cause_name)
+        if klass is None:
+            raise GoldensError(f"--cause {cause_name}: give its --class ({', '.join(causes.CLASSES)})")
         config.select(list(model_names))
     elif edit_text or model_names or replace_entries:
         raise GoldensError("--edit, --model and --replace-entries go with --cause NAME")
@@ -141,7 +202,7 @@ def command(config_path: Path, engine_name: str, case_ids: tuple[str, ...], reas
                 model = config.models[model_name]
                 engine = pool.engine(engine_name, model, resolve(model, config))
                 for item in load_goldens(root, ids):
-                    click.echo(f"recorded {record(engine, item, root, reason, stand_in=stand_in)}")
+                    click.echo(f"recorded {record(engine, item, root, reason, stand_in=stand_in, klass=klass, upstream=upstream)}")
             return
         per_model = []
         for model_name in model_names:
@@ -151,8 +212,57 @@ def command(config_path: Path, engine_name: str, case_ids: tuple[str, ...], reas
         tokenizer = reference.load_tokenizer(resolve(config.models[model_names[0]], config).tokenizer_dir)
         edit = causes.parse(edit_text, lambda ids: reference.pieces(tokenizer, ids))
         path, explained, redundant = record_cause(root, cause_name, edit, engine_name.partition("@")[0],
-                                                  per_model, reason, replace_entries)
+                                                  per_model, reason, replace_entries, klass=klass, upstream=upstream)
         click.echo(f"recorded {path}: {edit.describe()} explains {len(explained)} case"
                    f"{'s' if len(explained) != 1 else ''}: {', '.join(explained)}")
         for entry in redundant:
             click.echo(f"{'removed' if replace_entries else 'not needed any more'}: {entry} (the cause explains it)")
+        if klass == "engine-defect" and not upstream:
+            click.echo(f"an engine-defect with no --upstream: write its report to file with "
+                       f"goldens ledger --report {cause_name}")
+
+
+def _report(config, root: Path, name: str, case_ids: tuple[str, ...], url: str | None) -> None:
+    """`goldens ledger --report CAUSE [--case C]`: replay one case the cause covers (the first it
+    lists, or --case) through its engine and write the report beside the cause file."""
+    import click
+
+    from generator.config.cases import case_of
+    from generator import reference
+    from generator.engines import PromptCount, Refused, reported_version
+    from generator.engines.pool import EnginePool
+    from generator.errors import stable_line
+    from generator.replay import defects
+    from generator.replay.judge import judged, load_goldens
+    from generator.sources.source import resolve
+
+    cause = causes.named(root, name)
+    if cause is None:
+        raise GoldensError(f"--report {name}: no reviewed cause of that name ({causes.path_of(root, name)})")
+    if cause.klass != "engine-defect":
+        raise GoldensError(f"--report {name}: a report is for an engine-defect; this cause's class is {cause.klass}")
+    cases = list(case_ids) or [c for c in cause.cases if c.partition("/")[0] in config.models]
+    if not cases:
+        raise GoldensError(f"--report {name}: name a case it covers with --case M/SHAPE")
+    case = case_of(config, cases[0])
+    model = config.models[case.model]
+    (item,) = load_goldens(root, [case.id])
+    engine_name = cause.engines[0]
+    with EnginePool(config.date, {engine_name: url} if url else None, versions=config.engine_versions,
+                    on_start=lambda message: click.echo(message, err=True)) as pool:
+        engine = pool.engine(engine_name, model, resolve(model, config))
+        got = judged(engine, item.request)
+        version = reported_version(engine)
+    if isinstance(got, PromptCount):
+        raise GoldensError(f"--report {name}: {engine_name} reports only a prompt token count")
+    example = (defects.Example(item, [], [], refused=stable_line(got), version=version) if isinstance(got, Refused)
+               else defects.Example(item, list(got), reference.pieces(reference.load_tokenizer(
+                   resolve(model, config).tokenizer_dir), list(got)), version=version))
+    if example.refused is None and not cause.explains(item.ids, example.ids, item):
+        raise GoldensError(f"--report {name}: {engine_name}'s answer to {case.id} is not the cause's; name another --case")
+    folder = cause.path.parent
+    if cause.builtin and causes.BUILTIN.parents[2] / "goldens" != Path(root).resolve():
+        folder = Path(root) / causes.FOLDER  # goldens' own cause, reported from a team's repository: kept there
+    path = defects.write_report(folder, cause, example, Path(config.path).parent / "docs" / "atlas",
+                                sorted(set(cause.cases) | set(cases)))
+    click.echo(f"wrote {path}")

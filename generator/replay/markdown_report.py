@@ -134,6 +134,8 @@ def markdown(summary: Summary, title: str = "goldens check") -> str:
     folded under the passes counted per column."""
     outcomes = summary.outcomes
     lines = [f"**{title}: {summary.verdict()}** · {summary.line()}"]
+    if summary.class_line():  # engine defects apart from policy: what to report upstream
+        lines += ["", summary.class_line()]
     for note in [*summary.notes, *summary.refusals()]:  # said in every report, not only on the terminal
         lines += ["", f"> {_text(note, 400)}"]
     for (cause, column), n in summary.causes().items():

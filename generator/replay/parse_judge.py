@@ -275,6 +275,8 @@ class Cause:
     reason: str
     path: Path | None = None
     cases: tuple[str, ...] = ()  # case id patterns (fnmatch) it is limited to; () for every case
+    klass: str | None = None  # engine-defect, policy or reference (replay/causes.py CLASSES)
+    explains: tuple[str, ...] = ()  # the cases it explained when it was recorded (for `goldens ledger`'s counts)
 
     def applies(self, case: str) -> bool:
         import fnmatch
@@ -299,7 +301,8 @@ def load_causes(root: Path) -> list[Cause]:
         try:
             cause = Cause(name=data["cause"], engines=tuple(data["engines"]), models=tuple(data["models"]),
                           findings=tuple(data["findings"]), reason=data["reason"], path=path,
-                          cases=tuple(data.get("cases") or ()))
+                          cases=tuple(data.get("cases") or ()), klass=data.get("class"),
+                          explains=tuple(data.get("explains") or ()))
         except (KeyError, TypeError):
             raise GoldensError(f"{path}: a parse cause has cause, engines, models, findings and reason") from None
         if cause.name != path.stem or not all(isinstance(x, str) and x for x in
@@ -322,7 +325,8 @@ def write_cause(root: Path, cause: Cause) -> Path:
     render_causes.check_name(cause.name)
     data = {"format": 1, "cause": cause.name, "engines": list(cause.engines), "models": list(cause.models),
             **({"cases": list(cause.cases)} if cause.cases else {}),
-            "findings": list(cause.findings), "reason": cause.reason}
+            "findings": list(cause.findings), "class": cause.klass, "reason": cause.reason,
+            "explains": list(cause.explains)}
     path = causes_folder(root) / f"{cause.name}.json"
     files.atomic_write(path, json_.dumps(data, indent=2, ensure_ascii=False) + "\n", within=root)
     return path
@@ -398,7 +402,7 @@ def verdict(item: golden_file.Golden, entry: Entry | None, label: str, observed:
         names = ", ".join(c.name for c in used)
         reasons = " / ".join(c.reason for c in used)
         return Outcome(item.case, label, "known", f"cause {names}: {reasons}", reason=reasons,
-                       refused=observed.refused is not None, cause=names, axis=AXIS)
+                       refused=observed.refused is not None, cause=names, axis=AXIS, klass=used[0].klass)
     more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
     return Outcome(item.case, label, "drift", f"{found[0]}{more}; findings not reviewed: {'; '.join(unexplained)}",
                    refused=observed.refused is not None, axis=AXIS, edit={"findings": unexplained})
@@ -437,7 +441,8 @@ def record(engine: Any, item: golden_file.Golden, root: Path, reason: str) -> Pa
 
 
 def record_cause(root: Path, config, pool, name: str, kinds: Sequence[str], engine: str,
-                 model_names: Sequence[str], reason: str, cases: Sequence[str] = ()) -> tuple[Path, list[str]]:
+                 model_names: Sequence[str], reason: str, cases: Sequence[str] = (),
+                 klass: str | None = None) -> tuple[Path, list[str]]:
     """`goldens ledger --cause NAME --finding ... [--case PATTERN]`: record a parse cause after
     replaying every parse case of the models (those `cases` patterns name) through the engine;
     refused (nothing written) unless some case's findings are all among `kinds`, and naming a
@@ -467,5 +472,5 @@ def record_cause(root: Path, config, pool, name: str, kinds: Sequence[str], engi
         raise GoldensError(f"no parse case of {', '.join(model_names)} on {engine} has only these findings; "
                            "nothing recorded")
     cause = Cause(name=name, engines=(engine.partition("@")[0],), models=tuple(model_names), findings=tuple(kinds),
-                  reason=" ".join(reason.split()), cases=tuple(cases))
+                  reason=" ".join(reason.split()), cases=tuple(cases), klass=klass, explains=tuple(explained))
     return write_cause(root, cause), explained

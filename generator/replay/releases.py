@@ -32,6 +32,9 @@ from generator.sources.source import resolve
 # The answers' cache layout and what its key covers; bump it when goldens' own engine adapters
 # change what they ask a release (the key holds the inputs, not goldens' code).
 ANSWERS_FORMAT = 1
+# per engine, when only its adapter changed what it asks: vLLM 2, a body's tool_choice sent only
+# when the body has one, and gpt-oss given openai-harmony's vocabulary offline on every release
+ADAPTER_REVISION = {"vllm": 2}
 
 
 @dataclass
@@ -198,6 +201,8 @@ class AnswerStore:
             source["processor"] = None  # a template-view case never reaches the processor
         elif self.engine in MEDIA_REVISION:
             source["media_revision"] = MEDIA_REVISION[self.engine]
+        if self.engine in ADAPTER_REVISION:
+            source["adapter_revision"] = ADAPTER_REVISION[self.engine]
         parse = {"axis": case.axis, "end": list(self.config.models[case.model].parse.end)} if case.axis == PARSE else {}
         return canonical.digest({"format": ANSWERS_FORMAT, "engine": self.engine,
                                  "request": canonical.dumps(case.request, keep_order=True),

@@ -55,6 +55,7 @@ KINDS = (
     Kind("ledger-fixed", "fixed upstream, ledger entry stale", "DRIFT", False, "yellow", " (ledger entry stale)"),
     Kind("cause-stale", "reviewed cause no case shows", "DRIFT", False, "yellow", " (cause stale)"),
     Kind("invariant", "invariant finding not reviewed", "DRIFT", False, "red", " (reference invariant)"),
+    Kind("known-gated", "known divergence of a class models.yaml gates on", "DRIFT", False, "red", " (gated class)"),
     Kind("known", "known divergence", "known", True),
     Kind("count", "length matches" + COUNT_ONLY, "count", True),
     Kind("both-refuse", "both refuse", "refused", True),
@@ -157,6 +158,25 @@ class Summary:
     def refusals(self) -> list[str]:
         """The models whose checked cases mostly both refuse, each named with why."""
         return refusal_notes(self.verdicts)
+
+    def classes(self) -> dict[str, tuple[int, int]]:
+        """class -> (known verdicts of it, distinct causes or entries behind them): engine
+        defects counted apart from policy and the reference's own errors."""
+        cases: dict[str, int] = {}
+        behind: dict[str, set] = {}
+        for outcome in self.verdicts:
+            if outcome.status == "known" or outcome.kind == "known-gated":
+                name = outcome.klass or "unclassified"
+                cases[name] = cases.get(name, 0) + 1
+                behind.setdefault(name, set()).add(outcome.cause or (outcome.case, outcome.engine))
+        order = ["engine-defect", "reference", "policy"]
+        return {name: (cases[name], len(behind[name]))
+                for name in sorted(cases, key=lambda n: (order.index(n) if n in order else len(order), n))}
+
+    def class_line(self) -> str:
+        """'known divergences: 28 engine-defect (3 causes), 120 policy (40 causes)'; '' with none."""
+        parts = [f"{n} {name} ({k} cause{'s' if k != 1 else ''})" for name, (n, k) in self.classes().items()]
+        return f"known divergences by class: {', '.join(parts)}" if parts else ""
 
     def causes(self) -> dict[tuple[str, str], int]:
         """(cause, column) -> the cases a reviewed cause explained in this run."""

@@ -45,6 +45,7 @@ FORMAT = 1
 _OUTCOME_FIELDS = ("case", "engine", "status", "kind", "detail", "level", "refused", "unreachable",
                    "version", "reason", "stand_in")
 _ADDED_FIELDS = {"cause": None, "edit": None, "advice": "", "axis": "render"}  # added later: absent in older files
+SCHEMA = "goldens.results/1"  # the document's versioned name, as the other --json documents say theirs
 
 
 @dataclasses.dataclass
@@ -99,6 +100,7 @@ def fingerprint(selection: Sequence[tuple[str, str, Sequence[str]]]) -> str:
 def outcome_data(outcome: Outcome) -> dict:
     data = {name: getattr(outcome, name) for name in (*_OUTCOME_FIELDS, *_ADDED_FIELDS)}
     data["divergence"] = dataclasses.asdict(outcome.divergence) if outcome.divergence is not None else None
+    data["class"] = outcome.klass  # a known divergence's class (engine-defect, policy, reference)
     return data
 
 
@@ -147,12 +149,13 @@ def outcome_from(data: dict) -> Outcome:
                                    "run": tuple(div["run"]) if div.get("run") is not None else None})
     return Outcome(**{name: data[name] for name in _OUTCOME_FIELDS},
                    **{name: data.get(name, default) for name, default in _ADDED_FIELDS.items()},
-                   divergence=divergence)
+                   divergence=divergence, klass=data.get("class") if isinstance(data.get("class"), str) else None)
 
 
 def to_data(results: Results) -> dict:
     summary = results.summary
     return {
+        "schema": SCHEMA,
         "format": FORMAT,
         "tool": "goldens check",
         "plan": dataclasses.asdict(results.plan),
@@ -161,7 +164,8 @@ def to_data(results: Results) -> dict:
         "verdict": summary.verdict(),
         "summary": summary.line(),
         "counts": {"verdicts": counts(summary.verdicts), "findings": counts(summary.findings),
-                   "stale_causes": len(summary.stale_causes)},
+                   "stale_causes": len(summary.stale_causes),
+                   "classes": {name: {"cases": n, "causes": k} for name, (n, k) in summary.classes().items()}},
         "notes": list(results.notes),
         "versions": summary.versions(),
         "elapsed": round(results.elapsed, 3),

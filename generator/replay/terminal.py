@@ -39,6 +39,7 @@ def terminal(summary: Summary, colour: bool = False, errors: bool = True) -> lis
     for (cause, column), n in summary.causes().items():
         lines.append(f"known [{column}]: the reviewed cause {cause} explained {n} case{'s' if n != 1 else ''}")
     lines += summary.refusals()
+    lines += [summary.class_line()] if summary.class_line() else []
     lines.append(style(summary.line(), "green" if summary.passed else "red"))
     return lines
 

@@ -108,7 +108,8 @@ def rerun_at_pins(argv: list[str]) -> None:
     shown = ", ".join(f"{name} {here or 'absent'} (pinned {PINS[name]})" for name, here in differ.items())
     print(f"goldens: the reference stack here differs from its pins: {shown}; running in {python.parent.parent}",
           file=sys.stderr)
-    env = {**os.environ, INSIDE: "1", "PYTHONPATH": str(_import_root())}
+    env = {**os.environ, INSIDE: "1", "PYTHONPATH": str(_import_root()), "TRANSFORMERS_VERBOSITY": "error",
+           "TRANSFORMERS_NO_ADVISORY_WARNINGS": "1"}  # no "PyTorch was not found" in a stack without torch
     sys.stdout.flush()
     sys.stderr.flush()
     run = "from generator.cli import main; main(prog_name='goldens')"
@@ -133,7 +134,8 @@ def render_at_pins(config_path: Path, model: str) -> dict[str, str]:
     from generator.servers.transformers_venv import _import_root
 
     python = reference_python()
-    env = {**os.environ, INSIDE: "1", "PYTHONPATH": str(_import_root()), "TRANSFORMERS_VERBOSITY": "error"}
+    env = {**os.environ, INSIDE: "1", "PYTHONPATH": str(_import_root()), "TRANSFORMERS_VERBOSITY": "error",
+           "TRANSFORMERS_NO_ADVISORY_WARNINGS": "1"}
     done = subprocess.run([str(python), "-c", RENDER, str(config_path), model], env=env,
                           capture_output=True, text=True, encoding="utf-8")
     if done.returncode != 0:

@@ -46,7 +46,8 @@ def vllm_python(version: str = VLLM_VERSION) -> Path:
         torch = torch_requirement(version)
         return [
             (f"install {torch}", venv.INSTALL, [torch]),
-            (f"install {PROJECT}=={version}", venv.INSTALL, [f"{PROJECT}=={version}", torch]),
+            (f"install {PROJECT}=={version}", venv.INSTALL,
+             [f"{PROJECT}=={version}", torch, "--constraint", str(transformers_constraint(vllm_venv_dir(version)))]),
             ("remove torchvision/torchaudio/torchcodec", venv.UNINSTALL, list(_BREAKS_IMPORT)),
         ]
 
@@ -205,6 +206,13 @@ class VllmServer(ManagedServer):
         if not render_only:
             argv.append("--enforce-eager")  # no graph capture: faster start, same prompts
         cache_root = cache_dir() / "vllm-cache-root"  # never the user's ~/.cache/vllm
+        harmony = {}
+        if json.loads((model_dir / "config.json").read_text()).get("model_type") == "gpt_oss":
+            # openai-harmony (vLLM before 0.31.0) downloads its vocabulary at first use: with no
+            # network every gpt-oss case answered HTTP 500; given it offline, as the harmony engine
+            from generator.sources.tiktoken_ranks import o200k_base_dir
+
+            harmony = {"TIKTOKEN_ENCODINGS_BASE": str(o200k_base_dir())}
         super().__init__(
             [*argv, *extra_args],
             name=f"vllm-{'render-' if render_only else ''}{model_dir.name}",
@@ -218,6 +226,7 @@ class VllmServer(ManagedServer):
                 # the date gpt-oss's harmony system message names (vLLM's harmony_utils reads
                 # it, else today's date); the matrix's date, as every template's strftime_now
                 **({"VLLM_SYSTEM_START_DATE": date} if date else {}),
+                **harmony,
             },
             startup_timeout=startup_timeout,
         )
@@ -300,7 +309,8 @@ def render_python(version: str = VLLM_VERSION) -> Path:
         return [
             (f"install {RENDER_TORCH}", venv.INSTALL, [RENDER_TORCH]),
             (f"install {PROJECT}=={version} with {RENDER_TORCH}", venv.INSTALL,
-             [f"{PROJECT}=={version}", "--override", str(overrides)]),
+             [f"{PROJECT}=={version}", "--override", str(overrides),
+              "--constraint", str(transformers_constraint(render_venv_dir(version)))]),
             ("remove torchvision/torchaudio/torchcodec", venv.UNINSTALL, list(_BREAKS_IMPORT)),
         ]
 
@@ -309,6 +319,27 @@ def render_python(version: str = VLLM_VERSION) -> Path:
     check = ("import os; os.environ['VLLM_CONFIGURE_LOGGING'] = '0'\n"
              "import vllm.entrypoints.cli.launch, vllm; print(vllm.__version__)")
     return venv.ensure(render_venv_dir(version).name, plan, check, version)
+
+
+def transformers_constraint(venv_dir: Path) -> Path:
+    """The one rule every vLLM venv's Transformers follows: the newest release the vLLM release
+    accepts, no newer than the reference's pin. Left unstated, each venv resolved whatever was
+    newest the day it was made (4.57.6, 5.17, 5.19, 5.25 across one atlas run), so a Transformers
+    change could read as a vLLM one; the atlas records the one each release was asked with."""
+    from generator.servers.transformers_reference import PINS
+
+    path = venv_dir.parent / f"{venv_dir.name}.constraints.txt"
+    path.write_text(f"transformers<={PINS['transformers']}\n")
+    return path
+
+
+def stated_transformers(version: str) -> str | None:
+    """The Transformers installed in vLLM `version`'s venv (render or serving), None if neither."""
+    for where in (render_venv_dir(version), vllm_venv_dir(version)):
+        found = sorted(where.glob("lib/python*/site-packages/transformers-*.dist-info"))
+        if found and (where / venv.MARKER).exists():
+            return found[0].name[len("transformers-"):-len(".dist-info")]
+    return None
 
 
 def render_venv_dir(version: str) -> Path:

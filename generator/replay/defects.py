@@ -1,0 +1,176 @@
+"""Ready-to-file reports for engine defects, and the ledger's count of causes and classes.
+
+A reviewed cause of class `engine-defect` (replay/causes.py) names its upstream issue, or has a
+report beside it (`<name>.report.md`) that `goldens ledger --report NAME` writes: what the
+engine does wrong in one paragraph, the first release that has it (read from the atlas,
+docs/atlas/<engine>.json: the change point whose cases or refusal text are the cause's), the
+request body as a client sends it, the tokens the reference renders and what the engine gave
+instead. It is written from one case's answer, so it can be filed as it is.
+
+`summary` is what `goldens ledger` prints with no case and no cause: how many causes the
+ledger holds over how many cases, per class and per engine, and the per-case entries that
+share one (`--json`: a `goldens.ledger/1` document).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+from generator import files
+from generator.goldens import golden_file
+from generator.replay import causes
+
+SCHEMA = "goldens.ledger/1"
+SHOWN = 40  # tokens of each side a report lists around the first difference
+
+
+@dataclass
+class Example:
+    """One case of a cause as the engine answered it: its golden, and the engine's ids or refusal."""
+
+    golden: golden_file.Golden
+    ids: list[int]
+    pieces: list[str]
+    refused: str | None = None
+    version: str | None = None
+
+
+def first_release(atlas_dir: Path, engine: str, cause: causes.Cause, cases: list[str]) -> str:
+    """The first release that has it, as the atlas says: the change point whose groups hold one of
+    the cause's cases or its refusal text; else every release the atlas searched."""
+    path = Path(atlas_dir) / f"{engine}.json"
+    if not path.is_file():
+        return f"not known: the atlas has no {engine} range ({path})"
+    data = json.loads(files.read_text(path))
+    needle = (cause.refusal or "").split('"message":"')[-1][:60]
+    for change in data.get("change_points", []):
+        for group in change.get("groups", []):
+            shown = set(group.get("cases", [])) & set(cases)
+            if shown or (needle and needle in group.get("summary", "")):
+                which = ", ".join(sorted(shown)) or group["cases"][0]
+                url = f" ({change['url']})" if change.get("url") else ""
+                return (f"{change['label']}{url}: the atlas finds it there, after {change['before_label']} "
+                        f"(on {which})")
+    releases = data.get("releases", [])
+    span = f"{releases[0]} to {releases[-1]}" if releases else "its range"
+    return (f"before {releases[0] if releases else 'the atlas range'}: every release the atlas searched ({span}, "
+            f"{len(data.get('asked', []))} asked, {data.get('cases', 0)} cases) answers these cases the same way")
+
+
+def report(cause: causes.Cause, example: Example, atlas_dir: Path, all_cases: list[str]) -> str:
+    """The Markdown report of an engine defect, from one case's answer."""
+    golden = example.golden
+    engine = cause.engines[0]
+    body = json.dumps(golden.request, indent=2, ensure_ascii=False)
+    lines = [f"# {engine}: {cause.name.replace('-', ' ')}", "",
+             cause.reason, "",
+             f"- Engine: {engine}" + (f" {example.version}" if example.version else ""),
+             f"- First release with it: {first_release(atlas_dir, engine, cause, all_cases)}",
+             f"- Cases that show it in goldens' matrix ({len(all_cases)}): {', '.join(sorted(all_cases)[:12])}"
+             + (f", and {len(all_cases) - 12} more" if len(all_cases) > 12 else ""),
+             f"- Found by goldens (`goldens check`); this report: `goldens ledger --report {cause.name}`", "",
+             f"## Reproduce ({golden.case})", "",
+             "The chat request, as a client sends it to `/v1/chat/completions`:", "",
+             "```json", body, "```", "",
+             "## Expected", ""]
+    if golden.outcome == "ok":
+        lines += [f"The reference (Transformers' `apply_chat_template` on the same template and tokenizer) "
+                  f"renders {len(golden.ids)} tokens:", "", "```", *_tokens(golden.ids, golden.pieces,
+                                                                              _first(golden.ids, example.ids)), "```"]
+    else:
+        lines += [f"The reference refuses it: {golden.error}"]
+    lines += ["", "## Actual", ""]
+    if example.refused is not None:
+        lines += [f"{engine} refuses it:", "", "```", example.refused, "```"]
+    else:
+        index = _first(golden.ids, example.ids)
+        lines += [f"{engine} gives {len(example.ids)} tokens, the first difference at token {index}:", "", "```",
+                  *_tokens(example.ids, example.pieces, index), "```"]
+    return "\n".join(lines) + "\n"
+
+
+def _first(a: list[int], b: list[int]) -> int:
+    for i, (x, y) in enumerate(zip(a, b)):
+        if x != y:
+            return i
+    return min(len(a), len(b))
+
+
+def _tokens(ids: list[int], pieces: list[str], around: int) -> list[str]:
+    low = max(0, around - SHOWN // 2)
+    high = min(len(ids), low + SHOWN)
+    rows = [f"{i:>5}  {ids[i]:>7}  {pieces[i]!r}" + ("   <- first difference" if i == around else "")
+            for i in range(low, high)]
+    if low:
+        rows.insert(0, f"  ... {low} tokens before")
+    if high < len(ids):
+        rows.append(f"  ... {len(ids) - high} tokens after")
+    return rows
+
+
+def write_report(folder: Path, cause: causes.Cause, example: Example, atlas_dir: Path,
+                 all_cases: list[str]) -> Path:
+    path = Path(folder) / causes.report_name(cause.name)
+    files.atomic_write(path, report(cause, example, atlas_dir, all_cases))
+    return path
+
+
+# ------------------------------------------------------------------------- the ledger's count
+
+def summary(root: Path) -> dict:
+    """Causes and classes over the ledger: the reviewed causes (goldens/causes/ and goldens'
+    engine-level ones), each per-case entry with a reason of its own (a cause of one case), and
+    the entries that name a cause; how many cases each covers."""
+    from generator.replay import ledger
+
+    root = Path(root)
+    own, shared = [], Counter()
+    for path in sorted(root.glob("*/*.*.json")):
+        if path.parent.name == causes.FOLDER or not path.is_file():
+            continue
+        model, (stem, engine, *rest) = path.parent.name, path.name[:-len(".json")].split(".")
+        entry = ledger.read(root, f"{model}/{stem}", engine, stand_in=bool(rest))
+        if entry is None:
+            continue
+        if entry.cause:
+            for name in entry.cause:
+                shared[name] += 1
+        else:
+            own.append({"case": entry.case, "engine": engine, "class": entry.klass,
+                        "stand_in": bool(rest), "entry": str(path.relative_to(root))})
+    found = []
+    from generator.replay import parse_judge
+
+    for cause in parse_judge.load_causes(root):  # the output side's reviewed causes (goldens/causes/parse/)
+        found.append({"cause": cause.name, "class": cause.klass or causes.UNCLASSIFIED, "engines": list(cause.engines),
+                      "models": list(cause.models), "builtin": False, "cases": len(cause.explains), "entries": 0,
+                      "matches": "parse findings: " + "; ".join(cause.findings), "upstream": [], "report": None})
+    for cause in causes.load(root):
+        # goldens' own engine-level causes list the built-in matrix's cases: counted where they are here
+        listed = [c for c in cause.cases if not cause.builtin or (root / c.partition("/")[0]).is_dir()]
+        cases = len(listed) + shared[cause.name]
+        if cause.builtin and not cases:
+            continue  # an engine-level cause this matrix never shows
+        found.append({"cause": cause.name, "class": cause.klass, "engines": cause.engines, "models": cause.models,
+                      "builtin": cause.builtin, "cases": cases, "entries": shared[cause.name],
+                      "matches": cause.describe(), "upstream": list(cause.upstream), "report": cause.report})
+    classes = Counter(c["class"] for c in found) + Counter(e["class"] for e in own)
+    return {"schema": SCHEMA, "causes": len(found) + len(own),
+            "cases": sum(c["cases"] for c in found) + len(own),
+            "classes": dict(sorted(classes.items())),
+            "reviewed_causes": found, "single_entries": own}
+
+
+def summary_lines(data: dict) -> list[str]:
+    classes = ", ".join(f"{n} {name}" for name, n in data["classes"].items())
+    lines = [f"ledger: {data['causes']} causes over {data['cases']} cases ({classes})",
+             f"  {len(data['reviewed_causes'])} reviewed causes (goldens/causes/, and goldens' own engine-level ones), "
+             f"{len(data['single_entries'])} single-case entries with a reason of their own"]
+    for cause in sorted(data["reviewed_causes"], key=lambda c: (-c["cases"], c["cause"])):
+        where = "built in" if cause["builtin"] else "/".join(cause["engines"])
+        link = f"; {cause['report'] or cause['upstream'][0]}" if cause["class"] == "engine-defect" else ""
+        lines.append(f"  {cause['cases']:>4}  {cause['class']:<13}  {cause['cause']} ({where}{link})")
+    return lines
