@@ -147,7 +147,8 @@ def summary(root: Path) -> dict:
     for cause in parse_judge.load_causes(root):  # the output side's reviewed causes (goldens/causes/parse/)
         found.append({"cause": cause.name, "class": cause.klass or causes.UNCLASSIFIED, "engines": list(cause.engines),
                       "models": list(cause.models), "builtin": False, "cases": len(cause.explains), "entries": 0,
-                      "matches": "parse findings: " + "; ".join(cause.findings), "upstream": [], "report": None})
+                      "matches": "parse findings: " + "; ".join(cause.findings), "upstream": list(cause.upstream),
+                      "report": None})
     for cause in causes.load(root):
         # goldens' own engine-level causes list the built-in matrix's cases: counted where they are here
         listed = [c for c in cause.cases if not cause.builtin or (root / c.partition("/")[0]).is_dir()]
@@ -171,6 +172,7 @@ def summary_lines(data: dict) -> list[str]:
              f"{len(data['single_entries'])} single-case entries with a reason of their own"]
     for cause in sorted(data["reviewed_causes"], key=lambda c: (-c["cases"], c["cause"])):
         where = "built in" if cause["builtin"] else "/".join(cause["engines"])
-        link = f"; {cause['report'] or cause['upstream'][0]}" if cause["class"] == "engine-defect" else ""
+        shown = cause["report"] or (cause["upstream"] or ["no upstream issue or report yet"])[0]
+        link = f"; {shown}" if cause["class"] == "engine-defect" else ""
         lines.append(f"  {cause['cases']:>4}  {cause['class']:<13}  {cause['cause']} ({where}{link})")
     return lines

@@ -174,7 +174,7 @@ def command(config_path: Path, engine_name: str | None, case_ids: tuple[str, ...
         with EnginePool(config.date, {engine_name.partition("@")[0]: url} if url else None,
                         versions=config.engine_versions, on_start=lambda m: click.echo(m, err=True)) as pool:
             path, explained = parse_judge.record_cause(root, config, pool, cause_name, findings, engine_name,
-                                                       model_names, reason, case_ids, klass)
+                                                       model_names, reason, case_ids, klass, upstream)
         click.echo(f"recorded {path}: explains {len(explained)} parse case{'s' if len(explained) != 1 else ''}: "
                    f"{', '.join(explained)}")
         return

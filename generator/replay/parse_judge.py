@@ -277,6 +277,7 @@ class Cause:
     cases: tuple[str, ...] = ()  # case id patterns (fnmatch) it is limited to; () for every case
     klass: str | None = None  # engine-defect, policy or reference (replay/causes.py CLASSES)
     explains: tuple[str, ...] = ()  # the cases it explained when it was recorded (for `goldens ledger`'s counts)
+    upstream: tuple[str, ...] = ()  # an engine-defect's upstream issue links
 
     def applies(self, case: str) -> bool:
         import fnmatch
@@ -302,7 +303,7 @@ def load_causes(root: Path) -> list[Cause]:
             cause = Cause(name=data["cause"], engines=tuple(data["engines"]), models=tuple(data["models"]),
                           findings=tuple(data["findings"]), reason=data["reason"], path=path,
                           cases=tuple(data.get("cases") or ()), klass=data.get("class"),
-                          explains=tuple(data.get("explains") or ()))
+                          explains=tuple(data.get("explains") or ()), upstream=tuple(data.get("upstream") or ()))
         except (KeyError, TypeError):
             raise GoldensError(f"{path}: a parse cause has cause, engines, models, findings and reason") from None
         if cause.name != path.stem or not all(isinstance(x, str) and x for x in
@@ -326,7 +327,7 @@ def write_cause(root: Path, cause: Cause) -> Path:
     data = {"format": 1, "cause": cause.name, "engines": list(cause.engines), "models": list(cause.models),
             **({"cases": list(cause.cases)} if cause.cases else {}),
             "findings": list(cause.findings), "class": cause.klass, "reason": cause.reason,
-            "explains": list(cause.explains)}
+            **({"upstream": list(cause.upstream)} if cause.upstream else {}), "explains": list(cause.explains)}
     path = causes_folder(root) / f"{cause.name}.json"
     files.atomic_write(path, json_.dumps(data, indent=2, ensure_ascii=False) + "\n", within=root)
     return path
@@ -442,7 +443,7 @@ def record(engine: Any, item: golden_file.Golden, root: Path, reason: str) -> Pa
 
 def record_cause(root: Path, config, pool, name: str, kinds: Sequence[str], engine: str,
                  model_names: Sequence[str], reason: str, cases: Sequence[str] = (),
-                 klass: str | None = None) -> tuple[Path, list[str]]:
+                 klass: str | None = None, upstream: Sequence[str] = ()) -> tuple[Path, list[str]]:
     """`goldens ledger --cause NAME --finding ... [--case PATTERN]`: record a parse cause after
     replaying every parse case of the models (those `cases` patterns name) through the engine;
     refused (nothing written) unless some case's findings are all among `kinds`, and naming a
@@ -472,5 +473,6 @@ def record_cause(root: Path, config, pool, name: str, kinds: Sequence[str], engi
         raise GoldensError(f"no parse case of {', '.join(model_names)} on {engine} has only these findings; "
                            "nothing recorded")
     cause = Cause(name=name, engines=(engine.partition("@")[0],), models=tuple(model_names), findings=tuple(kinds),
-                  reason=" ".join(reason.split()), cases=tuple(cases), klass=klass, explains=tuple(explained))
+                  reason=" ".join(reason.split()), cases=tuple(cases), klass=klass, explains=tuple(explained),
+                  upstream=tuple(upstream))
     return write_cause(root, cause), explained
