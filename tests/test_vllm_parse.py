@@ -85,8 +85,8 @@ class Derender:
 def test_whole_body_is_a_derender_chat_request():
     """One call: the output as generate's whole response (stop token included, finish_reason
     "stop"), the prompt ids /render gave at both places the route reads them, and the chat body
-    with the client's own tool_choice (none: vLLM's default "auto" with tools), while /render
-    was asked with "none", which needs no tool parser and renders the same ids."""
+    with the client's own tool_choice (none: vLLM's default "auto" with tools), as /render was
+    asked it: the body as the client sends it."""
     server = Derender(lambda body: (200, completion({"content": "4"})))
     parsed = server.engine().parse({**ASK, "tools": [TOOL]}, [19, 151645], None)
     assert parsed.message == {"content": "4", "reasoning_content": None, "tool_calls": [],
@@ -100,7 +100,7 @@ def test_whole_body_is_a_derender_chat_request():
     assert body["chat_request"]["messages"] == ASK["messages"]
     assert body["chat_request"]["tools"] == [TOOL] and "tool_choice" not in body["chat_request"]
     assert body["chat_request"]["model"] == body["model"] == "qwen3"
-    assert server.bodies[RENDER][0]["tool_choice"] == "none"
+    assert "tool_choice" not in server.bodies[RENDER][0]
 
 
 def test_stream_state_is_carried_verbatim():
