@@ -90,6 +90,7 @@ class Entry:
     renders: bool = True  # False: a parse-only engine (SGLang's parsers), asked no render case
     # which models it can parse ("module:callable" ModelSpec -> None or why not), as `applies`
     parse_applies: Any = None
+    parses_every_version: bool = True  # False: only the installed release parses (bisect and history ask no parse case)
 
 
 @dataclass(frozen=True)
@@ -125,7 +126,7 @@ BUILT_IN = (
                             start_seconds=5.0),
               parses="transformers serve's response templates (the model_type fallbacks of its serving "
                      "code), whole and through its DirectStreamer",
-              parse_applies="generator.engines.transformers_parse:applies"),
+              parse_applies="generator.engines.transformers_parse:applies", parses_every_version=False),
     _built_in("llama-server", "generator.engines.llama_server:open_engine",
               "llama-server's chat template and tokenizer", media=True,
               versions=LLAMA_CPP, server=LLAMA_SERVER, stand_in="/apply-template + /tokenize"),

@@ -102,9 +102,11 @@ def cases_for(config: Config, engine: str, models: Sequence[str], case_ids: Sequ
         raise GoldensError(f"no selected model lists {engine} among its engines in {config.path.name}")
     from generator.config.cases import parse_cases_of, replays
 
-    cases = matrix(config, names)
-    cases += [case for name in names for case in parse_cases_of(config.models[name])
-              if replays(case, engine, config.models[name])]
+    info = engine_registry.capabilities(engine)
+    cases = matrix(config, names) if info.renders else []  # a parse-only engine (SGLang) renders nothing
+    if info.parses_every_version:  # transformers@V workers do not parse
+        cases += [case for name in names for case in parse_cases_of(config.models[name])
+                  if replays(case, engine, config.models[name])]
     if case_ids:
         known = {case.id for case in cases}
         for case_id in case_ids:
