@@ -291,7 +291,7 @@ class LlamaServerEngine(EngineBase):
     def _worker(self) -> ParseHarness:
         """The running harness, started (again, after one was killed) on first use."""
         with self._harness_lock:
-            if self._harness is None or self._harness._process.poll() is not None:
+            if self._harness is None or not self._harness.running:
                 assert self._start_harness is not None
                 self._harness = self._start_harness()
             return self._harness
@@ -400,7 +400,11 @@ def start_harness(server) -> ParseHarness:
     built = parse_harness(server.build)
     if built.binary is None:
         raise EngineError(f"llama-server b{server.build}: {built.problem}")
-    return ParseHarness(built.binary, server.model_args, server.env, name=f"llama-server b{server.build} parse harness")
+    harness = ParseHarness(built.binary, server.model_args, server.env, name=f"llama-server b{server.build} parse harness")
+    if harness.ready.get("build") != server.build:
+        harness.stop()
+        raise EngineError(f"{built.binary} reports build {harness.ready.get('build')!r}, not {server.build}; delete it")
+    return harness
 
 
 def open_client(context: EngineContext) -> ClientCompletionEngine:

@@ -50,6 +50,10 @@ class ParseHarness:
         self._buffer = b""
         self.ready = self._read(START_SECONDS)  # {"build": N, "build_info": "b11434-<commit>"}
 
+    @property
+    def running(self) -> bool:
+        return self._process.poll() is None
+
     def ask(self, job: Mapping[str, Any]) -> dict[str, Any]:
         """One case's answer (the harness's JSON line for `job`)."""
         with self._lock:
