@@ -22,7 +22,7 @@ from generator.engines import EngineError, Refused, parse
 from generator.engines.llama_server import LlamaServerEngine
 from generator.servers.parse_harness import ParseHarness
 
-pytestmark = pytest.mark.integration  # llama.cpp builds, the harness and llama-server start
+INTEGRATION = pytest.mark.integration  # a build, the harness or llama-server starts
 
 DATE = _dt.date(2026, 1, 1)
 WEATHER = {"type": "function", "function": {
@@ -143,6 +143,7 @@ def engine(pool, model: str) -> LlamaServerEngine:
 ALL = [(model, case) for model, cases in CASES.items() for case in cases]
 
 
+@INTEGRATION
 @pytest.mark.parametrize("model,case", ALL)
 def test_the_whole_output_parses_to_the_message_it_encodes(pool, model, case):
     tools, assistant, finish = CASES[model][case]
@@ -156,6 +157,7 @@ def test_the_whole_output_parses_to_the_message_it_encodes(pool, model, case):
     assert same(parsed.message, want), parsed.message
 
 
+@INTEGRATION
 @pytest.mark.parametrize("model,case", ALL)
 def test_every_chunking_assembles_to_the_whole_parse(pool, model, case):
     tools, assistant, finish = CASES[model][case]
@@ -180,6 +182,7 @@ def test_every_chunking_assembles_to_the_whole_parse(pool, model, case):
 QWEN_EMPTY_THINKING = "<think>\n\n</think>\n\n"
 
 
+@INTEGRATION
 @pytest.mark.parametrize("text,want,line", [
     # the template writes content, "\n", then the calls; content runs up to "<tool_call>":
     # common/chat-auto-parser-generator.cpp:237 `p.optional(p.content(p.until(tool_start)))`
@@ -202,6 +205,7 @@ def test_qwen3_outputs_llama_cpp_parses_otherwise(pool, text, want, line):
     assert same(parse.assemble(streamed.deltas), got), line
 
 
+@INTEGRATION
 @pytest.mark.parametrize("model,text", [
     # only the declared tools' names parse: common/chat-peg-parser.cpp:802 (qwen3's JSON calls),
     # common/parsers/gpt-oss.cpp:114 (gpt-oss's recipients)
@@ -221,6 +225,7 @@ def test_an_output_the_parser_rejects_is_an_http_500(pool, model, text):
         engine(pool, model).parse(request_of([WEATHER]), output, [1] * len(output))
 
 
+@INTEGRATION
 def test_gpt_oss_stops_at_its_first_call(pool):
     """<|call|> is an end-of-generation id (src/llama-vocab.cpp:2930), so a second call in the
     same output is never generated: llama-server gives one call where the ids hold two."""
@@ -233,6 +238,7 @@ def test_gpt_oss_stops_at_its_first_call(pool):
     assert got["finish_reason"] == "tool_calls"
 
 
+@INTEGRATION
 def test_a_plan_of_one_id_per_chunk_sends_each_ids_text_as_it_comes(pool):
     """llama-server parses after every id: a Qwen3 answer's content arrives in as many deltas as
     it has text ids (the first chunk also carries the role delta, normalized to {})."""
@@ -246,6 +252,7 @@ def test_a_plan_of_one_id_per_chunk_sends_each_ids_text_as_it_comes(pool):
     assert "".join(content) == "It is sunny in Paris." and len(content) == len(answer_ids)
 
 
+@INTEGRATION
 def test_a_character_split_across_ids_is_held_back_until_whole(pool):
     """process_token sends nothing while the text ends inside a UTF-8 sequence: an emoji whose
     bytes span two ids arrives whole, in the chunk of its last id."""
@@ -261,6 +268,7 @@ def test_a_character_split_across_ids_is_held_back_until_whole(pool):
     assert "".join(content) == text and not any("\ufffd" in c for c in content), content
 
 
+@INTEGRATION
 def test_an_output_cut_before_its_end_finishes_with_length(pool):
     tools, assistant, _ = CASES["qwen3"]["reasoning-then-answer"]
     request = request_of(tools)
@@ -271,6 +279,7 @@ def test_an_output_cut_before_its_end_finishes_with_length(pool):
     assert parse.assemble(streamed.deltas)["finish_reason"] == "length"
 
 
+@INTEGRATION
 def test_ids_after_the_end_token_are_never_generated(pool):
     """The slot stops at the first end-of-generation id: later chunks get no deltas."""
     tools, assistant, _ = CASES["qwen3"]["answer"]
@@ -283,6 +292,7 @@ def test_ids_after_the_end_token_are_never_generated(pool):
     assert streamed.deltas[1] == [] and parse.assemble(streamed.deltas)["content"] == assistant["content"]
 
 
+@INTEGRATION
 def test_a_request_the_server_refuses_is_refused(pool):
     """oaicompat_chat_params_parse raises invalid_argument (HTTP 400) for a user message with no
     content, before any id is parsed."""
@@ -291,6 +301,7 @@ def test_a_request_the_server_refuses_is_refused(pool):
         engine(pool, "qwen3").parse({"messages": [{"role": "user"}]}, output, None)
 
 
+@INTEGRATION
 def test_a_plan_that_does_not_cover_the_output_is_an_error(pool):
     with pytest.raises(EngineError, match="a chunk plan of 3 ids for an output of 4"):
         engine(pool, "qwen3").parse(request_of(None), [1, 2, 3, 4], [1, 2])
@@ -301,6 +312,7 @@ def test_a_server_given_by_url_cannot_parse():
         LlamaServerEngine("http://127.0.0.1:9").parse(request_of(None), [1], None)
 
 
+@INTEGRATION
 def test_a_harness_that_does_not_answer_is_killed_within_its_bound(tmp_path: Path):
     """A real process that prints its ready line, then never answers: the wait is bounded."""
     harness = ParseHarness(Path("/bin/sh"), ["-c", 'echo \'{"build": 1}\'; sleep 60'], case_seconds=1.0)
@@ -312,8 +324,45 @@ def test_a_harness_that_does_not_answer_is_killed_within_its_bound(tmp_path: Pat
     harness.stop()
 
 
+@INTEGRATION
 def test_the_harness_is_the_servers_build(pool):
     """The harness reports the build_info the managed llama-server reports in /props."""
     made = engine(pool, "qwen3")
     made.parse(request_of(None), output_of("qwen3", request_of(None), CASES["qwen3"]["answer"][1]), None)
     assert made._harness is not None and made._harness.ready["build_info"] == made.version()
+
+
+OLDER = 9113  # the upgrade tests' older build (tests/test_engine_versions.py)
+
+
+@INTEGRATION
+def test_an_older_build_parses_through_its_own_harness(pool):
+    """llama-server@9113 gets a harness built from its own tree and server library; it parses
+    Qwen3's call and answer as b11434 does, whole and one id per chunk."""
+    older = pool.engine(f"llama-server@{OLDER}", CONFIG.models["qwen3"], source_of("qwen3"))
+    assert isinstance(older, LlamaServerEngine)
+    for case in ("call", "answer"):
+        tools, assistant, _ = CASES["qwen3"][case]
+        request = request_of(tools)
+        output = output_of("qwen3", request, assistant)
+        for plan in (None, [1] * len(output)):
+            assert older.parse(request, output, plan) == engine(pool, "qwen3").parse(request, output, plan), case
+    assert older._harness is not None and older._harness.ready["build"] == OLDER
+
+
+def test_the_harness_joins_a_tree_with_a_server_library_and_says_why_not_otherwise(tmp_path: Path):
+    """The harness becomes one more target of tools/server/ when the build links its server code
+    into `server-context`; an older layout gets the reason `parse` will print."""
+    from generator.servers import llama_cpp
+
+    server = tmp_path / "new" / "tools" / "server"
+    server.mkdir(parents=True)
+    (server / "CMakeLists.txt").write_text("set(TARGET server-context)\nadd_library(${TARGET} STATIC x.cpp)\n")
+    assert llama_cpp._add_harness(tmp_path / "new") is None
+    assert (server / "goldens-parse.cpp").read_bytes() == llama_cpp.HARNESS.read_bytes()
+    assert "target_link_libraries(goldens-parse PRIVATE server-context)" in (server / "CMakeLists.txt").read_text()
+    old = tmp_path / "old" / "examples" / "server"
+    old.mkdir(parents=True)
+    (old / "CMakeLists.txt").write_text("set(TARGET llama-server)\nadd_executable(${TARGET} server.cpp)\n")
+    assert llama_cpp._add_harness(tmp_path / "old") == \
+        "its llama-server has no server-context library to link the parse harness against"
