@@ -129,7 +129,10 @@ BUILT_IN = (
               parse_applies="generator.engines.transformers_parse:applies", parses_every_version=False),
     _built_in("llama-server", "generator.engines.llama_server:open_engine",
               "llama-server's chat template and tokenizer", media=True,
-              versions=LLAMA_CPP, server=LLAMA_SERVER, stand_in="/apply-template + /tokenize"),
+              versions=LLAMA_CPP, server=LLAMA_SERVER, stand_in="/apply-template + /tokenize",
+              parses="goldens-parse, built beside each llama-server build and linked against its server "
+                     "library: the chat request parsed as the server does, each id detokenized and "
+                     "re-parsed (common_chat_parse) as the slot loop does, deltas by compute_diffs"),
     _built_in("client-completion", "generator.engines.llama_server:open_client",
               "a client that renders the prompt itself and posts it to llama-server's /completion",
               versions=LLAMA_CPP, follows="llama-server", server=LLAMA_SERVER),

@@ -6,6 +6,12 @@ add_special and parse_special on tokenizes the prompt the way the chat path does
 checks that stand-in against the serving path: /v1/chat/completions with the messages and
 /completion with the stand-in's ids must both evaluate exactly as many tokens.
 
+`parse` is the output side (generator/engines/parse.py). llama-server has no endpoint that parses
+a given output (a grammar cannot force text when tools are set; a prefill is re-rendered, not
+parsed as given ids), so the managed server's build also builds goldens-parse
+(generator/servers/llama_parse/goldens-parse.cpp): its own request parsing, task params, result
+state and OpenAI JSON, with the slot's per-id loop copied, fed the output ids.
+
 `ClientCompletionEngine` is a client that renders the prompt itself and posts the string,
 tokenized as /completion tokenizes a string (add_special on), which is where a second BOS
 comes from.
@@ -19,10 +25,12 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
-from typing import Any
+import threading
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from generator import http
+from generator.json_reader import load_json
 from generator.config.request import carries_media, engine_fields
 from generator.engines import (
     EngineBase,
@@ -37,6 +45,11 @@ from generator.engines import (
     strict_ids,
     sent_tools,
 )
+from generator.engines import parse
+from generator.engines.parse import Parsed
+
+if TYPE_CHECKING:
+    from generator.servers.parse_harness import ParseHarness
 
 
 def _post(engine: str, url: str, body: dict, transport: http.Transport) -> dict:
@@ -127,10 +140,14 @@ class LlamaServerEngine(EngineBase):
     name = "llama-server"
 
     def __init__(self, url: str, transport: http.Transport = http.DEFAULT,
-                 media: tuple[str, str, str] | None = None):
+                 media: tuple[str, str, str] | None = None,
+                 harness: Callable[[], ParseHarness] | None = None):
         self.url = url.rstrip("/")
         self.transport = transport
         self.media = media
+        self._start_harness = harness  # the parse harness of the managed server's GGUF and build
+        self._harness: ParseHarness | None = None
+        self._harness_lock = threading.Lock()
 
     def __repr__(self) -> str:
         return f"<LlamaServerEngine {self.url}>"
@@ -229,6 +246,63 @@ class LlamaServerEngine(EngineBase):
         return served
 
 
+    def parse(self, request: Request, output: Sequence[int], chunks: Sequence[int] | None) -> Parsed:
+        """The message (chunks None) or each chunk's deltas a /v1/chat/completions client gets
+        when the model emits `output`: the harness runs the server's request parsing
+        (oaicompat_chat_params_parse: template, parser, generation prompt, reasoning format and
+        stop words as the server defaults them), detokenizes each id as update_slots does
+        (special text only for the request's preserved tokens; an incomplete UTF-8 sequence held
+        back, process_token), stops at the first end-of-generation id and gives finish_reason
+        as to_json_oaicompat_chat does ("tool_calls" when calls were parsed, "length" when the
+        output ends without a stop). llama-server sends every id's deltas as it comes, so a
+        chunk's deltas are those of its ids in order. A 4xx/5xx answer, or a stream that ends
+        on an error event, is Refused by http.failure's rule."""
+        where = f"{self.name} parse harness"
+        if self._start_harness is None:
+            raise EngineError(f"{self.name}: parsing an output needs the managed llama-server's GGUF and build "
+                              f"(no llama-server endpoint parses given ids); not available with --url")
+        ids = strict_ids(self.name, list(output))
+        if not ids:
+            raise EngineError(f"{self.name}: an empty output has nothing to parse")
+        plan = None if chunks is None else [int(n) for n in chunks]
+        if plan is not None:
+            parse.split(ids, plan)  # a plan that does not cover the output is an error here
+        body = _chat_body(self.name, where, request)
+        reply = self._worker().ask({"body": body, "output": ids, "chunks": plan})
+        if "error" in reply:
+            raise EngineError(f"{where}: {reply['error']}")
+        status = reply.get("status")
+        if status != 200:
+            said = reply.get("body") if isinstance(reply.get("body"), str) else json.dumps(reply)
+            raise http.failure(status if type(status) is int else 0, where, http.shorten(said)) or \
+                EngineError(f"{where}: answered status {status!r}")
+        if plan is None:
+            answer = load_json(str(reply.get("body", "")).encode(), f"{where}: body", error=EngineError)
+            choice = _field(self.name, where, answer, "choices")
+            if not isinstance(choice, list) or len(choice) != 1 or not isinstance(choice[0], dict):
+                raise EngineError(f"{where}: expected one choice: {http.shorten(json.dumps(answer), 300)}")
+            return parse.Parsed(message=parse.message_of(choice[0].get("message"), choice[0].get("finish_reason"),
+                                                         where))
+        events = reply.get("events")
+        if not isinstance(events, list) or len(events) != len(plan):
+            raise EngineError(f"{where}: {len(events) if isinstance(events, list) else 'no'} chunks of events "
+                              f"for a plan of {len(plan)}")
+        return parse.Parsed(deltas=[_deltas(where, number, text) for number, text in enumerate(events)])
+
+    def _worker(self) -> ParseHarness:
+        """The running harness, started (again, after one was killed) on first use."""
+        with self._harness_lock:
+            if self._harness is None or not self._harness.running:
+                assert self._start_harness is not None
+                self._harness = self._start_harness()
+            return self._harness
+
+    def close(self) -> None:
+        with self._harness_lock:
+            harness, self._harness = self._harness, None
+        if harness is not None:
+            harness.stop()
+
     def _complete(self, url: str, body: dict) -> dict:
         """One chat completion. A tiny model's random token that the model's dedicated output
         parser refuses (HTTP 500, PARSE_FAILURE) is generated again as the end-of-generation
@@ -244,6 +318,32 @@ class LlamaServerEngine(EngineBase):
         if len(eos) != 1:
             raise EngineError(f"{self.name}: /props eos_token {props.get('eos_token')!r} is not one token")
         return _post(self.name, url, {**body, "logit_bias": [[eos[0], 100]]}, self.transport)
+
+
+def _deltas(where: str, number: int, text: Any) -> list[parse.Delta]:
+    """One chunk's server-sent events (`data: {...}` blocks, `data: [DONE]` last) normalized;
+    an error event (the server ends a stream with one) is the stream's refusal."""
+    if not isinstance(text, str):
+        raise EngineError(f"{where}: chunk {number}'s events are {type(text).__name__}, not text")
+    deltas = []
+    for block in text.split("\n\n"):
+        if not block.strip():
+            continue
+        if not block.startswith("data: "):
+            raise EngineError(f"{where}: chunk {number}: not a server-sent event: {http.shorten(block, 200)!r}")
+        data = block[len("data: "):]
+        if data == "[DONE]":
+            continue
+        event = load_json(data.encode(), f"{where}: chunk {number}", error=EngineError)
+        if isinstance(event, dict) and "error" in event:
+            error = event["error"] if isinstance(event["error"], dict) else {}
+            status = error.get("code") if type(error.get("code")) is int else 500
+            raise http.failure(status, where, f"the stream ended with an error at chunk {number}: "
+                                              f"{http.shorten(json.dumps(event['error']), 300)}") or \
+                EngineError(f"{where}: an error event with status {status}")
+        for choice in (event.get("choices") or []) if isinstance(event, dict) else ():
+            deltas.append(parse.delta_of(choice.get("delta"), choice.get("finish_reason"), f"{where}: chunk {number}"))
+    return deltas
 
 
 def _count(engine: str, url: str, value: Any) -> int:
@@ -287,9 +387,29 @@ class ClientCompletionEngine(EngineBase):
 # ------------------------------------------------------------------ registry entries (config/engine_registry.py)
 
 def open_engine(context: EngineContext) -> LlamaServerEngine:
-    """llama-server at --url, or the managed one of context.version for the model."""
-    url = context.url or context.managed().url
-    return LlamaServerEngine(url, context.transport, media=_framing(context.processor))
+    """llama-server at --url, or the managed one of context.version for the model (whose GGUF
+    and build its parse harness takes)."""
+    if context.url:
+        return LlamaServerEngine(context.url, context.transport, media=_framing(context.processor))
+    server = context.managed()
+    return LlamaServerEngine(server.url, context.transport, media=_framing(context.processor),
+                             harness=lambda: start_harness(server))
+
+
+def start_harness(server) -> ParseHarness:
+    """The parse harness of a managed LlamaServer's build (built on first use), on its GGUF with
+    its flags and environment; a build it does not compile against is one line saying so."""
+    from generator.servers.llama_cpp import parse_harness
+    from generator.servers.parse_harness import ParseHarness
+
+    built = parse_harness(server.build)
+    if built.binary is None:
+        raise EngineError(f"llama-server b{server.build}: {built.problem}")
+    harness = ParseHarness(built.binary, server.model_args, server.env, name=f"llama-server b{server.build} parse harness")
+    if harness.ready.get("build") != server.build:
+        harness.stop()
+        raise EngineError(f"{built.binary} reports build {harness.ready.get('build')!r}, not {server.build}; delete it")
+    return harness
 
 
 def open_client(context: EngineContext) -> ClientCompletionEngine:

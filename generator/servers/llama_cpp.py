@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
+import hashlib
 import json
 import os
 import re
@@ -134,6 +135,7 @@ def build_llama_server(build: int = pack.LLAMA_CPP_BUILD, jobs: int | None = Non
         source = root / "src"
         shutil.rmtree(source, ignore_errors=True)
         _unpack_source(build, source)
+        harness = _add_harness(source)
         work = root / "build"
         shutil.rmtree(work, ignore_errors=True)
         log = root / "build.log"
@@ -156,6 +158,8 @@ def build_llama_server(build: int = pack.LLAMA_CPP_BUILD, jobs: int | None = Non
             for path in work.rglob(variant.keep):
                 (kept / path.relative_to(work)).parent.mkdir(parents=True, exist_ok=True)
                 shutil.copy2(path, kept / path.relative_to(work))
+        if variant is NORMAL:  # before the binary, whose presence says the build is whole
+            _build_harness(root, work, harness, env, jobs)
         with atomic_file(target) as copy:
             shutil.copy2(built, copy)
             _check_version(copy, build)
@@ -168,6 +172,126 @@ def build_llama_server(build: int = pack.LLAMA_CPP_BUILD, jobs: int | None = Non
         shutil.rmtree(source, ignore_errors=True)
         shutil.rmtree(work, ignore_errors=True)
     return Build(build, target, seconds, True, served)
+
+
+# The parse harness (llama_parse/goldens-parse.cpp): llama-server's output path fed given ids,
+# built from the same tree as one more target linked against the server's own library
+# (`server-context`), cached as b<build>/goldens-parse-<sha256 of its source>.
+HARNESS = Path(__file__).resolve().parent / "llama_parse" / "goldens-parse.cpp"
+HARNESS_TARGET = "goldens-parse"
+_HARNESS_CMAKE = f"""
+# added by goldens: its parse harness, linked against this build's server library
+add_executable({HARNESS_TARGET} {HARNESS_TARGET}.cpp)
+target_include_directories({HARNESS_TARGET} PRIVATE ../mtmd ${{PROJECT_SOURCE_DIR}})
+target_link_libraries({HARNESS_TARGET} PRIVATE server-context)
+target_compile_features({HARNESS_TARGET} PRIVATE cxx_std_17)
+"""
+
+
+def harness_name() -> str:
+    """The cached harness's file name: its source's hash in it, so an edited harness is rebuilt."""
+    return f"{HARNESS_TARGET}-{hashlib.sha256(HARNESS.read_bytes()).hexdigest()[:12]}"
+
+
+def _add_harness(source: Path) -> str | None:
+    """Put the harness into the unpacked tree as a target of tools/server/; None when it can be,
+    else why not (a build whose server code is not a `server-context` library)."""
+    lists = source / "tools" / "server" / "CMakeLists.txt"
+    text = lists.read_text() if lists.exists() else ""
+    if "set(TARGET server-context)" not in text:
+        return "its llama-server has no server-context library to link the parse harness against"
+    shutil.copy2(HARNESS, lists.parent / f"{HARNESS_TARGET}.cpp")
+    atomic_write(lists, text + _HARNESS_CMAKE)
+    return None
+
+
+@dataclass(frozen=True)
+class Harness:
+    """The parse harness of one build, and what building it cost (beside llama-server)."""
+
+    build: int
+    binary: Path | None  # None: it does not compile against this build (`problem` says why)
+    problem: str
+    seconds: float  # 0.0 when it was already cached
+    compiler_cache: str
+
+
+def _build_harness(root: Path, work: Path, cannot: str | None, env: dict[str, str],
+                   jobs: int | None, fresh_log: bool = True) -> None:
+    """Build the harness target in a configured tree whose llama-server is built; a harness that
+    does not compile is recorded (b<build>/goldens-parse-<hash>.failed, its first error), never
+    a failed llama-server build."""
+    name = harness_name()
+    log, stats = root / f"{HARNESS_TARGET}.log", root / f"{HARNESS_TARGET}.ccache.stats"
+    for stale in (stats, log) if fresh_log else (stats,):
+        with contextlib.suppress(FileNotFoundError):
+            stale.unlink()
+    started = time.monotonic()
+    if cannot is None:
+        step = ["cmake", "--build", str(work), "--parallel", str(jobs or build_jobs()), "--target", HARNESS_TARGET]
+        try:
+            run_build([step], log, {**env, "CCACHE_STATSLOG": str(stats)}, f"building {HARNESS_TARGET} {root.name}",
+                      configure_first=False)
+        except GoldensError:
+            errors = [line.strip() for line in log.read_text(errors="replace").splitlines() if "error:" in line]
+            cannot = f"the parse harness does not compile against it: {errors[0] if errors else 'see ' + str(log)}"
+    if cannot is not None:
+        atomic_write(root / f"{name}.failed", cannot + "\n")
+        return
+    with atomic_file(root / name) as copy:
+        shutil.copy2(work / "bin" / HARNESS_TARGET, copy)
+    atomic_write(root / f"{name}.json", json.dumps(
+        {"seconds": round(time.monotonic() - started, 1), "compiler_cache": _cache_served(stats)}, indent=2) + "\n")
+
+
+def parse_harness(build: int = pack.LLAMA_CPP_BUILD, jobs: int | None = None) -> Harness:
+    """The parse harness of `build`: built with llama-server; for a llama-server cached before
+    the harness existed (or changed), its tree is unpacked, configured and the harness target
+    alone built, the server library's objects coming from ccache."""
+    root = cache_dir() / "llama.cpp" / f"b{build}"
+    name = harness_name()
+
+    def cached() -> Harness | None:
+        if (root / name).exists():
+            return Harness(build, root / name, "", 0.0, "")
+        if (root / f"{name}.failed").exists():
+            return Harness(build, None, (root / f"{name}.failed").read_text().strip(), 0.0, "")
+        return None
+
+    found = cached()
+    if found is not None:
+        return found
+    build_llama_server(build, jobs=jobs)  # a fresh build makes the harness too
+    found = cached()
+    if found is not None:
+        return found
+    heavy.require(f"building {HARNESS_TARGET} b{build}")
+    with file_lock(root / ".build.lock"):
+        found = cached()
+        if found is not None:
+            return found
+        started = time.monotonic()
+        source, work = root / "src", root / "build"
+        for tree in (source, work):
+            shutil.rmtree(tree, ignore_errors=True)
+        log = root / f"{HARNESS_TARGET}.log"
+        with contextlib.suppress(FileNotFoundError):
+            log.unlink()
+        try:
+            _unpack_source(build, source)
+            cannot = _add_harness(source)
+            launcher, env = _compiler_cache(root / f"{HARNESS_TARGET}.ccache.stats")
+            if cannot is None:
+                run_build([build_commands(source, work, build, launcher, jobs)[0]], log, env,
+                          f"configuring {HARNESS_TARGET} b{build}")
+            _build_harness(root, work, cannot, env, jobs, fresh_log=False)
+        finally:
+            shutil.rmtree(source, ignore_errors=True)
+            shutil.rmtree(work, ignore_errors=True)
+        found = cached()
+        assert found is not None
+        served = _cache_served(root / f"{HARNESS_TARGET}.ccache.stats")
+        return Harness(build, found.binary, found.problem, time.monotonic() - started, served)
 
 
 def build_jobs() -> int:
@@ -404,6 +528,9 @@ class LlamaServer(ManagedServer):
             raise GoldensError(f"llama-server: model file {gguf} does not exist")
         binary = binary or llama_server_binary(build)
         env = {"LLAMA_MEDIA_MARKER": MEDIA_MARKER, **(clock_at(date) if date is not None else {})}
+        # what the parse harness is started with: the flags that shape a chat request's params
+        self.build = build
+        self.model_args = ["-m", str(gguf), "-c", str(ctx), "-np", str(parallel), "--jinja", *map(str, extra_args)]
         super().__init__(
             [
                 binary, "-m", gguf, "--host", "{host}", "--port", "{port}",
