@@ -253,15 +253,24 @@ def replay(config: Config, engine: str, version: str, cases: list[Case],
             answers[case.id] = cached
             remembered += 1
     if missing:
+        failed: list[GoldensError] = []
+        names = list(dict.fromkeys(case.model for case in missing))
         with EnginePool(config.date, on_start=note) as pool:
-            for model_name in dict.fromkeys(case.model for case in missing):
+            for model_name in names:
                 model = config.models[model_name]
-                runner = pool.engine(EngineSpec(engine, version), model, resolve(model, config))
+                try:
+                    runner = pool.engine(EngineSpec(engine, version), model, resolve(model, config))
+                except GoldensError as error:  # this release cannot open this model (SGLang 0.5.10 has no
+                    failed.append(error)      # gemma4 parser): its answer to the model's cases, not the range's end
+                    runner = None
                 for case in (c for c in missing if c.model == model_name):
-                    answers[case.id] = answer = _answer(runner, case, version, config)
+                    answers[case.id] = answer = (Answer(error=_portable(first_line(failed[-1]))[:300]) if runner is None
+                                                 else _answer(runner, case, version, config))
                     if store is not None:
                         store.put(version, case, answer)
                 pool.release(model_name)
+        if failed and len(failed) == len(names):  # nothing could be opened: the release cannot be asked here
+            raise failed[0]
     return Replayed({case.id: answers[case.id] for case in cases}, remembered)
 
 
