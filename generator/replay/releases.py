@@ -306,7 +306,7 @@ def _parse_answer(runner, case: Case, config: Config) -> Answer:
         return Answer(error=f"no output ids: {item.error}")
     try:
         return Answer(parse=parse_judge.observe(runner, item).signature())
-    except EngineError as error:
+    except GoldensError as error:  # an engine error, or a release that cannot open the model's parser
         return Answer(error=_portable(stable_line(error))[:300])
 
 
