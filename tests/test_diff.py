@@ -224,7 +224,9 @@ def test_a_one_sentence_template_edit_reads_what_moved_first(tmp_path):
     dialect cases and the client body with a tool call) come first with their token-level change,
     each change shown once and named for the others; those where only the template's provenance
     moved are one line for the model."""
-    from conftest import ROOT, source_of
+    from conftest import CONFIG, ROOT, source_of
+
+    from generator.config.cases import all_cases, model_cases
 
     shutil.copytree(GOLDENS / "qwen3", tmp_path / "goldens" / "qwen3")
     shutil.copytree(ROOT / "requests", tmp_path / "requests")  # the request files models.yaml names
@@ -243,17 +245,19 @@ def test_a_one_sentence_template_edit_reads_what_moved_first(tmp_path):
     result = invoke("regenerate", "--config", tmp_path / "models.yaml", "--out", tmp_path / "goldens",
                     "--model", "qwen3")
     assert result.exit_code == 0, (result.stdout, result.stderr)
-    assert result.stdout.strip().splitlines()[-1] == "79 written, 0 unchanged, 0 removed"
+    written = len(all_cases(CONFIG.models["qwen3"]))  # every golden of the model, both axes: the template is in each
+    assert result.stdout.strip().splitlines()[-1] == f"{written} written, 0 unchanged, 0 removed"
 
     out = run_diff(tmp_path, "--report", tmp_path / "out" / "diff.md")
     lines = out.splitlines()
-    heads = [line for line in lines if line and not line.startswith(" ")]
+    assert lines[0].startswith("qwen3: its sources changed (template_sha256 ")  # the cause, before its effects
+    heads = [line for line in lines[1:] if line and not line.startswith(" ")]
     # the goldens whose prompt holds the sentence (the tool shapes and their dialects, the
     # client body with a tool call) move; the other qwen3 goldens keep their tokens
     committed = {p.stem: golden_file.read(p) for p in sorted((GOLDENS / "qwen3").glob("*.json")) if "." not in p.stem}
     moved = sorted(f"qwen3/{stem}" for stem, item in committed.items() if SENTENCE in (item.prompt or ""))
-    n, total = len(moved), len(committed)
-    assert n >= 14 and total == 79
+    n, total = len(moved), written  # the parse goldens' output ids follow the prompt: none moves
+    assert n >= 14 and len(committed) == len(model_cases(CONFIG.models["qwen3"]))
     assert sorted(h.split(":")[0] for h in heads[:n]) == moved
     assert all(" changed at " in h for h in heads[:n])
     assert sum("the same change as" in h for h in heads[:n]) >= n - 4  # the rows are shown once per change
@@ -269,5 +273,5 @@ def test_a_one_sentence_template_edit_reads_what_moved_first(tmp_path):
     text = (tmp_path / "out" / "diff.md").read_text(encoding="utf-8")
     assert text == run_diff(tmp_path, "--markdown")
     assert text.index(f"#### Tokens moved ({n})") < text.index("#### Tokens unchanged: provenance or analyses")
-    assert text.count("```diff") == 1
+    assert text.count("```diff") == 1 + text.count("#### Model sources")  # the tokens' change once, each source's
     assert f"- **qwen3**: {total - n} goldens with tokens unchanged" in text
