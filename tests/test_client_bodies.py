@@ -73,10 +73,9 @@ def test_servers_render_client_bodies_as_the_golden(case_id, engine_name, pool):
     item = golden_of(case_id)
     engine = engine_of(pool, engine_name, item.model)
     assert ledger.read(GOLDENS, case_id, engine_name) is None
-    expected = item.ids
-    covering = causes.covering(GOLDENS, engine_name, item.model)
-    if covering:
-        assert [c.name for c in covering] == ["phi3-gguf-bos"] and engine_name == "llama-server"
-        expected = covering[0].edit.apply(item.ids)
-        assert expected == [1] + item.ids
-    assert list(engine.ids(item.request)) == expected
+    actual = list(engine.ids(item.request))
+    if actual != item.ids:  # only a reviewed cause that is an edit of the golden may explain it
+        explaining = [c.name for c in causes.covering(GOLDENS, engine_name, item.model)
+                      if c.explains(item.ids, actual, item)]
+        assert explaining == ["phi3-gguf-bos"] and engine_name == "llama-server", (explaining, actual[:20])
+        assert actual == [1] + item.ids

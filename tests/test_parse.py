@@ -105,6 +105,17 @@ def test_the_lock_records_the_shapes_each_template_writes():
             assert item.extra["expected"]["finish_reason"] in parse_cases.FINISH_REASONS
 
 
+def test_a_model_whose_template_writes_no_call_is_sent_no_tools():
+    """Its clients send none, and a server with no tool parser for it refuses a body that does;
+    a model whose template writes a call is sent the tools in every parse case."""
+    for model in CONFIG.models.values():
+        cases = [c for c in parse_cases_of(model) if c.variant]  # the built-in shapes
+        writes_calls = any(c.request["messages"][-1].get("tool_calls") for c in cases)
+        assert all(("tools" in c.request) == writes_calls for c in cases), model.name
+    assert parse_cases.calls("call") and not parse_cases.calls("answer")
+    assert "tools" not in parse_cases.build("call", {}, tools=False) and "tools" in parse_cases.build("answer", {})
+
+
 # ------------------------------------------------------------------ the judge
 
 def test_arguments_are_equal_as_json_values_with_their_types():

@@ -70,9 +70,11 @@ def parse_cases_of(model: ModelSpec) -> list[Case]:
     cases = []
     for variant, kwargs in model.variants.items():
         merged = {**model.kwargs, **kwargs}
-        for shape in (spec.written or {}).get(variant, ()):
+        shapes = (spec.written or {}).get(variant, ())
+        tools = any(parse_cases.calls(shape) for shape in shapes)  # a template that writes no call is sent none
+        for shape in shapes:
             cases.append(Case(model=model.name, shape=shape, variant=variant, axis=PARSE,
-                              request=parse_cases.build(shape, merged)))
+                              request=parse_cases.build(shape, merged, tools=tools)))
     for shape, body in spec.requests.items():  # as recorded: with the model's kwargs, under their own
         request = {**body, "chat_template_kwargs": {**model.kwargs, **body["chat_template_kwargs"]}}
         cases.append(Case(model=model.name, shape=shape, variant="", axis=PARSE, request=request))

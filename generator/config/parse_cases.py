@@ -121,9 +121,18 @@ SHAPES: dict[str, tuple[str, Callable[[], dict]]] = {
 }
 
 
-def build(shape: str, chat_template_kwargs: dict[str, Any]) -> dict:
-    """A built-in parse shape's body, with the model's kwargs."""
+def calls(shape: str) -> bool:
+    """Whether the shape's assistant message holds a tool call."""
+    return bool(SHAPES[shape][1]()["messages"][-1].get("tool_calls"))
+
+
+def build(shape: str, chat_template_kwargs: dict[str, Any], *, tools: bool = True) -> dict:
+    """A built-in parse shape's body, with the model's kwargs. `tools=False` for a model whose
+    template writes no tool call (no call shape written): its clients send no tools, and a server
+    with no tool parser for it refuses a body that does (vLLM's "auto" tool choice needs one)."""
     body = SHAPES[shape][1]()
+    if not tools:
+        body.pop("tools", None)
     body.setdefault("add_generation_prompt", False)
     body["chat_template_kwargs"] = dict(chat_template_kwargs)
     return body
