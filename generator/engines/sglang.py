@@ -52,9 +52,11 @@ OPEN_TIMEOUT = 600.0
 # Where the model's stop ids are more than its tokenizer's eos (SGLang stops on the model
 # config's eos_token_id too; the packs here carry no generation_config.json): gpt-oss's lists
 # <|return|> and <|call|> (generation_config.json eos_token_id [200002, 199999, 200012]), and
-# Gemma 4 ends every model turn with <turn|> where its tokenizer's eos is <eos>. Keyed by the
-# model's SGLang tool parser, which names the output format.
-TURN_ENDS = {"gpt-oss": ("<|return|>", "<|call|>", "<|endoftext|>"), "gemma4": ("<turn|>",)}
+# Gemma 4's [1, 106, 50] adds <turn|>, which ends every model turn, and <|tool_response>, which
+# ends a turn that made calls (model_config.py _get_hf_eos_token_id unions config.json's and
+# generation_config.json's eos ids). Keyed by the model's SGLang tool parser, which names the
+# output format.
+TURN_ENDS = {"gpt-oss": ("<|return|>", "<|call|>", "<|endoftext|>"), "gemma4": ("<turn|>", "<|tool_response>")}
 # serving_chat's is_gpt_oss / is_gemma4 read the model config's model_type; the parser names it
 MODEL_TYPES = {"gpt-oss": "gpt_oss", "gemma4": "gemma4"}
 
