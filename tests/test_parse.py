@@ -254,3 +254,14 @@ def test_a_run_of_parse_cases_alone_calls_no_render_cause_stale():
     assert not [o for o in stale_causes(GOLDENS, "qwen3", "vllm", "vllm", parsed) if o.axis != "parse"]
     rendered = [Outcome("qwen3/plain", "vllm", "match")]
     assert {o.cause for o in stale_causes(GOLDENS, "qwen3", "vllm", "vllm", rendered)} >= set(render)
+
+
+def test_a_case_several_causes_explain_takes_the_engine_defect_class_first():
+    """A gate on engine-defect sees a case one defect and one policy explain together."""
+    from generator.replay.causes import CLASSES
+
+    policy = parse_judge.Cause("p", ("e",), ("m",), ("whole content: whitespace",), "r", klass="policy")
+    defect = parse_judge.Cause("d", ("e",), ("m",), ("whole finish_reason: tool_calls -> stop",), "r",
+                               klass="engine-defect")
+    assert parse_judge._klass([policy, defect]) == parse_judge._klass([defect, policy]) == "engine-defect"
+    assert list(CLASSES)[0] == "engine-defect"

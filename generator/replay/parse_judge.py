@@ -403,10 +403,21 @@ def verdict(item: golden_file.Golden, entry: Entry | None, label: str, observed:
         names = ", ".join(c.name for c in used)
         reasons = " / ".join(c.reason for c in used)
         return Outcome(item.case, label, "known", f"cause {names}: {reasons}", reason=reasons,
-                       refused=observed.refused is not None, cause=names, axis=AXIS, klass=used[0].klass)
+                       refused=observed.refused is not None, cause=names, axis=AXIS, klass=_klass(used))
     more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
     return Outcome(item.case, label, "drift", f"{found[0]}{more}; findings not reviewed: {'; '.join(unexplained)}",
                    refused=observed.refused is not None, axis=AXIS, edit={"findings": unexplained})
+
+
+def _klass(used: Sequence[Cause]) -> str | None:
+    """A case several causes explain takes the first of their classes in causes.CLASSES' order
+    (an engine defect before policy before the reference's error), so a gate on a class sees
+    every case that class touches."""
+    from generator.replay.causes import CLASSES
+
+    order = list(CLASSES)
+    classes = sorted((c.klass for c in used if c.klass in order), key=order.index)
+    return classes[0] if classes else used[0].klass
 
 
 def judge(engine: Any, item: golden_file.Golden, root: Path, label: str | None = None):
