@@ -181,7 +181,8 @@ def markdown(atlases: dict[str, dict[str, Any]], folder: str) -> str:
     """docs/atlas.md, written from the atlas files."""
     out = ["# The atlas: which release changed which tokens", "",
            "Every release of an engine, within the ranges below, after which one of the built-in matrix's",
-           "cases renders different token ids than on the release before, found by `goldens history`",
+           "cases renders different token ids than on the release before (a parse case: parses its output ids",
+           "into a different message; SGLang's section is all parse cases), found by `goldens history`",
            "(docs/history.md) and explained. Written by `goldens history --update-atlas` from the data in",
            f"`{folder}/` (one `goldens.atlas/1` file per engine: "
            + ", ".join(f"[{name}.json]({folder}/{name}.json)" for name in sorted(atlases))
