@@ -18,6 +18,7 @@ import pytest
 
 from generator import reference
 from generator.config import engine_registry, models
+from generator.config.cases import model_cases
 from generator.engines import Engine
 from generator.engines.pool import EnginePool
 from generator.goldens import golden_file
@@ -42,6 +43,19 @@ def tokenizer_of(model: str):
 def golden_of(case_id: str) -> golden_file.Golden:
     """The committed golden of a case."""
     return golden_file.read(golden_file.golden_path(GOLDENS, case_id))
+
+
+def render_count(*names: str) -> int:
+    """How many render cases the committed matrix holds for these models: what a test expects
+    of a whole-model run, derived from models.yaml (never copied from today's matrix)."""
+    return sum(len(model_cases(CONFIG.models[name])) for name in names)
+
+
+@functools.lru_cache(maxsize=None)
+def refusal_count(name: str) -> int:
+    """How many of a model's committed render goldens the reference refused (outcome `error`):
+    the cases an engine that refuses them too counts as "both refuse"."""
+    return sum(golden_of(case.id).outcome == "error" for case in model_cases(CONFIG.models[name]))
 
 
 @pytest.fixture(scope="session")

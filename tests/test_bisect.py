@@ -18,7 +18,7 @@ import shutil
 
 import pytest
 from click.testing import CliRunner
-from conftest import ROOT, one_line_error
+from conftest import ROOT, one_line_error, render_count
 
 from generator.cli import main
 
@@ -121,7 +121,7 @@ def test_bisect_exits_1_when_good_and_bad_agree():
     result = bisect("--engine", "llama-server", "--good", str(LLAMA_FIRST), "--bad", str(LLAMA_BAD),
                     "--model", "qwen3", "--model", "phi3.5")
     assert result.exit_code == 1, result.output
-    assert "b9246 and b9247 agree on all 131 case(s)" in result.stdout
+    assert f"b9246 and b9247 agree on all {render_count('qwen3', 'phi3.5')} case(s)" in result.stdout
     assert tried(result.stdout) == ["b9246", "b9247"]
 
 
