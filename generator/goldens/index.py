@@ -199,6 +199,17 @@ def model_inputs(model: ModelSpec, source: Source, config: Config, cases: list[C
     return canonical.digest(inputs, keep_order=True)
 
 
+def on_disk(out: Path, case_ids: list[str]) -> list[str]:
+    """The sha256 of each case's golden file under `out`, in order, read only for files whose
+    identity changed since they were last hashed; a missing or unreadable one is an error."""
+    def digests(paths) -> list[str]:
+        return [sha256(files.read_bytes(path)) for path in paths]
+
+    return files.remembered_all([golden_path(out, case_id) for case_id in case_ids], "goldens' sha256",
+                                digests, lambda known: isinstance(known, list) and len(known) == len(case_ids)
+                                and all(files.is_sha256(value) for value in known))
+
+
 @dataclass
 class Entry:
     inputs: str
@@ -211,19 +222,18 @@ class Index:
 
     def fresh(self, model: str, inputs: str, case_ids: Iterable[str], out: Path) -> bool:
         """True only when the recorded inputs match and every golden on disk is byte for byte
-        the one recorded, for exactly these cases."""
+        the one recorded, for exactly these cases. The goldens' digests are remembered under
+        their files' identities (files.remembered_all: path, inode, size, mtime), so a run
+        where no golden was touched opens none: its cost is a stat per golden."""
         entry = self.models.get(model)
         case_ids = list(case_ids)
         if entry is None or entry.inputs != inputs or sorted(entry.goldens) != sorted(case_ids):
             return False
-        for case_id in case_ids:
-            try:
-                data = files.read_bytes(golden_path(out, case_id))
-            except GoldensError:
-                return False
-            if sha256(data) != entry.goldens[case_id]:
-                return False
-        return True
+        try:
+            digests = on_disk(out, case_ids)
+        except GoldensError:
+            return False
+        return digests == [entry.goldens[case_id] for case_id in case_ids]
 
     def record(self, model: str, inputs: str, written: Mapping[str, str]) -> None:
         """`written`: case id -> the golden text exactly as written."""

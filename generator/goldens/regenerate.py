@@ -350,8 +350,13 @@ def write(out: Path, goldens: dict[str, golden_file.Golden | None], models: list
     absent from the config are left alone and reported, unless `prune` (another config pointed
     at the same --out must not empty it)."""
     summary = Summary()
-    for case_id in goldens:  # a symlink anywhere on the way is refused before anything is written
-        files.inside(golden_file.golden_path(out, case_id), out)
+    # a symlink anywhere on the way is refused before anything is written: each golden to write,
+    # and the folders of those not rendered (nothing is written to them; a stat per folder, not
+    # per golden, keeps a no-change run's cost off the matrix's size)
+    to_write = [golden_file.golden_path(out, case_id) for case_id, item in goldens.items() if item is not None]
+    kept = {golden_file.golden_path(out, case_id).parent for case_id, item in goldens.items() if item is None}
+    for path in [*to_write, *sorted(kept)]:
+        files.inside(path, out)
     files.inside(Path(out) / index.NAME, out)
     texts = {case_id: golden_file.dumps(item) for case_id, item in goldens.items() if item is not None}
     for case_id, text in texts.items():  # what check could not read back is refused before any write
@@ -433,11 +438,14 @@ def owned(directory: Path, keep: Callable[[str], bool] | None = None) -> list[tu
 
 def regenerate(config: Config, out: Path, model_names: tuple[str, ...] = (), update_pins: bool = False,
                advance: Progress | None = None, force: bool = False, workers: int | None = 1,
-               prune: bool = False, rechoose_dialects: bool = False) -> Summary:
+               prune: bool = False, rechoose_dialects: bool = False, review: bool = False) -> Summary:
     """Render the models whose inputs changed since `out`'s index (all with `force`), write
     what changed, then record the index. A model skipped counts its goldens as unchanged.
     `workers`: see render_models (the command passes None). Dialect cases come from the lock
-    file (choose_dialects; chosen anew with `rechoose_dialects`)."""
+    file (choose_dialects; chosen anew with `rechoose_dialects`).
+    The invariant review of every selected golden (and the cases that render another's ids)
+    is said only when a model was rendered, or asked for with `review` (--write-invariants):
+    a run with nothing to render reads no golden and says one line, whatever the matrix's size."""
     models = config.select(model_names)
     sources = resolve_sources(config, models, update_pins)
     models = capabilities.refresh(config, models, sources, full=not model_names)
@@ -471,6 +479,8 @@ def regenerate(config: Config, out: Path, model_names: tuple[str, ...] = (), upd
     if not model_names and prune:  # as their directories: left alone unless pruned
         saved.models = {name: entry for name, entry in saved.models.items() if name in config.models}
     index.save(out, saved)
+    if not stale and not review:  # nothing rendered: every finding was said when it was rendered
+        return summary
     every = read_back(out, goldens)
     review = invariant_review(every, models)
     summary.invariants = review.lines() + review.paste() + same_ids(every)
