@@ -161,6 +161,17 @@ def qwen3_llama_server(pool):
     return server_of(pool, "llama-server", "qwen3")
 
 
+# Fixtures that cost seconds by themselves (each renders a whole matrix or loads every model's
+# tokenizer): a test that uses one is `slow` whatever its own body costs. Decided by the fixtures
+# a test asks for, so a new test on them leaves the fast tier without anyone remembering a marker.
+SLOW_FIXTURES = frozenset({"full_run"})
+
+
+def pytest_itemcollected(item):
+    if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
+        item.add_marker(pytest.mark.slow)
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(session, config, items):
     """The bench smoke runs go last: they build llama.cpp and install venvs into fresh caches

@@ -150,6 +150,7 @@ def _check_transformers(config_path: str, tmp_path) -> tuple[int, str, str]:
     return result.exit_code, result.stdout + result.stderr, report.read_text() if report.exists() else ""
 
 
+@pytest.mark.slow
 def test_goldens_check_passes_with_the_committed_processor_settings(tmp_path):
     code, output, _ = _check_transformers(_matrix_with(tmp_path, lambda p: None), tmp_path)
     assert code == 0, output

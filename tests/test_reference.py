@@ -123,6 +123,7 @@ def _all_cases():
     return [pytest.param(case, id=case.id) for case in matrix(models.load(MODELS_YAML))]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", _all_cases())
 def test_render_equals_apply_chat_template_tokenize_true(case, resolved, config):
     """Our render encodes the prompt with add_special_tokens=False; that is exactly what

@@ -142,6 +142,7 @@ def test_check_on_the_committed_goldens_writes_both_reports(workspace, tmp_path,
     assert not list(tmp_path.glob("out/.*"))  # no temp file left beside the reports
 
 
+@pytest.mark.slow
 def test_one_edited_token_is_drift_in_both_reports(workspace, tmp_path):
     path = golden_file.golden_path(workspace / "goldens", "qwen3/plain")
     item = golden_file.read(path)

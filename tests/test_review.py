@@ -242,6 +242,7 @@ def test_check_in_github_actions_writes_the_summary_and_one_annotation_per_drift
     assert summary.read_text(encoding="utf-8") == before
 
 
+@pytest.mark.slow
 def test_diff_in_github_actions_annotates_the_goldens_whose_tokens_moved(workspace, tmp_path):
     git = ["git", "-c", "user.name=t", "-c", "user.email=t@example.invalid", "-c", "commit.gpgsign=false",
            "-C", str(workspace)]
