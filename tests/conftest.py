@@ -86,6 +86,17 @@ def goldens_root() -> Path:
 IN_PROCESS_ENGINES = frozenset({"transformers", "minijinja", "mistral-common"})
 
 
+# The cases a per-case test that repeats what another does for the whole matrix runs in the fast
+# tier: each model's core shapes under its default kwargs (every model, each kind of
+# conversation); the rest of the matrix is `slow` (the whole suite runs every case).
+FAST_SHAPES = frozenset({"plain", "tools", "tool-result", "multi-turn", "prefill"})
+
+
+def matrix_marks(case) -> list:
+    """`slow` for a case of the committed matrix outside FAST_SHAPES' default-kwargs cases."""
+    return [] if case.variant == "" and case.shape in FAST_SHAPES else [pytest.mark.slow]
+
+
 def engine_marks(engine: str) -> list:
     """`integration` for an engine that is not rendered in this process (IN_PROCESS_ENGINES)."""
     return [] if engine in IN_PROCESS_ENGINES else [pytest.mark.integration]

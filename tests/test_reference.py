@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from conftest import matrix_marks
 
 from generator import reference
 from generator.cli import main
@@ -120,10 +121,9 @@ def _transformers_ids(tokenizer, template: str, request: dict, date: _dt.date):
 
 
 def _all_cases():
-    return [pytest.param(case, id=case.id) for case in matrix(models.load(MODELS_YAML))]
+    return [pytest.param(case, id=case.id, marks=matrix_marks(case)) for case in matrix(models.load(MODELS_YAML))]
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("case", _all_cases())
 def test_render_equals_apply_chat_template_tokenize_true(case, resolved, config):
     """Our render encodes the prompt with add_special_tokens=False; that is exactly what
