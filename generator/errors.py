@@ -30,6 +30,11 @@ class Unreachable(EngineError):
 
 import re
 
+# How an exception is said in one line. A golden records a template's refusal in these words, so
+# they live in a module of the render (the regenerate index hashes it), not here: an edit to the
+# error contract renders nothing again.
+from generator.error_text import describe, first_line  # noqa: E402,F401
+
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
 
 
@@ -45,24 +50,9 @@ def one_line(message: str) -> str:
     line, which usually says why."""
     lines = [line.strip() for line in message.splitlines() if line.strip()]
     return printable(" ".join(lines[:1] + lines[1:][-1:]))
-def first_line(error: BaseException) -> str:
-    """The first line of an exception's message, else its type name.
-
-    Library errors often carry several lines (a Jinja caret excerpt, a pydantic listing, a hub
-    hint); a one-line report keeps the line that names the problem.
-    """
-    text = str(error).strip()
-    return text.splitlines()[0] if text else type(error).__name__
 
 
 def stable_line(error: BaseException) -> str:
     """first_line with a server's address as `<server>`: its port changes per run, and a ledger
     entry or a remembered answer must not."""
     return re.sub(r"https?://[^\s/]+:\d+", "<server>", first_line(error))
-
-
-def describe(error: BaseException) -> str:
-    """`Type: first line of the message` (just the type when there is no message): stable
-    enough to be recorded, as goldens record a template's refusal."""
-    name = type(error).__name__
-    return f"{name}: {first_line(error)}" if str(error).strip() else name

@@ -14,9 +14,15 @@ from collections.abc import Callable, Iterator
 
 
 @contextlib.contextmanager
-def progress_bar(total: int, label: str) -> Iterator[Callable[[str], None]]:
-    """Yields `advance(item)`; a rich bar on stderr only when stderr is an interactive terminal."""
-    if not sys.stderr.isatty() or os.environ.get("CI") or total == 0:
+def progress_bar(total: int | Callable[[], int], label: str) -> Iterator[Callable[[str], None]]:
+    """Yields `advance(item)`; a rich bar on stderr only when stderr is an interactive terminal.
+    `total` may be a function, called only when a bar is shown (counting may cost more than the
+    work it would show: a no-change regenerate)."""
+    if not sys.stderr.isatty() or os.environ.get("CI"):
+        yield lambda item: None
+        return
+    total = total() if callable(total) else total
+    if total == 0:
         yield lambda item: None
         return
     from rich.progress import (

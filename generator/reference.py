@@ -31,7 +31,8 @@ from generator.budget import (  # noqa: F401
     deadline,
     on_main_thread,
 )
-from generator.errors import GoldensError, describe
+from generator.error_text import describe
+from generator.errors import GoldensError
 
 os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")

@@ -18,6 +18,7 @@ import pytest
 
 from generator import reference
 from generator.config import engine_registry, models
+from generator.config.cases import model_cases
 from generator.engines import Engine
 from generator.engines.pool import EnginePool
 from generator.goldens import golden_file
@@ -42,6 +43,19 @@ def tokenizer_of(model: str):
 def golden_of(case_id: str) -> golden_file.Golden:
     """The committed golden of a case."""
     return golden_file.read(golden_file.golden_path(GOLDENS, case_id))
+
+
+def render_count(*names: str) -> int:
+    """How many render cases the committed matrix holds for these models: what a test expects
+    of a whole-model run, derived from models.yaml (never copied from today's matrix)."""
+    return sum(len(model_cases(CONFIG.models[name])) for name in names)
+
+
+@functools.lru_cache(maxsize=None)
+def refusal_count(name: str) -> int:
+    """How many of a model's committed render goldens the reference refused (outcome `error`):
+    the cases an engine that refuses them too counts as "both refuse"."""
+    return sum(golden_of(case.id).outcome == "error" for case in model_cases(CONFIG.models[name]))
 
 
 @pytest.fixture(scope="session")
@@ -70,6 +84,17 @@ def goldens_root() -> Path:
 # mistral-common): the fast tier keeps their tests. Every other engine needs a managed server, a
 # worker in its own venv or Node, so a test that drives one carries `integration`.
 IN_PROCESS_ENGINES = frozenset({"transformers", "minijinja", "mistral-common"})
+
+
+# The cases a per-case test that repeats what another does for the whole matrix runs in the fast
+# tier: each model's core shapes under its default kwargs (every model, each kind of
+# conversation); the rest of the matrix is `slow` (the whole suite runs every case).
+FAST_SHAPES = frozenset({"plain", "tools", "tool-result", "multi-turn", "prefill"})
+
+
+def matrix_marks(case) -> list:
+    """`slow` for a case of the committed matrix outside FAST_SHAPES' default-kwargs cases."""
+    return [] if case.variant == "" and case.shape in FAST_SHAPES else [pytest.mark.slow]
 
 
 def engine_marks(engine: str) -> list:
@@ -145,6 +170,17 @@ def qwen3_llama_server(pool):
     Asked of the pool per test, not cached for the session: a `server` marked test releases
     its server after its last use, and the next asker gets a live one started again."""
     return server_of(pool, "llama-server", "qwen3")
+
+
+# Fixtures that cost seconds by themselves (each renders a whole matrix or loads every model's
+# tokenizer): a test that uses one is `slow` whatever its own body costs. Decided by the fixtures
+# a test asks for, so a new test on them leaves the fast tier without anyone remembering a marker.
+SLOW_FIXTURES = frozenset({"full_run"})
+
+
+def pytest_itemcollected(item):
+    if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
+        item.add_marker(pytest.mark.slow)
 
 
 @pytest.hookimpl(trylast=True)

@@ -220,7 +220,7 @@ SENTENCE = "You may call one or more functions to assist with the user query."
 @pytest.mark.slow
 def test_a_one_sentence_template_edit_reads_what_moved_first(tmp_path):
     """The reviewer's case: one sentence of Qwen3's template edited, `goldens regenerate`, then
-    `goldens diff`. All 65 qwen3 goldens change; those whose tokens moved (the tool shapes, their
+    `goldens diff`. All qwen3 goldens change; those whose tokens moved (the tool shapes, their
     dialect cases and the client body with a tool call) come first with their token-level change,
     each change shown once and named for the others; those where only the template's provenance
     moved are one line for the model."""

@@ -274,31 +274,129 @@ def test_worker_processes_write_the_same_bytes(matrix, tmp_path):
 # --- the code the index hashes ----------------------------------------------------------------
 
 
+# What a render runs: each selected model's cases rendered with their analyses and written as
+# text, every call into this package recorded by file (sources resolved before, as their files are
+# hashed as data).
+TRACE = """\
+import json, sys
+from generator.config import models
+from generator.goldens import golden_file, index, regenerate, render
+config = models.load(sys.argv[1])
+chosen = [config.models[name] for name in (sys.argv[2:] or config.models)]
+sources = regenerate.resolve_sources(config, chosen)
+package, ran = str(index.PACKAGE) + "/", set()
+def called(frame, event, arg):
+    path = frame.f_code.co_filename
+    if event == "call" and path.startswith(package) and frame.f_code.co_name != "<module>":
+        ran.add(path[len(package):])
+sys.setprofile(called)
+for model in chosen:
+    for item in render.render_model(model, sources[model.name], config):
+        golden_file.dumps(item)
+sys.setprofile(None)
+print(json.dumps(sorted(ran)))
+"""
+
+
 @pytest.mark.slow
-def test_every_module_a_render_imports_is_hashed_or_produces_hashed_data():
-    """The import graph the index reads (index.code_files) holds every module a real render
-    imports, the ones loaded by name (registry factories) included, or a change to one would
-    not render anything again."""
-    script = (
-        "import sys, datetime\n"
-        "from generator.config import models\n"
-        "from generator.goldens import regenerate\n"
-        "config = models.load(sys.argv[1])\n"
-        "model = config.models['qwen3']\n"
-        "sources = regenerate.resolve_sources(config, [model])\n"
-        "regenerate.render_models(config, [(model, sources['qwen3'])], workers=1)\n"
-        "print('\\n'.join(sorted(m for m in sys.modules if m.startswith('generator'))))\n"
-    )
-    result = subprocess.run([sys.executable, "-c", script, str(ROOT / "models.yaml")], cwd=ROOT,
-                            capture_output=True, text=True, timeout=300,
+def test_the_hashed_modules_are_the_ones_a_render_of_the_matrix_runs():
+    """index.RENDER is measured, not guessed: a render of every case of the committed matrix
+    runs code of exactly these modules (and budget.py's deadline, which shapes no byte). A module
+    that starts to run in a render must be hashed, or an edit to it would render nothing again;
+    one that stops running is dropped, or an edit to it would render everything again."""
+    result = subprocess.run([sys.executable, "-c", TRACE, str(ROOT / "models.yaml")], cwd=ROOT,
+                            capture_output=True, text=True, timeout=600,
                             env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert result.returncode == 0, result.stderr
-    imported = set(result.stdout.split())
-    assert "generator.analysis.prefix" in imported and "generator.reference" in imported
-    hashed = {".".join(("generator",) + p.relative_to(index.PACKAGE).with_suffix("").parts).removesuffix(".__init__")
-              for p in index.code_files()}
-    missing = {name for name in imported - hashed if not index.not_render(name)}
-    assert missing == set()  # the import graph holds every module the render ran that shapes bytes
+    ran = set(json.loads(result.stdout))
+    assert "reference.py" in ran and "analysis/prefix.py" in ran and "goldens/golden_file.py" in ran
+    assert ran - set(index.SHAPES_NOTHING) == set(index.RENDER)
+
+
+def _module_name(relative: str) -> str:
+    return "generator." + relative.removesuffix(".py").removesuffix("/__init__").replace("/", ".")
+
+
+def test_a_render_module_reads_no_constant_of_a_module_off_the_render():
+    """The trace sees code that runs, not a constant read: a render module that used a value
+    defined in a module off the list (a suffix, a folder name, a limit) would let an edit to that
+    value render nothing again. Every `from generator.x import NAME` and `x.NAME` of a render
+    module names a function, a class or a module there, or x is itself a render module."""
+    import ast
+    import importlib
+    import inspect
+
+    render = {_module_name(name) for name in index.RENDER} | {_module_name(name) for name in index.SHAPES_NOTHING}
+
+    def data(module: str, name: str) -> bool:
+        value = getattr(importlib.import_module(module), name, None)
+        return value is not None and not (callable(value) or inspect.ismodule(value))
+
+    found = []
+    for relative in index.RENDER:
+        tree = ast.parse((index.PACKAGE / relative).read_bytes())
+        aliases = {}  # a name bound to a generator module in this file
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").startswith("generator"):
+                for alias in node.names:
+                    full = f"{node.module}.{alias.name}"
+                    if importlib.util.find_spec(full.split(".")[0]) and _is_module(full):
+                        aliases[alias.asname or alias.name] = full
+                    elif node.module not in render and data(node.module, alias.name):
+                        found.append(f"{relative}: from {node.module} import {alias.name}")
+            elif isinstance(node, ast.Import):
+                for alias in node.names:
+                    if alias.name.startswith("generator") and alias.asname:
+                        aliases[alias.asname] = alias.name
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in aliases
+                    and aliases[node.value.id] not in render and data(aliases[node.value.id], node.attr)):
+                found.append(f"{relative}: {aliases[node.value.id]}.{node.attr}")
+    assert set(found) == set(READ_OFF_THE_RENDER), sorted(set(found) - set(READ_OFF_THE_RENDER))
+
+
+# Values of modules off the render that a render module names, each reviewed: none reaches a
+# golden's bytes except as data the index hashes anyway.
+READ_OFF_THE_RENDER = {
+    "analysis/invariants.py: from generator.init import REPOSITORY": "the docs link of regenerate's review lines",
+    "config/models.py: generator.config.engine_registry.REFERENCE": "models.yaml's default engines, read at load",
+    "config/request.py: generator.files.MAX_READ": "the size limit of a request file, read before any render",
+    "config/shapes.py: generator.config.images.SQUARE": "an image's bytes: in the request, hashed as data",
+    "config/shapes.py: generator.config.images.WIDE": "an image's bytes: in the request, hashed as data",
+}
+
+
+def _is_module(name: str) -> bool:
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec(name) is not None
+    except ModuleNotFoundError:
+        return False
+
+
+# Off the render: engines other than the reference's own, the error contract, file writes, the
+# index and regenerate's orchestration, the engine registry, the render's budget, servers, HTTP.
+OFF_THE_RENDER = ("engines/vllm.py", "engines/llama_server.py", "engines/pool.py", "engines/minijinja.py",
+                  "errors.py", "files.py", "budget.py", "goldens/regenerate.py", "goldens/index.py",
+                  "config/engine_registry.py", "http.py", "servers/venv.py", "progress.py", "goldens/diff.py")
+
+
+def test_an_edit_off_the_render_moves_no_fingerprint_and_one_on_it_does():
+    """Computed with the edited source in memory (index.code_fingerprint's `edited`): a comment
+    appended anywhere moves nothing (a module is hashed as its syntax tree); code appended to a
+    module off the render moves nothing either, so no golden and no index line changes; code
+    appended to a render module moves the fingerprint, so every model renders again."""
+    base = index.code_fingerprint()
+    source = {name: (index.PACKAGE / name).read_bytes() for name in (*index.RENDER, *OFF_THE_RENDER)}
+    assert index.code_fingerprint(edited={}) == base
+    for name in OFF_THE_RENDER:
+        assert name not in index.RENDER
+        edited = source[name] + b"\n# a comment\n_edited = 1\n"
+        assert index.code_fingerprint(edited={name: edited}) == base, name
+    for name in index.RENDER:
+        assert index.code_fingerprint(edited={name: source[name] + b"\n# a comment\n\n"}) == base, name
+        assert index.code_fingerprint(edited={name: source[name] + b"\n_edited = 1\n"}) != base, name
 
 
 @pytest.mark.slow
@@ -310,8 +408,7 @@ def test_the_code_fingerprint_moves_with_each_hashed_module_only(tmp_path):
     hashed = index.code_files(package)
     assert {p.relative_to(package).as_posix() for p in hashed} >= {
         "reference.py", "config/shapes.py", "analysis/prefix.py", "analysis/roundtrip.py",
-        "goldens/golden_file.py", "goldens/regenerate.py", "engines/transformers.py", "sources/source.py",
-        "files.py"}
+        "goldens/golden_file.py", "goldens/render.py", "engines/transformers.py", "error_text.py"}
     for path in hashed:
         original = path.read_bytes()
         path.write_bytes(original + b"\n# a comment\n\n")  # not code: nothing moves
@@ -319,7 +416,8 @@ def test_the_code_fingerprint_moves_with_each_hashed_module_only(tmp_path):
         path.write_bytes(original + b"\n_edited = 1\n")
         assert index.code_fingerprint(package) != base, path
         path.write_bytes(original)
-    for off_the_path in ("http.py", "servers/venv.py", "servers/llama_cpp.py", "progress.py"):
+    for off_the_path in ("http.py", "servers/venv.py", "servers/llama_cpp.py", "progress.py", "errors.py",
+                         "files.py", "engines/vllm.py", "goldens/regenerate.py", "goldens/index.py"):
         other = package / off_the_path  # no render runs them: an edit renders nothing again
         other.write_bytes(other.read_bytes() + b"\n_edited = 1\n")
         assert index.code_fingerprint(package) == base, off_the_path

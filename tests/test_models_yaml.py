@@ -19,9 +19,11 @@ from pathlib import Path
 import pytest
 import yaml
 from click.testing import CliRunner
+from conftest import CONFIG
 
 from generator.cli import main
 from generator.config import models
+from generator.config.cases import model_cases, parse_cases_of
 from generator.errors import GoldensError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -278,9 +280,13 @@ def test_models_command_lists_the_committed_matrix():
     result = run_in_process(["models", "--config", str(ROOT / "models.yaml")])
     assert result.returncode == 0, result.stderr
     assert "engine versions: llama-server b11434, vllm 0.32.0" in result.stdout
-    assert "qwen3: 79 cases" in result.stdout  # 36 + 43 dialect cases (docs/dialects.md)
-    assert "gemma3: 51 cases" in result.stdout  # 20 + 4 polyfilled (docs/capabilities.md) + 27 dialect cases
-    assert "  dialects:  43 cases kept of 54 selected (dialects.lock)" in result.stdout
+    for name in ("qwen3", "gemma3"):  # shapes x variants, polyfilled (docs/capabilities.md), dialect cases
+        model = CONFIG.models[name]
+        assert f"\n{name}: {len(model_cases(model))} cases, {len(parse_cases_of(model))} parse cases\n" in result.stdout
+    qwen3 = CONFIG.models["qwen3"]
+    assert qwen3.dialect_cases and len(qwen3.dialect_cases) < len(qwen3.dialects)  # some selected are not kept
+    assert (f"  dialects:  {len(qwen3.dialect_cases)} cases kept of {len(qwen3.dialects)} selected "
+            "(dialects.lock)") in result.stdout
     assert "processor: google/gemma-3-4b-it processor_config.json" in result.stdout
     assert "tokenizer: pack:npm:qwen3" in result.stdout
     assert 'tokenizer: pack:llama.cpp:phi-3 with tokenizer_config {"add_bos_token": false}' in result.stdout

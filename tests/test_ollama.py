@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from conftest import CONFIG, GOLDENS, ROOT, source_of
+from conftest import CONFIG, GOLDENS, ROOT, refusal_count, render_count, source_of
 
 from generator import http, reference
 from generator.cli import main
@@ -307,8 +307,12 @@ def test_check_marks_every_count_verdict_in_every_report(ollama, tmp_path):
     assert "DRIFT qwen3/tools [ollama]: count only: prompt_eval_count 168, 9 tokens shorter than the golden's 177" in out
     assert "DRIFT qwen3/plain " not in out
     summary = out.splitlines()[-1]
-    assert summary == ("79 checked: 0 rendered and match, 1 both refuse, 0 known divergence, 12 drift, 0 error, "
-                       "66 length only (count only, ids not seen)")
+    drift = sum(line.startswith("DRIFT ") for line in out.splitlines())
+    cases, both = render_count("qwen3"), refusal_count("qwen3")
+    assert summary == (f"{cases} checked: 0 rendered and match, {both} both refuse, 0 known divergence, {drift} drift, "
+                       f"0 error, {cases - both - drift} length only (count only, ids not seen)")
+    refused = sum(": engine refused: " in line for line in out.splitlines() if line.startswith("DRIFT "))
+    assert refused == 4  # the documents shapes (Ollama has no field for them) and the two-assistant bodies
     assert "DRIFT qwen3/documents [ollama]: engine refused: " in out and "no field for documents" in out
 
     markdown = (tmp_path / "out.md").read_text()
@@ -317,7 +321,7 @@ def test_check_marks_every_count_verdict_in_every_report(ollama, tmp_path):
     assert "qwen3/tools · ollama: drift (count only)" in markdown
 
     xml = (tmp_path / "out.xml").read_text()
-    assert '<property name="count_only" value="74" />' in xml  # five cases were refused before a count
+    assert f'<property name="count_only" value="{cases - both - refused}" />' in xml  # refused before a count
     assert "qwen3/plain [ollama]: length matches (count only): count only: prompt_eval_count 25" in xml
     assert 'message="drift: count only: prompt_eval_count 168, 9 tokens shorter' in xml
 
@@ -334,14 +338,17 @@ def test_malformed_replies_through_check_exit_2_one_line_each(ollama, tmp_path):
     result = check(ollama.url, tmp_path, "--served-model", f"qwen3={SERVED}")
     assert result.exit_code == 2, (result.stdout, result.stderr)
     assert "Traceback" not in result.stdout + result.stderr
-    # one stderr line for the one fault, with the 74 cases it cost (five cases, the two documents
-    # ones among them, are refused before anything is sent)
+    # one stderr line for the one fault, with every case it cost: all but the reference's refusals
+    # and the four refused before anything is sent (the two documents ones among them)
     errors = [line for line in result.stderr.splitlines() if line.startswith("goldens: error: ")]
     assert len(errors) == 1, result.stderr
-    assert "reply has no prompt_eval_count: {'done': True} (74 cases, from qwen3/" in errors[0]
-    assert result.stdout.splitlines()[-1] == "79 checked: 0 rendered and match, 1 both refuse, 0 known divergence, 4 drift, 74 error"
+    cases, both, refused = render_count("qwen3"), refusal_count("qwen3"), 4
+    cost = cases - both - refused
+    assert f"reply has no prompt_eval_count: {{'done': True}} ({cost} cases, from qwen3/" in errors[0]
+    assert result.stdout.splitlines()[-1] == (f"{cases} checked: 0 rendered and match, {both} both refuse, "
+                                              f"0 known divergence, {refused} drift, {cost} error")
     report = (tmp_path / "out.md").read_text()
-    assert "| error " in report and "| 74 cases " in report  # one row for the one fault
+    assert "| error " in report and f"| {cost} cases " in report  # one row for the one fault
 
 
 def test_a_malformed_model_listing_is_one_line_exit_2(ollama, tmp_path):
@@ -350,7 +357,7 @@ def test_a_malformed_model_listing_is_one_line_exit_2(ollama, tmp_path):
     assert result.exit_code == 2
     assert result.stderr.splitlines() == [
         f"goldens: error: [ollama] ollama unavailable for qwen3: ollama at {ollama.url}/api/tags: "
-        f"not a model list: {{'models': 'qwen3'}} (79 cases, from qwen3/plain)"]
+        f"not a model list: {{'models': 'qwen3'}} ({render_count('qwen3')} cases, from qwen3/plain)"]
 
 
 @pytest.mark.slow

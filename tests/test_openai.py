@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from conftest import GOLDENS, ROOT
+from conftest import GOLDENS, ROOT, refusal_count, render_count
 
 from generator.cli import main
 from generator.engines import EngineError, Ids, PromptCount
@@ -106,16 +106,21 @@ def test_llama_server_through_check_is_count_level_everywhere(llama, tmp_path):
     others = [line for line in drifts if line not in counted]
     for line, (case, status, message) in zip(others, refused, strict=True):
         assert line.startswith(f"DRIFT qwen3/{case} [openai]: engine refused: ") and status in line and message in line, line
+    # every case the server counted and nobody refused matches in length: counts only, no match
+    cases, both, drift = render_count("qwen3"), refusal_count("qwen3"), len(drifts)
+    counted_only = cases - both - drift
     assert result.stdout.splitlines()[-1] == (
-        "79 checked: 0 rendered and match, 1 both refuse, 0 known divergence, 16 drift, 0 error, 62 length only (count only, ids not seen)")
+        f"{cases} checked: 0 rendered and match, {both} both refuse, 0 known divergence, {drift} drift, 0 error, "
+        f"{counted_only} length only (count only, ids not seen)")
     markdown = (tmp_path / "out.md").read_text()
-    assert "**goldens check: failed (16 drift)** · 79 checked: 0 rendered and match" in markdown
+    assert f"**goldens check: failed ({drift} drift)** · {cases} checked: 0 rendered and match" in markdown
     rows = [line for line in markdown.splitlines() if line.startswith("| qwen3 ")]
-    assert len(rows) == 79 and not [row for row in rows if " ok " in row]
-    assert sum("length matches (count only)" in row for row in rows) == 62
+    assert len(rows) == cases and not [row for row in rows if " ok " in row]
+    assert sum("length matches (count only)" in row for row in rows) == counted_only
     assert "qwen3/tools · openai: drift (count only)" in markdown
     xml = (tmp_path / "out.xml").read_text()
-    assert '<property name="count_only" value="70" />' in xml  # the eight refusals above and the one both make are no count
+    no_count = len(refused) + both  # the refusals above and the ones both make are no count
+    assert f'<property name="count_only" value="{cases - no_count}" />' in xml
     assert 'message="drift: count only: usage.prompt_tokens 168, 9 tokens shorter than the golden\'s 177"' in xml
     # the key: in nothing goldens printed or wrote, nor in the server's log
     written = [p.read_text(errors="replace") for p in tmp_path.rglob("*") if p.is_file()]
@@ -131,8 +136,8 @@ def test_llama_server_without_the_key_is_one_line_exit_2(llama, tmp_path):
     assert result.stderr.splitlines() == [(f"goldens: error: [openai] openai unavailable for qwen3: openai at "
                                            f"{llama.url}/v1/models: HTTP 401: "
                                            '{"error":{"message":"Invalid API Key","type":"authentication_error",'
-                                           '"code":401}} (79 cases, from qwen3/plain)')]
-    assert "79 error" in (tmp_path / "out.md").read_text()
+                                           f'"code":401}}}} ({render_count("qwen3")} cases, from qwen3/plain)')]
+    assert f"{render_count('qwen3')} error" in (tmp_path / "out.md").read_text()
 
 
 @pytest.mark.integration
@@ -140,7 +145,9 @@ def test_llama_server_with_the_key_in_another_header(llama, tmp_path):
     """--header for auth that is not a Bearer token (llama-server also reads X-Api-Key)."""
     result = check(llama.url, tmp_path, "--served-model", "qwen3=tiny", "--header", f"X-Api-Key: {KEY}")
     assert result.exit_code == 1, (result.stdout, result.stderr)
-    assert result.stdout.splitlines()[-1].endswith("16 drift, 0 error, 62 length only (count only, ids not seen)")
+    cases, both, drift = render_count("qwen3"), refusal_count("qwen3"), 16  # as with the Bearer key above
+    assert result.stdout.splitlines()[-1].endswith(
+        f"{drift} drift, 0 error, {cases - both - drift} length only (count only, ids not seen)")
     for text in [result.stdout, result.stderr, (tmp_path / "out.md").read_text(), (tmp_path / "out.xml").read_text()]:
         assert KEY not in text
 
@@ -170,7 +177,9 @@ def test_vllm_through_check_is_token_level(vllm, tmp_path):
     result = check(vllm.url + "/v1", tmp_path, "--served-model", f"qwen3={vllm.model_name}")
     assert result.exit_code == 1, (result.stdout, result.stderr)
     out = result.stdout
-    assert out.splitlines()[-1] == "79 checked: 61 rendered and match, 1 both refuse, 0 known divergence, 17 drift, 0 error", out
+    cases, both, drift = render_count("qwen3"), refusal_count("qwen3"), 17  # the refusals below and the tools drifts
+    assert out.splitlines()[-1] == (f"{cases} checked: {cases - both - drift} rendered and match, {both} both refuse, "
+                                    f"0 known divergence, {drift} drift, 0 error"), out
     assert "DRIFT qwen3/tools [openai]: drift at token 106 (177 vs 168 tokens)" in out
     assert "count only" not in out
     refused = [line for line in out.splitlines() if "engine refused" in line]

@@ -105,6 +105,7 @@ def test_a_missing_golden_says_how_to_make_it(team):
     assert "goldens/q/tools.json: no golden; run `goldens regenerate`" in result.stdout
 
 
+@pytest.mark.slow
 def test_a_bad_matrix_is_one_line(team):
     (team / "models.yaml").write_text("models: {q: {tokenizer: {dir: tok}, engines: [nope]}}\n", encoding="utf-8")
     result = pytest_in(team, "--goldens")

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from conftest import matrix_marks
 
 from generator import reference
 from generator.cli import main
@@ -120,7 +121,7 @@ def _transformers_ids(tokenizer, template: str, request: dict, date: _dt.date):
 
 
 def _all_cases():
-    return [pytest.param(case, id=case.id) for case in matrix(models.load(MODELS_YAML))]
+    return [pytest.param(case, id=case.id, marks=matrix_marks(case)) for case in matrix(models.load(MODELS_YAML))]
 
 
 @pytest.mark.parametrize("case", _all_cases())

@@ -17,7 +17,7 @@ from generator import files
 from generator.cli import main
 from generator.config import models
 from generator.config import parse_cases
-from generator.config.cases import PARSE, all_cases, matrix
+from generator.config.cases import PARSE, all_cases
 from generator.errors import GoldensError
 from generator.goldens import golden_file
 from generator.sources import source as sources
@@ -71,7 +71,7 @@ def full_run(tmp_path_factory):
 @pytest.mark.slow
 def test_first_run_writes_every_case(full_run):
     out, counts = full_run
-    total = len(matrix(models.load(MODELS_YAML)))
+    total = sum(len(all_cases(model)) for model in models.load(MODELS_YAML).models.values())  # both axes
     assert counts == (total, 0, 0)
     assert len(golden_files(out)) == total
     assert not list(out.rglob(".*"))  # no temp files left behind
@@ -101,6 +101,39 @@ def test_regenerating_over_the_committed_tree_changes_nothing(tmp_path):
     assert (written, removed) == (0, 0)
     assert unchanged == len(before)
     assert {name: path.read_bytes() for name, path in golden_files(out).items()} == before
+
+
+def test_a_no_change_run_reads_no_golden_and_says_one_line(tmp_path, monkeypatch):
+    """Issue 43: a run with nothing to render opens no golden (the index's digests of them are
+    remembered under their files' identities) and prints only its summary line, so its cost
+    does not grow with the matrix; the reviewed invariant findings were said when rendered."""
+    import builtins
+    import io
+
+    out = tmp_path / "goldens"
+    shutil.copytree(COMMITTED, out)
+    config = models.load(MODELS_YAML)
+    every = sum(len(all_cases(model)) for model in config.models.values())
+    assert summary(invoke("regenerate", "--config", MODELS_YAML, "--out", out)) == (0, every, 0)  # a new copy: hashed once
+
+    opened: list[Path] = []
+
+    def recording(real):
+        def wrapper(path, *args, **kwargs):
+            if isinstance(path, (str, os.PathLike)):
+                opened.append(Path(os.path.abspath(path)))
+            return real(path, *args, **kwargs)
+        return wrapper
+
+    monkeypatch.setattr(os, "open", recording(os.open))
+    monkeypatch.setattr(io, "open", recording(io.open))
+    monkeypatch.setattr(builtins, "open", recording(builtins.open))
+    result = invoke("regenerate", "--config", MODELS_YAML, "--out", out)
+    assert result.stdout.splitlines() == [f"0 written, {every} unchanged, 0 removed"], result.stdout
+    assert Path(os.path.abspath(MODELS_YAML)) in opened  # the recorder sees the run's reads
+    goldens = [path for path in opened if path.suffix == ".json" and path.is_relative_to(out)
+               and path.relative_to(out).parts[0] != "causes"]  # the reviewed causes are no golden
+    assert goldens == [], goldens[:5]
 
 
 # --- removals and --model ---------------------------------------------------------------------------

@@ -16,10 +16,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import GOLDENS, ROOT
+from conftest import CONFIG, GOLDENS, ROOT, render_count
 
 from generator import files
 from generator.goldens import golden_file
+from generator.replay import check as check_plan
 from generator.replay import divergence, github, ledger, markdown_report, terminal
 from generator.replay.report import Summary, summary_line
 from generator.replay.judge import Outcome
@@ -223,9 +224,14 @@ def test_check_in_github_actions_writes_the_summary_and_one_annotation_per_drift
     assert notes[1][3].startswith("reviewed divergence moved: drift at token 7")
     assert "now matches the reference" in notes[2][3]
     # the terminal report is unchanged by Actions: one line per problem on stdout, no colour
-    # (and qwen3's and gemma3's reviewed invariant findings, notes: qwen3 79 cases + gemma3 51 = 130)
-    assert [line.split(" ", 1)[0] for line in result.stdout.splitlines()] == \
-        ["DRIFT"] * 3 + ["invariant", "invariant", "transformers:", "130"]
+    # (and the reviewed causes its parsers need, qwen3's and gemma3's reviewed invariant findings,
+    # notes, and the summary of every case the check planned: both axes)
+    words = [line.split(" ", 1)[0] for line in result.stdout.splitlines()]
+    planned = check_plan.plan(CONFIG, ("transformers",), ("qwen3", "gemma3"))
+    cases = sum(len(group) for _, _, group in check_plan.groups(CONFIG, planned))
+    assert cases > render_count("qwen3", "gemma3")  # qwen3's parse cases too
+    assert words[:3] == ["DRIFT"] * 3 and words[-4:] == ["invariant", "invariant", "transformers:", str(cases)], words
+    assert set(words[3:-4]) == {"known"}, words
     assert "\x1b" not in result.stdout
 
     # outside Actions: the same run prints no workflow command and leaves the summary alone
@@ -236,6 +242,7 @@ def test_check_in_github_actions_writes_the_summary_and_one_annotation_per_drift
     assert summary.read_text(encoding="utf-8") == before
 
 
+@pytest.mark.slow
 def test_diff_in_github_actions_annotates_the_goldens_whose_tokens_moved(workspace, tmp_path):
     git = ["git", "-c", "user.name=t", "-c", "user.email=t@example.invalid", "-c", "commit.gpgsign=false",
            "-C", str(workspace)]

@@ -168,6 +168,7 @@ def _snapshot(root: Path) -> dict[str, bytes]:
             for p in sorted(root.rglob("*"))}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("what", ["golden", "model-folder", "index"])
 def test_a_symlink_in_goldens_is_one_line_and_nothing_is_written(goldens_copy, tmp_path, what):
     victim = tmp_path / "victim"

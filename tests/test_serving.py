@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from conftest import GOLDENS, ROOT
+from conftest import GOLDENS, ROOT, render_count
 from faults import FaultServer, processes, wait_for
 from interrupt import interruptible
 
@@ -53,7 +53,7 @@ def test_llama_server_check_confirms_every_case_on_the_serving_path(tmp_path):
                     "--engine", "llama-server", "--report", md, "--junit", xml)
     assert result.exit_code == 0, (result.stdout, result.stderr)
     assert "stand-in" not in md.read_text(encoding="utf-8") and NO_CONFIRM not in md.read_text(encoding="utf-8")
-    assert result.stdout.splitlines()[-1].startswith("79 checked: ")
+    assert result.stdout.splitlines()[-1].startswith(f"{render_count('qwen3')} checked: ")
 
     result = invoke("check", "--config", ROOT / "models.yaml", "--goldens", GOLDENS, "--model", "qwen3",
                     "--engine", "llama-server", "--report", md, "--junit", xml, "--no-confirm")

@@ -565,7 +565,7 @@ def request(name: str, chat_template_kwargs: dict[str, Any]) -> Request:
     if found is None:
         raise KeyError(name)
     shape, dialect = found
-    out = DIALECTS[dialect].apply(build_shape(shape, chat_template_kwargs))
+    out = DIALECTS[dialect].transform(build_shape(shape, chat_template_kwargs))  # built afresh: no copy
     if out is None:
         raise KeyError(name)
     return out

@@ -24,11 +24,13 @@ def regenerate_command(config_path: Path, out: Path, old_out: Path | None, model
 
     out = old_out or out
     config = models.load(config_path)
-    total = sum(len(all_cases(model)) for model in config.select(model_names))
+    def total() -> int:
+        return sum(len(all_cases(model)) for model in config.select(model_names))
+
     with progress_bar(total, "rendering") as advance:
         summary = regen.regenerate(config, out, model_names, update_pins=update_pins, advance=advance,
                                    force=force, workers=None, prune=prune,
-                                   rechoose_dialects=rechoose_dialects)
+                                   rechoose_dialects=rechoose_dialects, review=write_invariants)
     for line in summary.lines():
         click.echo(line)
     if write_invariants and summary.proposed:  # the review printed above, written into models.yaml

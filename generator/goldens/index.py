@@ -13,7 +13,7 @@ The inputs of a model: the tokenizer (the provenance fingerprint plus every othe
 directory that is not weights), the template text, the built requests of every case (messages,
 tools, kwargs, variants: the requests themselves, not shape names), prefix tails, the date, the
 provenance strings, the versions of the libraries that render (transformers, tokenizers, jinja2,
-markupsafe, Python) and the source of this project's modules that shape golden bytes (CODE).
+markupsafe, Python) and the code of this project's modules that run in a render (RENDER).
 
 The file is text, one line per model and per golden, sorted, so a diff or a merge touches only
 the lines of the models that moved. It is not a golden: its name ends neither in .json nor
@@ -50,19 +50,30 @@ HEADER = (
 # environment (jinja2 + markupsafe), the Rust tokenizer.
 LIBRARIES = ("transformers", "tokenizers", "jinja2", "markupsafe", "pillow")
 
-# The render: regenerate and every module of this project it imports, at any depth (lazy
-# imports inside functions too), read from the import graph. Their source is hashed, so a change
-# to any of them renders every model again, and a module off the render path (goldens/diff.py,
-# analysis/prefix_report.py, the replay) renders nothing. tests/test_index.py checks that every
-# module a real render imports is in the graph.
-ROOTS = ("generator.goldens.regenerate",)
+# The render's code: the modules of this project whose code runs while a golden's bytes are made,
+# each case rendered with its analyses (goldens/render.py's render_model) and written as text
+# (golden_file.dumps), measured by tracing every call of a render of the committed matrix
+# (tests/test_index.py traces it again and fails on a module that ran and is not listed, or is
+# listed and did not run). Their code is hashed, so an edit to one renders every model again. What
+# the render reads as data (the resolved sources' files, the built requests, the provenance
+# strings, the library versions) is hashed as data by model_inputs, so the code that resolves
+# sources, loads models.yaml, writes files, runs engines or says errors is not the render's: an
+# edit there renders nothing again. A module is hashed as its syntax tree without docstrings, so
+# comments, blank lines, formatting and docstrings move nothing either.
+RENDER = (
+    "analysis/busters.py", "analysis/control_tokens.py", "analysis/diagnosis.py", "analysis/invariants.py",
+    "analysis/prefix.py", "analysis/roundtrip.py",
+    "config/cases.py", "config/dialects.py", "config/models.py", "config/parse_cases.py", "config/polyfill.py",
+    "config/request.py", "config/shapes.py",
+    "engines/__init__.py", "engines/transformers.py",
+    "error_text.py",
+    "goldens/golden_file.py", "goldens/parse_goldens.py", "goldens/render.py",
+    "parse_reference.py", "redaction.py", "reference.py", "sources/processor.py",
+)
+# Code that runs in a render and shapes no byte of a golden: the render's deadline and memory
+# budget (a render that exceeds them ends the run, and nothing is written).
+SHAPES_NOTHING = ("budget.py",)
 PACKAGE = Path(__file__).resolve().parents[1]
-# Modules on that graph that never shape a golden byte, so an edit to them renders nothing again:
-# the HTTP seam (what it fetches is checked against pinned sha256 before any render reads it),
-# managed servers, builds and venvs (no render runs in them), progress lines and the light-run
-# guard. A module is hashed as its syntax tree without docstrings, so comments, blank lines,
-# formatting and docstrings move nothing either.
-NOT_RENDER = ("generator.http", "generator.progress", "generator.heavy", "generator.servers", "generator.goldens.pins")
 
 # Files of a tokenizer directory that are model weights, never read by a tokenizer: a `dir:`
 # source may be a whole model checkout, and hashing gigabytes on every run would be the floor.
@@ -74,64 +85,13 @@ def sha256(data: bytes | str) -> str:
 
 
 def code_files(package: Path = PACKAGE) -> list[Path]:
-    """The source files of ROOTS and of every module of the package they import."""
-    seen: dict[str, Path] = {}
-    todo = list(ROOTS)
-    while todo:
-        name = todo.pop()
-        path = _module_file(package, name)
-        if name in seen or path is None or not_render(name):
-            continue
-        seen[name] = path
-        parts = name.split(".")
-        todo.extend(".".join(parts[:i]) for i in range(1, len(parts)))  # its packages' __init__
-        todo.extend(_imports(path))
-    return sorted(seen.values())
-
-
-def not_render(name: str) -> bool:
-    return any(name == root or name.startswith(root + ".") for root in NOT_RENDER)
-
-
-def _module_file(package: Path, name: str) -> Path | None:
-    """generator.x.y -> package/x/y.py or package/x/y/__init__.py; None for a name that is an
-    attribute (from generator.x import function), not a module."""
-    parts = name.split(".")
-    if parts[0] != "generator":
-        return None
-    base = package.joinpath(*parts[1:])
-    for path in (base / "__init__.py", base.with_suffix(".py")):
-        if path.is_file():
-            return path
-    return None
-
-
-def _imports(path: Path) -> set[str]:
-    """Every `generator...` name an import statement in the file names, wherever it is."""
-    return set(_imports_in(str(path), path.read_bytes()))
+    """The source files of the render (RENDER), sorted."""
+    return sorted(package / name for name in RENDER)
 
 
 @functools.lru_cache(maxsize=256)  # by content: a fingerprint after one edit parses only that file again
-def _imports_in(name: str, source: bytes) -> frozenset[str]:
-    import ast
-
-    found: set[str] = set()
-    for node in ast.walk(ast.parse(source, name)):
-        if isinstance(node, ast.Import):
-            found.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            found.add(node.module)
-            found.update(f"{node.module}.{alias.name}" for alias in node.names)
-    return frozenset(name for name in found if name.split(".")[0] == "generator")
-
-
-def _code_of(path: Path) -> str:
-    """A module as code: its syntax tree without docstrings (comments and layout are not in it)."""
-    return _code_in(str(path), path.read_bytes())
-
-
-@functools.lru_cache(maxsize=256)
 def _code_in(name: str, source: bytes) -> str:
+    """A module as code: its syntax tree without docstrings (comments and layout are not in it)."""
     import ast
 
     tree = ast.parse(source, name)
@@ -144,19 +104,24 @@ def _code_in(name: str, source: bytes) -> str:
     return ast.dump(tree, annotate_fields=False)
 
 
-def code_fingerprint(package: Path = PACKAGE) -> str:
-    """sha256 of the source of every module in code_files, by path relative to generator/.
-    Remembered under the identities of all the package's files, so a no-change run parses no
-    import graph."""
-    every = sorted(path for path in package.rglob("*.py") if "__pycache__" not in path.parts)
+def code_fingerprint(package: Path = PACKAGE, edited: Mapping[str, bytes] | None = None) -> str:
+    """sha256 of the code of every module in code_files, by path relative to generator/.
+    Remembered under the identities of those files, so a no-change run parses none of them.
+    `edited`: relative path -> source bytes to hash instead of the file's (what a test asks:
+    would this edit render anything again?); no memo then."""
+    paths = code_files(package)
 
     def compute(_paths) -> str:
         digest = hashlib.sha256()
-        for path in code_files(package):
-            digest.update(path.relative_to(package).as_posix().encode() + b"\0" + sha256(_code_of(path)).encode())
+        for path in paths:
+            name = path.relative_to(package).as_posix()
+            source = edited[name] if edited and name in edited else path.read_bytes()
+            digest.update(name.encode() + b"\0" + sha256(_code_in(str(path), source)).encode())
         return digest.hexdigest()
 
-    return files.remembered_all(every, "the render's code fingerprint", compute, files.is_sha256)
+    if edited is not None:
+        return compute(paths)
+    return files.remembered_all(paths, "the render's code fingerprint", compute, files.is_sha256)
 
 
 def library_versions() -> dict[str, str]:
@@ -199,6 +164,17 @@ def model_inputs(model: ModelSpec, source: Source, config: Config, cases: list[C
     return canonical.digest(inputs, keep_order=True)
 
 
+def on_disk(out: Path, case_ids: list[str]) -> list[str]:
+    """The sha256 of each case's golden file under `out`, in order, read only for files whose
+    identity changed since they were last hashed; a missing or unreadable one is an error."""
+    def digests(paths) -> list[str]:
+        return [sha256(files.read_bytes(path)) for path in paths]
+
+    return files.remembered_all([golden_path(out, case_id) for case_id in case_ids], "goldens' sha256",
+                                digests, lambda known: isinstance(known, list) and len(known) == len(case_ids)
+                                and all(files.is_sha256(value) for value in known))
+
+
 @dataclass
 class Entry:
     inputs: str
@@ -211,19 +187,18 @@ class Index:
 
     def fresh(self, model: str, inputs: str, case_ids: Iterable[str], out: Path) -> bool:
         """True only when the recorded inputs match and every golden on disk is byte for byte
-        the one recorded, for exactly these cases."""
+        the one recorded, for exactly these cases. The goldens' digests are remembered under
+        their files' identities (files.remembered_all: path, inode, size, mtime), so a run
+        where no golden was touched opens none: its cost is a stat per golden."""
         entry = self.models.get(model)
         case_ids = list(case_ids)
         if entry is None or entry.inputs != inputs or sorted(entry.goldens) != sorted(case_ids):
             return False
-        for case_id in case_ids:
-            try:
-                data = files.read_bytes(golden_path(out, case_id))
-            except GoldensError:
-                return False
-            if sha256(data) != entry.goldens[case_id]:
-                return False
-        return True
+        try:
+            digests = on_disk(out, case_ids)
+        except GoldensError:
+            return False
+        return digests == [entry.goldens[case_id] for case_id in case_ids]
 
     def record(self, model: str, inputs: str, written: Mapping[str, str]) -> None:
         """`written`: case id -> the golden text exactly as written."""

@@ -18,18 +18,22 @@ from dataclasses import dataclass, field
 from multiprocessing import resource_tracker
 from pathlib import Path
 
-
-from generator import files, installed, machine, reference
+from generator import files, machine, reference
 from generator.analysis import capabilities
-from generator.config import engine_registry, polyfill
-from generator.config.cases import EXPANDED_VIEW, PARSE, Case, all_cases
+from generator.config import engine_registry
+from generator.config.cases import EXPANDED_VIEW, all_cases
 from generator.config.models import Config, ModelSpec
 from generator.errors import GoldensError
 from generator.goldens import golden_file, index, parse_goldens, pins
-from generator.sources import processor
+from generator.goldens.render import (  # noqa: F401 (the render, re-exported for its callers)
+    REFERENCE_PACKAGES,
+    annotate,
+    provenance,
+    reference_golden,
+    render_model,
+    versions,
+)
 from generator.sources.source import Source, resolve
-
-REFERENCE_PACKAGES = ("transformers", "tokenizers", "jinja2")
 
 
 @dataclass
@@ -53,111 +57,6 @@ class Summary:
         return [*out, *self.invariants, str(self)]
 
 
-def versions() -> dict[str, str]:
-    return {name: installed.version(name) for name in REFERENCE_PACKAGES}
-
-
-def provenance(source: Source, config: Config) -> dict[str, str]:
-    return {
-        "source": source.origin,
-        "template": source.template_origin,
-        "template_sha256": source.template_sha256,
-        "tokenizer_sha256": source.tokenizer_sha256,
-        "date": config.date.isoformat(),
-        **versions(),
-    }
-
-
-def reference_golden(case: Case, source: Source, config: Config, stamp: dict[str, str]) -> golden_file.Golden:
-    """The case's golden. A render this machine could not finish (the render deadline, memory:
-    generator/budget.py), the case's own or one of its analyses', is no outcome of the
-    template's: it ends the run, naming the case, and nothing is written."""
-    try:
-        return _reference_golden(case, source, config, stamp)
-    except GoldensError as error:
-        raise GoldensError(f"{case.id}: {error}; nothing written") from None
-
-
-def _reference_golden(case: Case, source: Source, config: Config, stamp: dict[str, str]) -> golden_file.Golden:
-    if case.axis == PARSE:
-        return parse_goldens.required(parse_goldens.golden(case, source, config, stamp))
-    result = reference.render_request(source, case.request, config.date)
-    item = golden_file.Golden(
-        case=case.id, request=case.request, outcome=result.outcome, ids=result.ids,
-        pieces=result.pieces, prompt=result.prompt, error=result.error, provenance=stamp,
-    )
-    if result.normalization is not None:
-        item.extra["normalization"] = result.normalization
-    if case.polyfills:
-        item.extra["polyfilled"] = {"from": case.shape.removesuffix(polyfill.SUFFIX), "applied": list(case.polyfills)}
-    annotate(case, source, config, item)
-    return item
-
-
-def annotate(case: Case, source: Source, config: Config, item: golden_file.Golden) -> None:
-    """The analyses a golden records beside its ids, all by the reference: `roundtrip` on every
-    golden; `control_tokens` where a user message spells control-token text; `requests` and
-    `prefix_breaks` (+ `prefix_tail` when declared) where the request stands for a multi-turn
-    conversation; `cache_busters` on the multi-turn shape; `invariants` where a message, a tool
-    call or a turn delimiter of the request is not in the prompt as it should be, or reasoning
-    was dropped by design (generator/analysis/).
-    An expanded-view golden names its view and its processor instead: the analyses are about
-    the template's text, which its template-view sibling already covers."""
-    if case.view == EXPANDED_VIEW:
-        spec = config.models[case.model].processor
-        item.extra["view"] = EXPANDED_VIEW
-        if spec is not None:
-            item.extra["processor"] = {"origin": spec.origin, "sha256": processor.fingerprint(spec)}
-        return
-    if item.outcome != "ok":
-        return
-    from generator.analysis import busters, control_tokens, invariants, prefix, roundtrip
-
-    found = invariants.of(source.template, case.request, item.prompt or "").record()
-    if found is not None:
-        item.extra["invariants"] = found
-    from generator.engines.transformers import TransformersEngine
-
-    tokenizer = reference.load_tokenizer(source.tokenizer_dir)
-    engine = TransformersEngine(source, config.date)
-    item.extra["roundtrip"] = roundtrip.record(tokenizer, item.ids)
-    if control_tokens.spelled_markers(case.request):
-        item.extra["control_tokens"] = {engine.name: control_tokens.record(engine, case.request, tokenizer)}
-    tail = config.models[case.model].prefix_tails.get(case.variant)
-    if prefix.is_multi_request(case.request):
-        points = len(prefix.request_points(case.request["messages"]))
-        requests = prefix.requests_of(case.request, at_most=prefix.MAX_REQUESTS)
-        with _long(case, len(case.request["messages"]), len(requests)) as advance:
-            result = prefix.check(engine, requests, tail, advance=advance)
-        item.extra["requests"] = result.requests_record()
-        if len(requests) < points:  # said in the golden: which requests were rendered, of how many
-            item.extra["prefix_sampled"] = {"rendered": len(requests), "of": points}
-        item.extra["prefix_breaks"] = [b.record() for b in result.breaks]
-        if tail is not None:
-            item.extra["prefix_tail"] = {"tokens": tail.tokens, "reason": tail.reason}
-    if case.shape == "multi-turn":
-        kwargs = case.request.get("chat_template_kwargs") or {}
-        item.extra["cache_busters"] = {
-            r.buster.name: busters.record(r) for r in busters.cache_busters(engine, kwargs, tail)
-        }
-
-
-LONG_CONVERSATION = 256  # messages from which a golden's analyses print a progress line
-
-
-@contextlib.contextmanager
-def _long(case: Case, messages: int, requests: int):
-    """`advance(i)` for a conversation's prefix analysis: a progress line (live on a terminal,
-    every few seconds elsewhere) when the conversation is long, else nothing."""
-    if messages < LONG_CONVERSATION:
-        yield None
-        return
-    from generator import progress
-
-    with progress.long_work(f"{case.id}: prefix analysis of a {messages}-message conversation") as work:
-        yield lambda i: work.update(f"request {i + 1} of {requests}")
-
-
 Progress = Callable[[str], None]
 
 # `goldens regenerate` renders in worker processes from this many stale models on.
@@ -167,7 +66,7 @@ AUTO_WORKERS_FROM = 3
 # starts warm (about a second of imports each otherwise). A name a future Transformers moves is
 # skipped by the fork server; its workers then import it themselves.
 WORKER_PRELOAD = (
-    "generator.goldens.regenerate", "generator.analysis.prefix", "generator.analysis.roundtrip",
+    "generator.goldens.regenerate", "generator.goldens.render", "generator.analysis.prefix", "generator.analysis.roundtrip",
     "generator.engines.transformers", "transformers.models.auto.tokenization_auto",
     "transformers.tokenization_utils_tokenizers", "transformers.utils.chat_template_utils",
 )
@@ -230,12 +129,6 @@ def finding_kinds(source: Source, request: dict, rendered: reference.Rendered) -
 
     found = invariants.of(source.template, request, rendered.prompt or "").findings
     return [f'{f["kind"]}: {re.sub(r"[0-9]+", "N", f["detail"])}' for f in found]
-
-
-def render_model(model: ModelSpec, source: Source, config: Config) -> list[golden_file.Golden]:
-    """A model's goldens in case order (loads its tokenizer: the cost a regenerate avoids)."""
-    stamp = provenance(source, config)
-    return [reference_golden(case, source, config, stamp) for case in all_cases(model)]
 
 
 def render_models(config: Config, jobs: list[tuple[ModelSpec, Source]], advance: Progress | None = None,
@@ -350,8 +243,13 @@ def write(out: Path, goldens: dict[str, golden_file.Golden | None], models: list
     absent from the config are left alone and reported, unless `prune` (another config pointed
     at the same --out must not empty it)."""
     summary = Summary()
-    for case_id in goldens:  # a symlink anywhere on the way is refused before anything is written
-        files.inside(golden_file.golden_path(out, case_id), out)
+    # a symlink anywhere on the way is refused before anything is written: each golden to write,
+    # and the folders of those not rendered (nothing is written to them; a stat per folder, not
+    # per golden, keeps a no-change run's cost off the matrix's size)
+    to_write = [golden_file.golden_path(out, case_id) for case_id, item in goldens.items() if item is not None]
+    kept = {golden_file.golden_path(out, case_id).parent for case_id, item in goldens.items() if item is None}
+    for path in [*to_write, *sorted(kept)]:
+        files.inside(path, out)
     files.inside(Path(out) / index.NAME, out)
     texts = {case_id: golden_file.dumps(item) for case_id, item in goldens.items() if item is not None}
     for case_id, text in texts.items():  # what check could not read back is refused before any write
@@ -433,11 +331,14 @@ def owned(directory: Path, keep: Callable[[str], bool] | None = None) -> list[tu
 
 def regenerate(config: Config, out: Path, model_names: tuple[str, ...] = (), update_pins: bool = False,
                advance: Progress | None = None, force: bool = False, workers: int | None = 1,
-               prune: bool = False, rechoose_dialects: bool = False) -> Summary:
+               prune: bool = False, rechoose_dialects: bool = False, review: bool = False) -> Summary:
     """Render the models whose inputs changed since `out`'s index (all with `force`), write
     what changed, then record the index. A model skipped counts its goldens as unchanged.
     `workers`: see render_models (the command passes None). Dialect cases come from the lock
-    file (choose_dialects; chosen anew with `rechoose_dialects`)."""
+    file (choose_dialects; chosen anew with `rechoose_dialects`).
+    The invariant review of every selected golden (and the cases that render another's ids)
+    is said only when a model was rendered, or asked for with `review` (--write-invariants):
+    a run with nothing to render reads no golden and says one line, whatever the matrix's size."""
     models = config.select(model_names)
     sources = resolve_sources(config, models, update_pins)
     models = capabilities.refresh(config, models, sources, full=not model_names)
@@ -471,6 +372,8 @@ def regenerate(config: Config, out: Path, model_names: tuple[str, ...] = (), upd
     if not model_names and prune:  # as their directories: left alone unless pruned
         saved.models = {name: entry for name, entry in saved.models.items() if name in config.models}
     index.save(out, saved)
+    if not stale and not review:  # nothing rendered: every finding was said when it was rendered
+        return summary
     every = read_back(out, goldens)
     review = invariant_review(every, models)
     summary.invariants = review.lines() + review.paste() + same_ids(every)
