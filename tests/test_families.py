@@ -4,11 +4,15 @@ llama.cpp source. Expectations are derived from that source, never copied counts
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 
+import jsonschema
 import pytest
-from conftest import CONFIG
+from click.testing import CliRunner
+from conftest import CONFIG, ROOT
 
+from generator.cli import main
 from generator.config import families
 from generator.sources import pack
 
@@ -94,3 +98,54 @@ def test_special_tokens_are_written_literally_by_the_template():
     assert "<｜tool▁calls▁begin｜>" in BY_NAME["deepseek-v3.1"].special_tokens
     assert "[TOOL_CALLS]" in BY_NAME["mistral-nemo-instruct-2407"].special_tokens
     assert families.special_tokens("{{ '<think>' }}{{ x.format('<｜hy_eos{}｜>') }}") == ()
+
+
+FAMILIES_SCHEMA = {
+    "type": "array",
+    "items": {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["name", "checkpoints", "template", "special_tokens", "tokenizer"],
+        "properties": {
+            "name": {"type": "string", "pattern": "^[a-z0-9][a-z0-9.-]*$"},
+            "checkpoints": {"type": "array", "minItems": 1, "items": {"type": "string"}},
+            "template": {
+                "type": "object", "additionalProperties": False, "required": ["file", "pack", "sha256"],
+                "properties": {"file": {"type": "string", "pattern": r"\.jinja$"},
+                               "pack": {"type": "string", "pattern": r"^llama\.cpp:.+\.jinja$"},
+                               "sha256": {"type": "string", "pattern": "^[0-9a-f]{64}$"}},
+            },
+            "special_tokens": {"type": "array", "items": {"type": "string"}},
+            "tokenizer": {
+                "type": "object", "additionalProperties": False,
+                "required": ["kind", "source", "reason", "tokenizer_config", "adds"],
+                "properties": {"kind": {"enum": ["real", "surrogate"]}, "source": {"type": "string"},
+                               "reason": {"type": "string", "minLength": 1},
+                               "tokenizer_config": {"type": ["object", "null"]},
+                               "adds": {"type": "array", "items": {"type": "string"}}},
+            },
+        },
+    },
+}
+
+
+def test_models_json_lists_the_families_beside_the_matrix():
+    result = CliRunner().invoke(main, ["models", "--config", str(ROOT / "models.yaml"), "--json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    jsonschema.validate(data["families"], FAMILIES_SCHEMA)
+    assert [f["name"] for f in data["families"]] == [f.name for f in BUILT]
+    assert not {f["name"] for f in data["families"]} & {m["name"] for m in data["models"]}
+    kimi = next(f for f in data["families"] if f["name"] == "kimi-k3")
+    assert kimi["tokenizer"]["kind"] == "surrogate" and kimi["tokenizer"]["adds"]
+
+
+def test_models_text_prints_one_line_per_family():
+    result = CliRunner().invoke(main, ["models", "--config", str(ROOT / "models.yaml")])
+    assert result.exit_code == 0, result.output
+    lines = [line for line in result.stdout.splitlines()
+             if re.match(r"  [a-z0-9.-]+: (real|surrogate) ", line)]
+    assert len(lines) == len(BUILT)
+    real = sum(f.tokenizer.kind == "real" for f in BUILT)
+    assert f"families: {len(BUILT)} built-in ({real} real, {len(BUILT) - real} surrogate)" in result.stdout
+    assert "  qwen3-0.6b: real npm:qwen3; template Qwen-Qwen3-0.6B.jinja" in lines
