@@ -114,7 +114,7 @@ def parse(**options) -> None:
 @click.option("--resolve", "do_resolve", is_flag=True, help="Also fetch sources and show their current hashes.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document (goldens.models/1) instead.")
 def list_models(**options) -> None:
-    """The matrix: each model's sources, shapes, variants, engines and pins."""
+    """The matrix (each model's sources, shapes, variants, engines, pins) and the built-in families."""
     call("generator.config.listing:models_command", options)
 
 

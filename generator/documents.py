@@ -17,7 +17,8 @@ def dumps(kind: str, document: dict[str, Any]) -> str:
 
 def models(config, resolved: dict[str, Any] | None = None) -> dict[str, Any]:
     """The matrix: engine pins, and per model its sources, shapes, variants, engines, pins (and,
-    with `resolved`, the hashes its sources have now)."""
+    with `resolved`, the hashes its sources have now); beside it the built-in families
+    (generator/config/families.py), which are not in the matrix."""
     from generator.config.cases import model_cases, parse_cases_of
 
     out = []
@@ -42,8 +43,11 @@ def models(config, resolved: dict[str, Any] | None = None) -> dict[str, Any]:
                                 "template_sha256": source.template_sha256,
                                 "tokenizer_sha256": source.tokenizer_sha256}
         out.append(item)
+    from generator.config import families
+
     return {"config": str(config.path), "date": config.date.isoformat(),
-            "engine_versions": dict(config.engine_versions), "models": out}
+            "engine_versions": dict(config.engine_versions), "models": out,
+            "families": [family.as_dict() for family in families.builtin()]}
 
 
 def engines(infos) -> dict[str, Any]:

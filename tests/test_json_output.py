@@ -25,7 +25,7 @@ def document(*args, code: int = 0) -> dict:
 
 def test_models_json_is_the_matrix():
     data = document("models", "--config", ROOT / "models.yaml", "--json")
-    assert set(data) == {"schema", "config", "date", "engine_versions", "models"}
+    assert set(data) == {"schema", "config", "date", "engine_versions", "models", "families"}
     assert data["schema"] == "goldens.models/1" and data["date"] == CONFIG.date.isoformat()
     assert data["engine_versions"] == CONFIG.engine_versions
     assert [m["name"] for m in data["models"]] == list(CONFIG.models)

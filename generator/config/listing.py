@@ -13,7 +13,8 @@ from generator.config.cases import model_cases, parse_cases_of
 
 
 def models_command(config_path: Path, do_resolve: bool, as_json: bool) -> None:
-    """The matrix: each model's sources, shapes, variants, engines and pins."""
+    """The matrix: each model's sources, shapes, variants, engines and pins; then the built-in
+    families (generator/config/families.py), which are listed beside it, not in it."""
     from generator.config import models
     from generator.sources.source import resolve
 
@@ -55,6 +56,23 @@ def models_command(config_path: Path, do_resolve: bool, as_json: bool) -> None:
             click.echo(f"  resolved:  {source.origin}; template from {source.template_origin}")
             click.echo(f"  now template_sha256: {source.template_sha256}")
             click.echo(f"  now tokenizer_sha256: {source.tokenizer_sha256}")
+    _echo_families()
+
+
+def _echo_families() -> None:
+    """One line per built-in family: not in the matrix (no goldens, no replay), docs/families.md."""
+    from generator.config import families
+
+    catalogue = families.builtin()
+    real = sum(family.tokenizer.kind == "real" for family in catalogue)
+    click.echo(f"families: {len(catalogue)} built-in ({real} real, {len(catalogue) - real} surrogate), "
+               "from llama.cpp's templates; catalogue only, not in the matrix (docs/families.md)")
+    for family in catalogue:
+        tokenizer = family.tokenizer
+        added = f" + {len(tokenizer.adds)} special tokens" if tokenizer.adds else ""
+        also = f" (also {', '.join(family.checkpoints[1:])})" if len(family.checkpoints) > 1 else ""
+        click.echo(f"  {family.name}: {tokenizer.kind} {tokenizer.source}{added}; "
+                   f"template {family.template_file}{also}")
 
 
 def engines_command(config_path: Path, as_json: bool, as_matrix: bool) -> None:
