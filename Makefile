@@ -10,7 +10,7 @@ DOCS_STAMP := $(VENV)/.docs-installed
 DOCS_SITE  ?= out/site
 BENCH_PAGE ?= docs/benchmarks.md
 
-.PHONY: setup regenerate test test-fast check bench docs clean
+.PHONY: setup sources regenerate test test-fast check bench docs clean
 
 setup: $(STAMP)
 
@@ -25,6 +25,9 @@ regenerate: setup        ## render every case with the reference and rewrite cha
 
 test: setup              ## replay the goldens through every engine (builds/starts real servers)
 	$(BIN)/pytest --durations=25
+
+sources: setup           ## download what the matrix's sources read (tokenizers, templates, the llama.cpp source, harmony's vocabulary): the fast tier needs them and downloads nothing
+	$(BIN)/python -m generator.sources.warm
 
 test-fast: setup         ## the one-minute tier: no server, build, venv install or download (GOLDENS_LIGHT refuses them), nothing `slow`
 	GOLDENS_LIGHT=1 $(BIN)/pytest -m "not integration and not slow" -q
