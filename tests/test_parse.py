@@ -265,3 +265,23 @@ def test_a_case_several_causes_explain_takes_the_engine_defect_class_first():
                                klass="engine-defect")
     assert parse_judge._klass([policy, defect]) == parse_judge._klass([defect, policy]) == "engine-defect"
     assert list(CLASSES)[0] == "engine-defect"
+
+
+def test_an_engine_as_chosen_without_a_parse_path_is_asked_no_parse_case():
+    """Another Transformers release parses nothing (only the installed one does), and a
+    llama-server given --url has no parse harness: their groups hold render cases only, while
+    the installed ones and vLLM through a --url keep theirs."""
+    from generator.config.engine_spec import EngineSpec
+    from generator.replay import check
+
+    model = CONFIG.models["qwen3"]
+    specs = [EngineSpec("transformers"), EngineSpec("transformers", "4.57.6"), EngineSpec("llama-server"),
+             EngineSpec("vllm")]
+    urls = {"llama-server": "http://127.0.0.1:1", "vllm": "http://127.0.0.1:2"}
+    parsed = {spec.label: sum(1 for c in ids if "/parse/" in c)
+              for _, spec, ids in check.groups(CONFIG, [("qwen3", specs)], urls=urls)}
+    n = len(parse_cases_of(model))
+    assert parsed == {"transformers": n, "transformers@4.57.6": 0, "llama-server": 0, "vllm": n}
+    local = {spec.label: sum(1 for c in ids if "/parse/" in c)
+             for _, spec, ids in check.groups(CONFIG, [("qwen3", [EngineSpec("llama-server")])])}
+    assert local == {"llama-server": n}

@@ -91,6 +91,7 @@ class Entry:
     # which models it can parse ("module:callable" ModelSpec -> None or why not), as `applies`
     parse_applies: Any = None
     parses_every_version: bool = True  # False: only the installed release parses (bisect and history ask no parse case)
+    parses_by_url: bool = True  # False: its parse path runs here (a harness), never through a --url server
 
 
 @dataclass(frozen=True)
@@ -132,7 +133,8 @@ BUILT_IN = (
               versions=LLAMA_CPP, server=LLAMA_SERVER, stand_in="/apply-template + /tokenize",
               parses="goldens-parse, built beside each llama-server build and linked against its server "
                      "library: the chat request parsed as the server does, each id detokenized and "
-                     "re-parsed (common_chat_parse) as the slot loop does, deltas by compute_diffs"),
+                     "re-parsed (common_chat_parse) as the slot loop does, deltas by compute_diffs",
+              parses_by_url=False),
     _built_in("client-completion", "generator.engines.llama_server:open_client",
               "a client that renders the prompt itself and posts it to llama-server's /completion",
               versions=LLAMA_CPP, follows="llama-server", server=LLAMA_SERVER),
@@ -320,6 +322,18 @@ def declares(info: EngineInfo) -> str:
     if info.evidence != "ids":
         parts.append(f"evidence: {info.evidence}")
     return f" [{', '.join(parts)}]" if parts else ""
+
+
+def parses_as(spec: Any, urls: Any = ()) -> bool:
+    """Whether the engine as chosen (`spec`: a name and perhaps a version; `urls`: the engines
+    given --url) has a parse path: another release of one that parses only the installed one, or
+    a --url server of one whose parse path is a local harness, is asked no parse case."""
+    info = capabilities(spec.name)
+    if not info.parses:
+        return False
+    if spec.version is not None and not info.parses_every_version:
+        return False
+    return not (spec.name in urls and not info.parses_by_url)
 
 
 def parse_reason(name: str, model: Any) -> str | None:

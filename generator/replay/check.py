@@ -68,21 +68,26 @@ AXES = ("render", "parse")
 
 
 def groups(config: Config, work: list[tuple[str, list[EngineSpec]]],
-           axis: str = "both") -> list[tuple[str, EngineSpec, list[str]]]:
+           axis: str = "both", urls: dict[str, str] | None = None) -> list[tuple[str, EngineSpec, list[str]]]:
     """The plan's (model, engine, case ids replayed) groups, in run order: what a shard takes
-    whole; `axis` "render" or "parse" keeps that axis's cases only."""
+    whole; `axis` "render" or "parse" keeps that axis's cases only. An engine as chosen that has
+    no parse path (transformers@4.57.6, llama-server given --url: engine_registry.parses_as) is
+    asked no parse case, as an engine with none is not."""
     out = []
     for model_name, specs in work:
         model = config.models[model_name]
         cases = [c for c in all_cases(model) if axis in ("both", c.axis)]
         for spec in specs:
-            out.append((model_name, spec, [c.id for c in cases if replays(c, spec.name, model)]))
+            parses = engine_registry.parses_as(spec, urls or {})
+            out.append((model_name, spec, [c.id for c in cases if replays(c, spec.name, model)
+                                           and (parses or not is_parse_case(c.id))]))
     return out
 
 
-def selection(config: Config, work: list[tuple[str, list[EngineSpec]]], axis: str = "both") -> Plan:
+def selection(config: Config, work: list[tuple[str, list[EngineSpec]]], axis: str = "both",
+              urls: dict[str, str] | None = None) -> Plan:
     """The plan as results name it: its group and replay counts and fingerprint."""
-    parts = groups(config, work, axis)
+    parts = groups(config, work, axis, urls)
     return Plan(groups=len(parts), replays=sum(len(c) for _, _, c in parts),
                 fingerprint=fingerprint([(m, spec.label, c) for m, spec, c in parts]))
 
@@ -110,10 +115,10 @@ def run(config: Config, root: Path, engines: tuple[str, ...] = (), models: tuple
     `pool` lends the run servers its owner keeps (a test session's): the run then stops, after
     each model, only the vLLM servers (about 3.5 GB each) it started itself, never the owner's."""
     work = plan(config, engines, models, urls)
-    parts = groups(config, work, axis)
+    parts = groups(config, work, axis, urls)
     chosen = [i for i in range(len(parts)) if only is None or i in only]
     refuse_unavailable(config, parts, chosen, urls)
-    results = Results(plan=selection(config, work, axis), groups=[], shard=shard,
+    results = Results(plan=selection(config, work, axis, urls), groups=[], shard=shard,
                       notes=[] if confirm else [NO_CONFIRM])
     started = time.monotonic()
 

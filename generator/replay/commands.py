@@ -36,7 +36,7 @@ def check_command(config_path: Path, engines: tuple[str, ...], model_names: tupl
     connection = remote_options.connection(config, model_names, served, headers, api_key_env, jobs)
     model_names = model_names or tuple(connection.served)
     work = checking.plan(config, engines, model_names, url_map)
-    groups = checking.groups(config, work, axis)
+    groups = checking.groups(config, work, axis, url_map)
     only, part = shard.select(groups, shard_text, durations_path)
     destination.check_destination(junit_path, report_path, results_path, store_durations)
     checking.refuse_unavailable(config, groups, [i for i in range(len(groups)) if only is None or i in only], url_map)
@@ -46,7 +46,8 @@ def check_command(config_path: Path, engines: tuple[str, ...], model_names: tupl
             click.echo(f"goldens: error: {item.line()}", err=True)
         sys.exit(2)
     if only is not None and not only:
-        shard.empty(config, work, groups, part, no_confirm, junit_path, report_path, results_path, as_json, axis)
+        shard.empty(config, work, groups, part, no_confirm, junit_path, report_path, results_path, as_json, axis,
+                    url_map)
     remote_options.probe(url_map, request_timeout)
     total = sum(len(groups[i][2]) for i in range(len(groups)) if only is None or i in only)
     with destination.claim(junit_path, report_path, results_path), progress_bar(total, "replaying") as advance:

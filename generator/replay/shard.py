@@ -104,7 +104,8 @@ def select(groups: Sequence, shard_text: str | None,
 
 
 def empty(config, work, groups: Sequence, part: tuple[int, int], no_confirm: bool, junit_path: Path | None,
-          report_path: Path | None, results_path: Path | None, as_json: bool, axis: str = "both") -> None:
+          report_path: Path | None, results_path: Path | None, as_json: bool, axis: str = "both",
+          urls: dict | None = None) -> None:
     """An empty shard: its reports say so (for `report merge`), and it exits 0 having started nothing."""
     import sys
 
@@ -114,7 +115,7 @@ def empty(config, work, groups: Sequence, part: tuple[int, int], no_confirm: boo
     from generator.replay import destination, publish
     from generator.replay import results as results_data
 
-    results = results_data.Results(checking.selection(config, work, axis), [], shard=part,
+    results = results_data.Results(checking.selection(config, work, axis, urls), [], shard=part,
                                    notes=[checking.NO_CONFIRM] if no_confirm else [])
     with destination.claim(junit_path, report_path, results_path):
         publish.write_files(results, junit_path, report_path, results_path)
