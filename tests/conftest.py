@@ -51,6 +51,15 @@ def render_count(*names: str) -> int:
     return sum(len(model_cases(CONFIG.models[name])) for name in names)
 
 
+def asked_count(engine: str, *names: str) -> int:
+    """How many cases of these models `engine` is asked, both axes (a parse case only where it
+    parses the model), derived from models.yaml."""
+    from generator.config.cases import all_cases, replays
+
+    return sum(sum(1 for case in all_cases(CONFIG.models[name]) if replays(case, engine, CONFIG.models[name]))
+               for name in names)
+
+
 @functools.lru_cache(maxsize=None)
 def refusal_count(name: str) -> int:
     """How many of a model's committed render goldens the reference refused (outcome `error`):

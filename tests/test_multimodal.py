@@ -249,10 +249,10 @@ def test_llama_server_with_a_changed_projector_drifts_at_the_first_image_token(f
     engine = LlamaServerEngine(fewer_tokens_server.url, media=MTMD_FRAMING["gemma3"])
     item = golden_file.read(golden_file.golden_path(GOLDENS, "gemma3/image-expanded"))
     outcome = judge(engine, item, GOLDENS)
+    # the reviewed framing is a cause (an edit of the golden) now: no edit explains 64 positions,
+    # so the replay drifts from the golden at its first image token
     assert outcome.status == "drift", outcome.detail
-    assert outcome.divergence.index == 5
-    assert outcome.detail.startswith("moved from its ledger entry: drift at token 5 (270 vs 78 tokens)")
-    assert "'<image_soft_token>' repeated 256 times in ledger, 64 in llama-server" in outcome.detail
+    assert outcome.divergence.index == 3 and (outcome.divergence.expected_len, outcome.divergence.actual_len) == (271, 78)
 
 
 @pytest.mark.integration
@@ -315,14 +315,15 @@ def test_goldens_check_against_a_server_with_a_changed_projector(fewer_tokens_se
     exit 1, both image goldens drift at their first image token, everything else still holds."""
     goldens = tmp_path / "goldens"
     shutil.copytree(GOLDENS / "gemma3", goldens / "gemma3")
+    shutil.copytree(GOLDENS / "causes", goldens / "causes")
     result = CliRunner().invoke(main, [
         "check", "--config", str(ROOT / "models.yaml"), "--goldens", str(goldens), "--model", "gemma3",
         "--engine", "llama-server", "--url", f"llama-server={fewer_tokens_server.url}", "--jobs", "2",
     ])
     assert result.exit_code == 1, result.output
     for case in ("gemma3/image-expanded", "gemma3/image-expanded-wide"):
-        assert f"DRIFT {case} [llama-server]: reviewed divergence moved: drift at token 5 (270 vs 78 tokens)" \
-            in result.stdout, result.stdout
-    cases, both, known = render_count("gemma3"), refusal_count("gemma3"), 8  # the reviewed causes of llama-server
-    assert (f"{cases} checked: {cases - both - known - 2} rendered and match, {both} both refuse, "
-            f"{known} known divergence, 2 drift, 0 error") in result.stdout, result.stdout
+        assert f"DRIFT {case} [llama-server]: drift at token 3 (271 vs 78 tokens)" in result.stdout, result.stdout
+    # a --url llama-server has no parse harness: the render cases alone, the two image cases drift,
+    # and the cause that framed them is stale for want of a case showing it
+    assert f"{render_count('gemma3')} checked: " in result.stdout and ", 2 drift, 0 error" in result.stdout, result.stdout
+    assert "DRIFT gemma3/causes:llama-server-cpp-mtmd-frames-gemma-3-image [llama-server]" in result.stdout

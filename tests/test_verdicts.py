@@ -243,7 +243,7 @@ def test_one_cause_covers_phi3_5_s_bos_on_llama_server_and_without_it_they_drift
     args = ("check", "--goldens", goldens, "--model", "phi3.5", "--engine", "llama-server",
             "--url", f"llama-server={url}", "--jobs", 2)
     committed = causes.read(goldens / causes.FOLDER / "phi3-gguf-bos.json")
-    assert committed.edit == BOS and committed.engines == ["llama-server"] and committed.models == ["phi3.5"]
+    assert committed.all_edits == [BOS] and committed.engines == ["llama-server"] and committed.models == ["phi3.5"]
     # the goldens the reference renders (a case both refuse, Mistral's thinking part, is no edit)
     explained = sorted(p.name.removesuffix(".json") for p in (goldens / "phi3.5").glob("*.json")
                        if p.name.count(".") == 1 and json.loads(p.read_text())["outcome"] == "ok")

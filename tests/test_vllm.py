@@ -17,7 +17,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-from conftest import CONFIG, GOLDENS, ROOT, engine_of, golden_of, render_count, source_of, tokenizer_of
+from conftest import CONFIG, GOLDENS, ROOT, asked_count, engine_of, golden_of, render_count, source_of, tokenizer_of
 from transformers.utils import get_json_schema
 
 from generator import http
@@ -394,4 +394,4 @@ def test_bisect_runs_over_two_releases_of_render_servers():
     result = CliRunner().invoke(main, ["bisect", "--config", str(ROOT / "models.yaml"), "--engine", "vllm",
                                        "--good", "0.31.0", "--bad", "0.32.0", "--model", "qwen3"])
     assert result.exit_code == 1, result.output
-    assert f"0.31.0 and 0.32.0 agree on all {render_count('qwen3')} case(s)" in result.stdout
+    assert f"0.31.0 and 0.32.0 agree on all {asked_count('vllm', 'qwen3')} case(s)" in result.stdout
