@@ -74,6 +74,17 @@ class _State:
             self.pinned[case.model] = transformers_reference.render_at_pins(self.path("goldens_config"), case.model)
         return golden_file.loads(self.pinned[case.model][case.id], f"{case.id} rendered at the pins")
 
+    def runs_as(self, spec):
+        """The engine as it will run: at the pins (the releases here are not the reference's),
+        the installed Transformers' place is taken by the reference engine at its pin, in its
+        worker's venv, as `goldens check` runs it."""
+        if self.at_pins is None or spec.name != "transformers" or spec.version is not None:
+            return spec
+        from generator.config.engine_spec import EngineSpec
+        from generator.servers import transformers_reference
+
+        return EngineSpec("transformers", transformers_reference.PINS["transformers"])
+
     def open_pool(self):
         if self.pool is None:
             from generator.engines.pool import EnginePool
@@ -231,7 +242,6 @@ class GoldensFile(pytest.File):
     def collect(self):
         from generator.config import engine_registry, engine_spec
         from generator.config.cases import PARSE, all_cases, replays
-        from generator.servers import transformers_reference
 
         state = self.config.stash[_STATE]
         matrix = state.matrix
@@ -260,12 +270,7 @@ class GoldensFile(pytest.File):
                 server = engine_registry.declared(spec.name).server
                 group = GroupItem.from_parent(self, name=f"{model.name}[{spec.label} group]", case=cases[0],
                                               spec=spec, nodeid=f"{self.nodeid}::{model.name}[{spec.label} group]")
-                # the engine as it will run: at the pins, the installed Transformers' place is taken
-                # by a worker of the pinned release, which has no parse path (nor has transformers@V)
-                runs = spec
-                if state.at_pins is not None and spec.name == "transformers" and spec.version is None:
-                    runs = engine_spec.EngineSpec("transformers", transformers_reference.PINS["transformers"])
-                parses = engine_registry.parses_as(runs)
+                parses = engine_registry.parses_as(state.runs_as(spec))  # a worker at the pins parses nothing
                 asked = [case for case in cases if replays(case, spec.name, model) and (parses or case.axis != PARSE)]
                 group.expected = len(asked)
                 for case in asked:
@@ -375,14 +380,8 @@ class ReplayItem(_GoldensItem):
         state = self.state
         if key not in state.engines:
             model = state.matrix.models[self.case.model]
-            spec = self.spec
-            if state.at_pins is not None and spec.name == "transformers" and spec.version is None:
-                from generator.config.engine_spec import EngineSpec
-                from generator.servers import transformers_reference
-
-                # the reference engine at its pin, in its worker's venv, as `goldens check` runs it
-                spec = EngineSpec("transformers", transformers_reference.PINS["transformers"])
-            state.engines[key] = state.open_pool().engine(spec, model, state.source(self.case.model))
+            state.engines[key] = state.open_pool().engine(state.runs_as(self.spec), model,
+                                                          state.source(self.case.model))
 
     def runtest(self):
         from generator.replay import gate, judge
