@@ -163,7 +163,7 @@ def run(config: Config, root: Path, engines: tuple[str, ...] = (), models: tuple
                             advance(item.case)
                 else:
                     replayed = replay(engine, chosen_goldens, root, jobs=jobs, decode=decode, advance=advance,
-                                      confirm=confirm, halt=halt, label=spec.label)
+                                      confirm=confirm, halt=halt, label=spec.label, reviews=model.disputes)
                     group.outcomes = all_refused(model_name, spec.label, replayed)
                     group.outcomes += stale_causes(root, model_name, spec.name, spec.label, group.outcomes)
                 group.seconds = time.monotonic() - group_started
@@ -173,6 +173,7 @@ def run(config: Config, root: Path, engines: tuple[str, ...] = (), models: tuple
                                             if not is_parse_case(c)))
             if first in indices and results.groups and render_ids:  # one shard speaks for a model's goldens
                 found, note = invariant_outcomes(root, model, render_ids)
+                found += dispute_outcomes(root, model, render_ids)
                 results.groups[-len(indices)].outcomes += found
                 results.notes += note
             if lent:  # a shared pool keeps the light servers for the next model's cases
@@ -235,6 +236,20 @@ def invariant_outcomes(root: Path, model: ModelSpec, case_ids: list[str]) -> tup
                      f"{len(judged.known)} reviewed as known, {len(judged.unreviewed)} not reviewed, "
                      f"{len(judged.stale)} stale entries ({invariants.docs_url()})")
     return outcomes, notes
+
+
+def dispute_outcomes(root: Path, model: ModelSpec, case_ids: list[str]) -> list[Outcome]:
+    """A failing outcome for each reviewed dispute (models.yaml references.disputes) that covers
+    no disputed golden of the model any more: the references agree there now, or the case is
+    gone (replay/disputes.py)."""
+    from generator.replay import disputes
+
+    if not model.disputes:
+        return []
+    stale = disputes.stale(model.name, case_ids, load_goldens(root, case_ids), model.disputes)
+    return [Outcome(case, disputes.COLUMN, "drift", f"stale models.yaml entry: models.{model.name}.references."
+                    f"disputes entry for {', '.join(review.cases)} (right: {review.right}) covers no disputed "
+                    "case any more; remove it", kind=disputes.STALE) for case, review in stale]
 
 
 def stale_causes(root: Path, model: str, engine: str, label: str, outcomes: list[Outcome]) -> list[Outcome]:
