@@ -214,3 +214,16 @@ def test_the_pytest_plugin_fails_a_disputed_case_until_it_is_reviewed(tmp_path):
                                "        - {cases: [\"*\"], right: template, reason: the port is right}\n")
     run = suite()
     assert run.returncode == 0, run.stdout[-3000:]
+
+
+def test_a_group_with_a_disputed_case_calls_no_reviewed_cause_stale():
+    """A disputed case was judged against no engine, so it may be the one a reviewed cause
+    explains: its group, like one with an error, is not judged whole (check.stale_causes)."""
+    from conftest import GOLDENS
+
+    from generator.replay import check
+
+    matched = [Outcome("phi3.5/plain", "llama-server", "match")]
+    assert check.stale_causes(GOLDENS, "phi3.5", "llama-server", "llama-server", matched)  # the cause shows nowhere
+    disputed_too = [*matched, Outcome("phi3.5/tools", "llama-server", "disputed", "…", kind="disputed")]
+    assert check.stale_causes(GOLDENS, "phi3.5", "llama-server", "llama-server", disputed_too) == []

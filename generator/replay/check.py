@@ -255,10 +255,11 @@ def dispute_outcomes(root: Path, model: ModelSpec, case_ids: list[str]) -> list[
 def stale_causes(root: Path, model: str, engine: str, label: str, outcomes: list[Outcome]) -> list[Outcome]:
     """A `cause-stale` outcome for each reviewed cause covering this engine and model that no
     case of the group explained (it lists no case: its edit is no longer seen, perhaps fixed
-    upstream). Only a group judged whole says so: one with an error may hide the case; and only
+    upstream). Only a group judged whole says so: one with an error or a disputed case (judged
+    against no engine) may hide the case; and only
     for the axis it judged (a parse cause by parse cases, a render cause by render cases)."""
     verdicts = [o for o in outcomes if o.stand_in is None]
-    if not verdicts or any(o.status == "error" for o in verdicts):
+    if not verdicts or any(o.status in ("error", "disputed") for o in verdicts):  # a case not judged may hide it
         return []
     shown = {name for o in verdicts if o.cause is not None for name in o.cause.split(", ")}
     out = []
