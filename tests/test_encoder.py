@@ -227,3 +227,28 @@ def test_a_group_with_a_disputed_case_calls_no_reviewed_cause_stale():
     assert check.stale_causes(GOLDENS, "phi3.5", "llama-server", "llama-server", matched)  # the cause shows nowhere
     disputed_too = [*matched, Outcome("phi3.5/tools", "llama-server", "disputed", "…", kind="disputed")]
     assert check.stale_causes(GOLDENS, "phi3.5", "llama-server", "llama-server", disputed_too) == []
+
+
+@pytest.mark.slow
+def test_the_ledger_records_an_engine_against_the_reviewed_reference(tmp_path):
+    """`goldens ledger` records what check judges: a case still disputed has nothing to record a
+    divergence from (one line), and once reviewed `right: encoder`, an engine that renders the
+    port is recorded against the encoder's ids, so check passes it as known."""
+    goldens = regenerate(write(tmp_path), tmp_path / "goldens")
+    paths = ["--config", str(tmp_path / "models.yaml"), "--goldens", str(tmp_path / "goldens")]
+
+    def ledger(engine: str):
+        return invoke("ledger", *paths, "--engine", engine, "--case", "dsv4/effort-max", "--class", "reference",
+                      "--reason", "llama.cpp's V4 port writes the high effort paragraph under max")
+
+    assert "the references disagree" in one_line_error(ledger("minijinja"))
+    others = [case.split("/")[1] for case in disputed(goldens) if case != "dsv4/effort-max"]
+    write(tmp_path, references="    references:\n      encoder: deepseek-v4\n      disputes:\n"
+                               "        - {cases: [effort-max], right: encoder, reason: the port writes high under max}\n"
+                               f"        - {{cases: [{', '.join(others)}], right: template, reason: the port is right}}\n")
+    for engine in ENGINES:
+        result = ledger(engine)
+        assert result.exit_code == 0, (result.stdout, result.stderr)
+    check = invoke("check", *paths)
+    assert check.exit_code == 0, check.stdout
+    assert f"{len(ENGINES)} reference ({len(ENGINES)} causes)" in check.stdout  # the two entries, class reference
