@@ -57,9 +57,13 @@ def invoke(*args: str):
     return CliRunner().invoke(main, list(args))
 
 
+SAID: dict[Path, str] = {}  # what each regenerate printed, by its --goldens
+
+
 def regenerate(config: Path, out: Path):
     result = invoke("regenerate", "--config", str(config), "--goldens", str(out))
     assert result.exit_code == 0, (result.stdout, result.stderr)
+    SAID[out] = result.stdout
     loaded = models.load(config)
     return {case.id: golden_file.read(golden_file.golden_path(out, case.id))
             for case in model_cases(loaded.models["dsv4"])}
@@ -136,6 +140,9 @@ def test_check_reports_a_disputed_case_as_its_own_kind_and_exits_2(tmp_path):
     """Judged against no engine: each engine's verdict on a disputed case is DISPUTED (never a
     drift), the summary counts them, and the run exits 2: nothing was judged there."""
     goldens = regenerate(write(tmp_path), tmp_path / "goldens")
+    stems = ", ".join(case.split("/")[1] for case in disputed(goldens))
+    assert (f"dsv4: {len(disputed(goldens))} cases disputed between its references, not reviewed "
+            f"(models.dsv4.references.disputes; docs/references.md): {stems}") in SAID[tmp_path / "goldens"]
     result = invoke("check", "--config", str(tmp_path / "models.yaml"), "--goldens", str(tmp_path / "goldens"),
                     "--junit", str(tmp_path / "goldens.xml"))
     assert result.exit_code == 2, result.stdout
