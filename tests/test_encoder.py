@@ -259,3 +259,13 @@ def test_the_ledger_records_an_engine_against_the_reviewed_reference(tmp_path):
     check = invoke("check", *paths)
     assert check.exit_code == 0, check.stdout
     assert f"{len(ENGINES)} reference ({len(ENGINES)} causes)" in check.stdout  # the two entries, class reference
+
+
+def test_models_json_names_each_models_references(tmp_path):
+    config = write(tmp_path, references="    references:\n      encoder: deepseek-v4\n      disputes:\n"
+                                        "        - {cases: [effort-max], right: encoder, reason: the port is wrong}\n")
+    result = invoke("models", "--config", str(config), "--json")
+    assert result.exit_code == 0, result.stderr
+    (model,) = json.loads(result.stdout)["models"]
+    assert model["references"] == {"template": "transformers", "encoder": "deepseek-v4", "disputes": [
+        {"cases": ["effort-max"], "right": "encoder", "reason": "the port is wrong"}]}
