@@ -36,6 +36,11 @@ def models(config, resolved: dict[str, Any] | None = None) -> dict[str, Any]:
             "engines": list(model.engines),
             "processor": model.processor.origin if model.processor is not None else None,
             "pins": dict(sorted(model.pins.items())),
+            # the references its goldens are rendered by: the template through Transformers, and
+            # the vendor's encoder where models.yaml names one (docs/references.md)
+            "references": {"template": "transformers", "encoder": model.encoder,
+                           "disputes": [{"cases": list(d.cases), "right": d.right, "reason": d.reason}
+                                        for d in model.disputes]},
         }
         if resolved is not None:
             source = resolved[model.name]

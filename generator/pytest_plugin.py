@@ -388,7 +388,9 @@ class ReplayItem(_GoldensItem):
 
         golden = self.golden()
         engine = self.state.engines[(self.spec.label, self.case.model)]
-        outcome = gate.gated(judge.judge(engine, golden, self.root, label=self.spec.label), self.state.matrix.gate)
+        reviews = self.state.matrix.models[self.case.model].disputes
+        outcome = gate.gated(judge.judge(engine, golden, self.root, label=self.spec.label, reviews=reviews),
+                             self.state.matrix.gate)
         self.state.outcomes.setdefault((self.spec.label, self.case.model), []).append(outcome)
         if not outcome.ok:
             raise GoldensFailure(outcome.detail)
@@ -403,9 +405,11 @@ class InvariantsItem(_GoldensItem):
         from generator.replay import check
 
         model = self.state.matrix.models[self.case.model]
-        found, _ = check.invariant_outcomes(self.root, model, [c.id for c in model_cases(model)])
+        case_ids = [c.id for c in model_cases(model)]
+        found, _ = check.invariant_outcomes(self.root, model, case_ids)
+        found += check.dispute_outcomes(self.root, model, case_ids)
         if found:
-            raise GoldensFailure("\n".join(f"DRIFT {o.case} [invariants]: {o.detail}" for o in found))
+            raise GoldensFailure("\n".join(f"DRIFT {o.case} [{o.engine}]: {o.detail}" for o in found))
 
 
 class GroupItem(_GoldensItem):

@@ -310,7 +310,30 @@ def test_the_hashed_modules_are_the_ones_a_render_of_the_matrix_runs():
     assert result.returncode == 0, result.stderr
     ran = set(json.loads(result.stdout))
     assert "reference.py" in ran and "analysis/prefix.py" in ran and "goldens/golden_file.py" in ran
-    assert ran - set(index.SHAPES_NOTHING) == set(index.RENDER)
+    expected = set(index.RENDER)
+    if not any(model.encoder for model in models.load(ROOT / "models.yaml").models.values()):
+        expected -= set(index.ENCODER_RENDER)  # traced on a matrix with an encoder below
+    assert ran - set(index.SHAPES_NOTHING) == expected
+
+
+@pytest.mark.slow
+def test_an_encoder_reference_runs_only_hashed_render_modules(tmp_path):
+    """A model with an encoder reference (docs/references.md) runs ENCODER_RENDER in its render,
+    and nothing outside RENDER."""
+    (tmp_path / "models.yaml").write_text(
+        "date: 2026-01-15\nmodels:\n  dsv4:\n    tokenizer: {pack: \"npm:deepseek_v3\"}\n"
+        "    template: {pack: \"llama.cpp:deepseek-ai-DeepSeek-V4.jinja\"}\n"
+        "    references: {encoder: deepseek-v4}\n    shapes: [plain, tool-result]\n", encoding="utf-8")
+    result = subprocess.run([sys.executable, "-c", TRACE, str(tmp_path / "models.yaml")], cwd=ROOT,
+                            capture_output=True, text=True, timeout=600,
+                            env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert result.returncode == 0, result.stderr
+    ran = set(json.loads(result.stdout))
+    assert set(index.ENCODER_RENDER) <= ran
+    # installed.py reads the library versions once a process (data the index hashes as such; the
+    # committed matrix's trace has read them before its render starts)
+    off = ran - set(index.SHAPES_NOTHING) - {"installed.py"} - set(index.RENDER)
+    assert not off, sorted(off)
 
 
 def _module_name(relative: str) -> str:
@@ -360,6 +383,9 @@ def test_a_render_module_reads_no_constant_of_a_module_off_the_render():
 READ_OFF_THE_RENDER = {
     "analysis/invariants.py: from generator.init import REPOSITORY": "the docs link of regenerate's review lines",
     "config/models.py: generator.config.engine_registry.REFERENCE": "models.yaml's default engines, read at load",
+    "config/models.py: generator.sources.encoders.ENCODERS": "the known encoders' names, in a bad references "
+                                                             "block's line; the pin reaches goldens as their "
+                                                             "provenance line, hashed as data",
     "config/request.py: generator.files.MAX_READ": "the size limit of a request file, read before any render",
     "config/shapes.py: generator.config.images.SQUARE": "an image's bytes: in the request, hashed as data",
     "config/shapes.py: generator.config.images.WIDE": "an image's bytes: in the request, hashed as data",

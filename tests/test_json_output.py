@@ -31,7 +31,8 @@ def test_models_json_is_the_matrix():
     assert [m["name"] for m in data["models"]] == list(CONFIG.models)
     qwen3 = data["models"][0]
     assert set(qwen3) == {"name", "cases", "parse_cases", "tokenizer", "template", "shapes", "variants", "engines",
-                          "processor", "pins"}
+                          "processor", "pins", "references"}
+    assert qwen3["references"] == {"template": "transformers", "encoder": None, "disputes": []}
     assert qwen3["cases"] == [c.id for c in model_cases(CONFIG.models["qwen3"])]
     assert qwen3["parse_cases"] == [c.id for c in parse_cases_of(CONFIG.models["qwen3"])]
     assert qwen3["tokenizer"] == {"kind": "pack", "value": "npm:qwen3", "revision": None, "tokenizer_config": None}

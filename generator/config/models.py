@@ -98,6 +98,26 @@ class ParseSpec:
 
 
 @dataclass(frozen=True)
+class ReviewedDispute:
+    """A reviewed disagreement between a model's references (`references.disputes`): for the
+    cases its globs name (shape[--variant]), `right` says which reference's outcome engines are
+    judged against, and `reason` why."""
+
+    cases: tuple[str, ...]
+    right: str  # one of REFERENCES
+    reason: str
+
+    def covers(self, case_id: str) -> bool:
+        from fnmatch import fnmatchcase
+
+        name = case_id.split("/", 1)[1]
+        return any(fnmatchcase(name, glob) for glob in self.cases)
+
+
+REFERENCES = ("template", "encoder")  # what a reviewed dispute may name right
+
+
+@dataclass(frozen=True)
 class ModelSpec:
     name: str
     tokenizer: TokenizerSpec
@@ -129,6 +149,10 @@ class ModelSpec:
     # reasoning: qwen3}, sglang: {...}}`): engine -> {"tool" | "reasoning": name}
     parsers: dict[str, dict[str, str]] = field(default_factory=dict)
     parse: ParseSpec | None = None  # the output axis; None: no parse cases
+    # a second reference beside the template (`references: {encoder: NAME}`: sources/encoders.py)
+    # and the reviewed disputes between the two (docs/references.md)
+    encoder: str | None = None
+    disputes: tuple[ReviewedDispute, ...] = ()
 
     def parser(self, engine: str, kind: str) -> str | None:
         """The engine's `kind` ("tool" or "reasoning") parser for this model, if it names one;
@@ -270,7 +294,7 @@ def _parse_engines(raw: Any, where: _Where) -> dict[str, str]:
 
 
 MODEL_KEYS = {"tokenizer", "template", "shapes", "variants", "engines", "kwargs", "pins", "prefix_tails",
-              "processor", "invariants", "dialects", "tool_parser", "parsers", "parse"}
+              "processor", "invariants", "dialects", "tool_parser", "parsers", "parse", "references"}
 # an engine's tool-call and reasoning parsers; Transformers' `response` template (the fallback
 # `transformers serve` picks by model_type: qwen3, gemma4, ...)
 PARSER_KINDS = ("tool", "reasoning", "response")
@@ -346,7 +370,39 @@ def _parse_model(name: str, raw: Any, where: _Where, key: str, default_dialects:
         tool_parser=tool_parser,
         parsers=_parse_parsers(raw.get("parsers") or {}, where, f"{key}.parsers"),
         parse=_parse_parse(raw.get("parse"), where, f"{key}.parse"),
+        **_parse_references(raw.get("references"), where, f"{key}.references"),
     )
+
+
+def _parse_references(raw: Any, where: _Where, key: str) -> dict[str, Any]:
+    """`references: {encoder: NAME, disputes: [{cases: [globs], right: template | encoder,
+    reason: "..."}]}`: the model's encoder reference and the reviewed disputes between it and
+    the template (docs/references.md)."""
+    from generator.sources import encoders
+
+    if raw is None:
+        return {}
+    raw = where.mapping(raw, key, {"encoder", "disputes"}, required={"encoder"})
+    if not isinstance(raw["encoder"], str):
+        raise GoldensError(f"{where.file}: {key}.encoder: an encoder's name (known: {', '.join(sorted(encoders.ENCODERS))})")
+    encoders.lookup(raw["encoder"], f"{where.file}: {key}.encoder")
+    items = raw.get("disputes") or []
+    if not isinstance(items, list):
+        raise GoldensError(f"{where.file}: {key}.disputes: expected a list of {{cases, right, reason}}")
+    disputes = []
+    for i, item in enumerate(items):
+        item = where.mapping(item, f"{key}.disputes[{i}]", {"cases", "right", "reason"},
+                             required={"cases", "right", "reason"})
+        cases = where.string_list(item["cases"], f"{key}.disputes[{i}].cases")
+        if not cases:
+            raise GoldensError(f"{where.file}: {key}.disputes[{i}].cases: name the cases (globs on shape[--variant])")
+        if item["right"] not in REFERENCES:
+            raise GoldensError(f"{where.file}: {key}.disputes[{i}].right: {_shown(item['right'])} is not one of "
+                               f"{', '.join(REFERENCES)}")
+        if not isinstance(item["reason"], str) or not item["reason"].strip():
+            raise GoldensError(f"{where.file}: {key}.disputes[{i}].reason: say why that reference is right")
+        disputes.append(ReviewedDispute(tuple(cases), item["right"], " ".join(item["reason"].split())))
+    return {"encoder": raw["encoder"], "disputes": tuple(disputes)}
 
 
 def _parse_parse(raw: Any, where: _Where, key: str) -> ParseSpec | None:

@@ -23,6 +23,7 @@ from generator.json_reader import load_json
 FORMAT = 1
 _TOKENS_MARK = "\u0000TOKENS\u0000"
 _REQUEST_MARK = "\u0000REQUEST\u0000"
+_DISPUTED_MARK = "\u0000DISPUTED_TOKENS\u0000"
 
 
 @dataclass
@@ -60,17 +61,26 @@ class Golden:
         return data
 
 
+def _rows(pairs: list, indent: str) -> str:
+    """`[id, piece]` pairs one per line, so a diff of them is a list of the tokens that moved."""
+    if not pairs:
+        return "[]"
+    rows = [indent + "  " + json.dumps([token_id, piece], ensure_ascii=False) for token_id, piece in pairs]
+    return "[\n" + ",\n".join(rows) + "\n" + indent + "]"
+
+
 def dumps(golden: Golden) -> str:
-    text = json.dumps(golden.to_json(), indent=2, sort_keys=True, ensure_ascii=False)
+    data = golden.to_json()
+    disputed = data.get("disputed")
+    shown = None  # a dispute's encoder tokens, written one per line as `tokens` are
+    if isinstance(disputed, dict) and isinstance(disputed.get("encoder"), dict) and "tokens" in disputed["encoder"]:
+        shown = disputed["encoder"]["tokens"]
+        data["disputed"] = {**disputed, "encoder": {**disputed["encoder"], "tokens": _DISPUTED_MARK}}
+    text = json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False)
     marker = json.dumps(_TOKENS_MARK)
-    if golden.ids:
-        rows = [
-            "    " + json.dumps([token_id, piece], ensure_ascii=False)
-            for token_id, piece in zip(golden.ids, golden.pieces)
-        ]
-        tokens = "[\n" + ",\n".join(rows) + "\n  ]"
-    else:
-        tokens = "[]"
+    tokens = _rows(list(zip(golden.ids, golden.pieces)), "  ")
+    if shown is not None:
+        text = text.replace(json.dumps(_DISPUTED_MARK), _rows(shown, "      "), 1)
     request = json.dumps(golden.request, indent=2, ensure_ascii=False).replace("\n", "\n  ")
     text = text.replace(json.dumps(_REQUEST_MARK), request, 1)
     return text.replace(marker, tokens, 1) + "\n"

@@ -66,10 +66,13 @@ RENDER = (
     "config/cases.py", "config/dialects.py", "config/models.py", "config/parse_cases.py", "config/polyfill.py",
     "config/request.py", "config/shapes.py",
     "engines/__init__.py", "engines/transformers.py",
-    "error_text.py",
+    "encoder.py", "error_text.py",
     "goldens/golden_file.py", "goldens/parse_goldens.py", "goldens/render.py",
     "parse_reference.py", "redaction.py", "reference.py", "sources/processor.py",
 )
+# Render code that runs only for a model with an encoder reference (models.yaml references.encoder):
+# hashed for every model like the rest; tests/test_index.py traces it on a matrix that has one.
+ENCODER_RENDER = ("encoder.py",)
 # Code that runs in a render and shapes no byte of a golden: the render's deadline and memory
 # budget (a render that exceeds them ends the run, and nothing is written).
 SHAPES_NOTHING = ("budget.py",)

@@ -376,7 +376,7 @@ def regenerate(config: Config, out: Path, model_names: tuple[str, ...] = (), upd
         return summary
     every = read_back(out, goldens)
     review = invariant_review(every, models)
-    summary.invariants = review.lines() + review.paste() + same_ids(every)
+    summary.invariants = review.lines() + review.paste() + same_ids(every) + disputed(every, models)
     summary.proposed = review.proposed()
     return summary
 
@@ -419,6 +419,21 @@ def same_ids(goldens: dict[str, golden_file.Golden]) -> list[str]:
             first[key] = case_id
     return [f"{model}: {len(pairs)} case{'s render' if len(pairs) != 1 else ' renders'} another case's ids "
             f"(what they add never reaches the prompt): {', '.join(pairs)}" for model, pairs in twins.items()]
+
+
+def disputed(goldens: dict[str, golden_file.Golden], models: list[ModelSpec]) -> list[str]:
+    """One line per model naming the cases its two references (template and encoder) render
+    differently and no `references.disputes` entry reviews: `goldens check` judges them against
+    no engine and exits 2 until one does (docs/references.md)."""
+    reviews = {model.name: model.disputes for model in models}
+    open_: dict[str, list[str]] = {}
+    for case_id, item in goldens.items():
+        model, _, stem = case_id.partition("/")
+        if "disputed" in item.extra and not any(r.covers(case_id) for r in reviews.get(model, ())):
+            open_.setdefault(model, []).append(stem)
+    return [f"{model}: {len(stems)} case{'s' if len(stems) != 1 else ''} disputed between its references, "
+            f"not reviewed (models.{model}.references.disputes; docs/references.md): {', '.join(stems)}"
+            for model, stems in open_.items()]
 
 
 def refuse_all_refused(rendered: dict[str, list[golden_file.Golden]]) -> None:

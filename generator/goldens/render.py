@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 
-from generator import installed, reference
+from generator import encoder, installed, reference
 from generator.config import polyfill
 from generator.config.cases import EXPANDED_VIEW, PARSE, Case, all_cases
 from generator.config.models import Config, ModelSpec
@@ -27,6 +27,8 @@ def versions() -> dict[str, str]:
 
 
 def provenance(source: Source, config: Config) -> dict[str, str]:
+    """What every golden of a model was rendered from; a model with an encoder reference names
+    it too (the wheel and module it is pinned by), the only line its agreeing goldens add."""
     return {
         "source": source.origin,
         "template": source.template_origin,
@@ -34,6 +36,7 @@ def provenance(source: Source, config: Config) -> dict[str, str]:
         "tokenizer_sha256": source.tokenizer_sha256,
         "date": config.date.isoformat(),
         **versions(),
+        **({"encoder": source.encoder_origin} if source.encoder_origin is not None else {}),
     }
 
 
@@ -57,6 +60,11 @@ def _reference_golden(case: Case, source: Source, config: Config, stamp: dict[st
     )
     if result.normalization is not None:
         item.extra["normalization"] = result.normalization
+    if source.encoder is not None and case.view != EXPANDED_VIEW:
+        disputed = encoder.dispute(result, encoder.render(reference.load_tokenizer(source.tokenizer_dir),
+                                                          source.encoder, source.encoder_file, case.request))
+        if disputed is not None:
+            item.extra["disputed"] = disputed
     if case.polyfills:
         item.extra["polyfilled"] = {"from": case.shape.removesuffix(polyfill.SUFFIX), "applied": list(case.polyfills)}
     annotate(case, source, config, item)

@@ -163,7 +163,7 @@ def run(config: Config, root: Path, engines: tuple[str, ...] = (), models: tuple
                             advance(item.case)
                 else:
                     replayed = replay(engine, chosen_goldens, root, jobs=jobs, decode=decode, advance=advance,
-                                      confirm=confirm, halt=halt, label=spec.label)
+                                      confirm=confirm, halt=halt, label=spec.label, reviews=model.disputes)
                     group.outcomes = all_refused(model_name, spec.label, replayed)
                     group.outcomes += stale_causes(root, model_name, spec.name, spec.label, group.outcomes)
                 group.seconds = time.monotonic() - group_started
@@ -173,6 +173,7 @@ def run(config: Config, root: Path, engines: tuple[str, ...] = (), models: tuple
                                             if not is_parse_case(c)))
             if first in indices and results.groups and render_ids:  # one shard speaks for a model's goldens
                 found, note = invariant_outcomes(root, model, render_ids)
+                found += dispute_outcomes(root, model, render_ids)
                 results.groups[-len(indices)].outcomes += found
                 results.notes += note
             if lent:  # a shared pool keeps the light servers for the next model's cases
@@ -237,13 +238,28 @@ def invariant_outcomes(root: Path, model: ModelSpec, case_ids: list[str]) -> tup
     return outcomes, notes
 
 
+def dispute_outcomes(root: Path, model: ModelSpec, case_ids: list[str]) -> list[Outcome]:
+    """A failing outcome for each reviewed dispute (models.yaml references.disputes) that covers
+    no disputed golden of the model any more: the references agree there now, or the case is
+    gone (replay/disputes.py)."""
+    from generator.replay import disputes
+
+    if not model.disputes:
+        return []
+    stale = disputes.stale(model.name, case_ids, load_goldens(root, case_ids), model.disputes)
+    return [Outcome(case, disputes.COLUMN, "drift", f"stale models.yaml entry: models.{model.name}.references."
+                    f"disputes entry for {', '.join(review.cases)} (right: {review.right}) covers no disputed "
+                    "case any more; remove it", kind=disputes.STALE) for case, review in stale]
+
+
 def stale_causes(root: Path, model: str, engine: str, label: str, outcomes: list[Outcome]) -> list[Outcome]:
     """A `cause-stale` outcome for each reviewed cause covering this engine and model that no
     case of the group explained (it lists no case: its edit is no longer seen, perhaps fixed
-    upstream). Only a group judged whole says so: one with an error may hide the case; and only
+    upstream). Only a group judged whole says so: one with an error or a disputed case (judged
+    against no engine) may hide the case; and only
     for the axis it judged (a parse cause by parse cases, a render cause by render cases)."""
     verdicts = [o for o in outcomes if o.stand_in is None]
-    if not verdicts or any(o.status == "error" for o in verdicts):
+    if not verdicts or any(o.status in ("error", "disputed") for o in verdicts):  # a case not judged may hide it
         return []
     shown = {name for o in verdicts if o.cause is not None for name in o.cause.split(", ")}
     out = []

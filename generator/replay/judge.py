@@ -36,6 +36,7 @@ from pathlib import Path
 
 from generator import http
 from generator.config import engine_registry
+from generator.config.models import ReviewedDispute
 from generator.engines import (
     Engine,
     EngineError,
@@ -50,7 +51,7 @@ from generator.engines import (
 )
 from generator.errors import GoldensError, stable_line
 from generator.goldens import golden_file
-from generator.replay import causes as causes_, ledger
+from generator.replay import causes as causes_, disputes, ledger
 from generator.replay.divergence import Divergence, diverge, format_divergence
 
 Answer = Ids | PromptCount | Refused  # what an engine made of a request: ids, a count, or a refusal
@@ -65,6 +66,8 @@ KIND_STATUS = {
     "cause-stale": "drift",  # a reviewed cause no case of its engines and models shows any more
     "invariant": "drift",  # the reference's own golden drops a message or a call, unreviewed
     "known-gated": "drift",  # a known divergence of a class models.yaml's `gate:` fails on
+    "disputed": "disputed",  # the model's references disagree and no review says which is right: not judged
+    "dispute-stale": "drift",  # a reviewed dispute no golden shows any more
 }
 PASSING = ("match", "both-refuse", "known", "count")  # the statuses that pass the gate
 
@@ -247,11 +250,17 @@ def _longer(n: int, expected: int) -> str:
 
 def judge(engine: Engine, item: golden_file.Golden, root: Path,
           decode: Callable[[Sequence[int]], list[str]] | None = None, confirm: bool = False,
-          label: str | None = None) -> Outcome:
+          label: str | None = None, reviews: Sequence[ReviewedDispute] = ()) -> Outcome:
     """Replay one golden through one engine (and, with `confirm`, down its serving path);
     `label` names it in the outcome when several versions of one engine run
-    (`llama-server@11000`); the ledger is the engine's own."""
+    (`llama-server@11000`); the ledger is the engine's own. A golden whose references disagree
+    is judged against the one `reviews` (models.yaml references.disputes) names, and against no
+    engine while none does (replay/disputes.py)."""
     label = label or engine.name
+    against = disputes.judged_against(item, reviews)
+    if against is None:
+        return Outcome(item.case, label, "disputed", disputes.describe(item), kind="disputed")
+    item = against
     if golden_file.is_parse(item):
         from generator.replay import parse_judge
 
@@ -353,7 +362,8 @@ def judge_finding(item: golden_file.Golden, entry: ledger.Entry | None, label: s
 def replay(engine: Engine, goldens: Iterable[golden_file.Golden], root: Path, jobs: int = 8,
            decode: Callable[[Sequence[int]], list[str]] | None = None,
            advance: Callable[[str], None] | None = None, confirm: bool = False,
-           halt: Callable[[], str | None] | None = None, label: str | None = None) -> list[Outcome]:
+           halt: Callable[[], str | None] | None = None, label: str | None = None,
+           reviews: Sequence[ReviewedDispute] = ()) -> list[Outcome]:
     """Judge every golden, `jobs` requests in flight; outcomes in the goldens' order, each
     followed by its stand-in finding if it has one, and each carrying the version the engine
     reports.
@@ -374,7 +384,7 @@ def replay(engine: Engine, goldens: Iterable[golden_file.Golden], root: Path, jo
         reason = (("not judged: the run was interrupted" if interrupted.is_set() else None)
                   or (halt() if halt is not None else None) or (fault[0] if fault else None))
         if reason is None:
-            outcome = judge(engine, item, root, decode, confirm, label)
+            outcome = judge(engine, item, root, decode, confirm, label, reviews)
         if reason is not None:
             outcome = Outcome(item.case, label or engine.name, "error", reason)
         elif outcome.unreachable:

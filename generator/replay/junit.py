@@ -68,7 +68,8 @@ def junit_xml(summary: Summary, elapsed: float = 0.0, timestamp: _dt.datetime | 
                 error.text = xml_safe(f"{outcome.case} [{column}]\n{outcome.detail}")
             elif not kind(outcome).passing:
                 failure = ET.SubElement(case, "failure", {
-                    "message": xml_safe(first_line(_failure_message(outcome))), "type": "drift",
+                    "message": xml_safe(first_line(_failure_message(outcome))),
+                    "type": "disputed" if outcome.kind == "disputed" else "drift",
                 })
                 advice = f"\n{outcome.advice}" if outcome.advice else ""
                 failure.text = xml_safe(f"{outcome.case} [{column}]\n{outcome.detail}{advice}")
@@ -86,6 +87,8 @@ def junit_xml(summary: Summary, elapsed: float = 0.0, timestamp: _dt.datetime | 
 
 
 def _failure_message(outcome: Outcome) -> str:
+    if outcome.kind == "disputed":  # judged against no engine (replay/disputes.py)
+        return f"disputed{kind(outcome).junit}: {outcome.detail}"
     if outcome.divergence is not None:
         return f"drift at token {outcome.divergence.index}{kind(outcome).junit}"
     return f"drift: {outcome.detail}"

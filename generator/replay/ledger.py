@@ -201,14 +201,15 @@ def command(config_path: Path, engine_name: str | None, case_ids: tuple[str, ...
             for model_name, ids in by_model.items():
                 model = config.models[model_name]
                 engine = pool.engine(engine_name, model, resolve(model, config))
-                for item in load_goldens(root, ids):
+                for item in as_judged(model, load_goldens(root, ids), refuse=True):
                     click.echo(f"recorded {record(engine, item, root, reason, stand_in=stand_in, klass=klass, upstream=upstream)}")
             return
         per_model = []
         for model_name in model_names:
             model, source = config.models[model_name], resolve(config.models[model_name], config)
             ids = [c.id for c in model_cases(model) if replays(c, engine_name.partition("@")[0])]
-            per_model.append((model_name, pool.engine(engine_name, model, source), load_goldens(root, ids)))
+            per_model.append((model_name, pool.engine(engine_name, model, source),
+                              as_judged(model, load_goldens(root, ids), refuse=False)))
         tokenizer = reference.load_tokenizer(resolve(config.models[model_names[0]], config).tokenizer_dir)
         edit = causes.parse(edit_text, lambda ids: reference.pieces(tokenizer, ids))
         path, explained, redundant = record_cause(root, cause_name, edit, engine_name.partition("@")[0],
@@ -220,6 +221,23 @@ def command(config_path: Path, engine_name: str | None, case_ids: tuple[str, ...
         if klass == "engine-defect" and not upstream:
             click.echo(f"an engine-defect with no --upstream: write its report to file with "
                        f"goldens ledger --report {cause_name}")
+
+
+def as_judged(model, items: list[golden_file.Golden], refuse: bool) -> list[golden_file.Golden]:
+    """The goldens as `check` judges them: a reviewed dispute's by the reference it names
+    (replay/disputes.py). A case still disputed has no expectation to record a divergence from:
+    named by --case it is refused in one line, and a --cause leaves it out."""
+    from generator.replay import disputes
+
+    out = []
+    for item in items:
+        view = disputes.judged_against(item, model.disputes)
+        if view is None and refuse:
+            raise GoldensError(f"{item.case}: {disputes.describe(item)}; review it before recording what an "
+                               "engine does there")
+        if view is not None:
+            out.append(view)
+    return out
 
 
 def _report(config, root: Path, name: str, case_ids: tuple[str, ...], url: str | None) -> None:

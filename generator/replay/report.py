@@ -56,6 +56,9 @@ KINDS = (
     Kind("cause-stale", "reviewed cause no case shows", "DRIFT", False, "yellow", " (cause stale)"),
     Kind("invariant", "invariant finding not reviewed", "DRIFT", False, "red", " (reference invariant)"),
     Kind("known-gated", "known divergence of a class models.yaml gates on", "DRIFT", False, "red", " (gated class)"),
+    Kind("dispute-stale", "reviewed dispute no golden shows", "DRIFT", False, "yellow", " (dispute review stale)"),
+    Kind("disputed", "references disagree, not reviewed: not judged", "DISPUTED", False, "yellow",
+         " (the model's references disagree)"),
     Kind("known", "known divergence", "known", True),
     Kind("count", "length matches" + COUNT_ONLY, "count", True),
     Kind("both-refuse", "both refuse", "refused", True),
@@ -215,9 +218,10 @@ class Summary:
         return f"failed ({', '.join(f'{n[s]} {s}' for s in order if s in statuses)})"
 
     def exit_code(self) -> int:
-        """0 every verdict and finding passes, 1 drift (or a failing finding), 2 nothing judged or
-        an error."""
-        if not self.verdicts or any(o.status == "error" for o in self.outcomes):
+        """0 every verdict and finding passes, 1 drift (or a failing finding), 2 nothing judged, an
+        error, or a case the model's references dispute with no review (judged against no engine:
+        replay/disputes.py)."""
+        if not self.verdicts or any(o.status in ("error", "disputed") for o in self.outcomes):
             return 2
         return 0 if self.passed else 1
 

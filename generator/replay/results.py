@@ -216,7 +216,7 @@ def failed(results: Results, path: Path) -> str | None:
     return None
 
 
-NOT_CASES = ("cause-stale", "invariant")  # outcomes a group carries beside its cases' verdicts
+NOT_CASES = ("cause-stale", "invariant", "dispute-stale")  # outcomes a group carries beside its cases' verdicts
 
 
 def verdict_cases(group: Group) -> list[str]:

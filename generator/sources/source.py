@@ -50,6 +50,9 @@ class Source:
     processor_dir: Path | None = None  # tokenizer + processor settings, when models.yaml has them
     processor_origin: str | None = None
     tekken: Path | None = None  # the tekken file it was built from (mistral-common encodes with it)
+    encoder: str | None = None  # models.yaml references.encoder: a second reference (sources/encoders.py)
+    encoder_file: Path | None = None  # its pinned module in the cache
+    encoder_origin: str | None = None  # its provenance line
 
     # Cached: provenance is stamped on every golden, and hashing a 30 MB tokenizer.json per case
     # (as the snapshot tests would) repeats the same I/O a hundred times.
@@ -128,6 +131,12 @@ def resolve(model: ModelSpec, config: Config) -> Source:
             from generator.sources.processor import processor_dir
 
             processor = processor_dir(model.name, model.processor, directory)
+        encoder = None
+        if model.encoder is not None:
+            from generator.sources import encoders
+
+            encoder = encoders.lookup(model.encoder)
+            encoder_file = encoders.fetch(encoder)
     except GoldensError as error:
         raise GoldensError(f"{model.name}: {error}") from None
     return Source(
@@ -135,6 +144,9 @@ def resolve(model: ModelSpec, config: Config) -> Source:
         template_origin=template_origin, gguf=files.get("gguf"), tekken=files.get("tekken"),
         processor_dir=processor,
         processor_origin=model.processor.origin if model.processor is not None else None,
+        encoder=encoder.name if encoder is not None else None,
+        encoder_file=encoder_file if encoder is not None else None,
+        encoder_origin=encoder.origin if encoder is not None else None,
     )
 
 

@@ -1,6 +1,6 @@
 """`python -m generator.sources.warm [CONFIG]`: download what the matrix's sources read (each
 model's tokenizer and template, the pinned llama.cpp source with its templates and vocabularies,
-harmony's o200k vocabulary) into the cache, nothing else: no server, build or venv.
+harmony's o200k vocabulary, every known encoder reference's module) into the cache, nothing else: no server, build or venv.
 
 The fast tier (`make test-fast`, GOLDENS_LIGHT=1) refuses downloads, so on a fresh machine it
 needs these first; `make sources` runs this, and CI runs it before the fast tier."""
@@ -14,7 +14,7 @@ from pathlib import Path
 def main(argv: list[str]) -> int:
     from generator.config import models
     from generator.errors import GoldensError
-    from generator.sources import pack, tiktoken_ranks
+    from generator.sources import encoders, pack, tiktoken_ranks
     from generator.sources.source import resolve
 
     config = models.load(Path(argv[0]) if argv else Path("models.yaml"))
@@ -23,10 +23,12 @@ def main(argv: list[str]) -> int:
             resolve(model, config)
         pack.llama_cpp_source()
         tiktoken_ranks.o200k_base_dir()
+        for encoder in encoders.ENCODERS.values():  # the tests' own configs declare them too
+            encoders.fetch(encoder)
     except GoldensError as error:
         print(f"goldens: error: {error}", file=sys.stderr)
         return 2
-    print(f"sources ready: {len(config.models)} models, the llama.cpp source, harmony's vocabulary", file=sys.stderr)
+    print(f"sources ready: {len(config.models)} models, the llama.cpp source, harmony's vocabulary, {len(encoders.ENCODERS)} encoder(s)", file=sys.stderr)
     return 0
 
 
