@@ -8,10 +8,13 @@ and stops them all when the pool closes.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import datetime as _dt
 import inspect
+import os
 import sys
+import threading
 from collections.abc import Callable, Iterable
 
 from generator import http
@@ -81,6 +84,9 @@ class EnginePool:
         self._servers: dict[tuple[str, str, str], object] = {}
         self._preparing: set[tuple[str, str]] = set()  # (kind, version) made ready in the background
         self._stack = contextlib.ExitStack()
+        self._open_most = open_most()
+        self._leases: collections.OrderedDict[int, _Lease] = collections.OrderedDict()  # least recent first
+        self._lock = threading.RLock()
 
     def __enter__(self) -> EnginePool:
         return self
@@ -174,8 +180,27 @@ class EnginePool:
                                f"{getattr(engine, 'name', None)!r}, not {what} named {info.name!r}")
         if info.entry_point is not None:  # a plugin is sent the secrets: what it says is redacted
             engine = _Redacting(engine, self.connection.redact)
-        self._stack.callback(engine.close)
-        return engine
+        lease = _Lease(self, engine, lambda: factory(context) if info.entry_point is None
+                       else _Redacting(self._plugin(info, factory, context), self.connection.redact))
+        self._stack.callback(lease.close)
+        with self._lock:
+            self._used(lease)
+        return lease
+
+    def open_engines(self) -> int:
+        """How many engines hold their worker, process or connection now (at most the cap)."""
+        with self._lock:
+            return sum(1 for lease in self._leases.values() if lease.is_open)
+
+    def _used(self, lease: _Lease) -> None:
+        """`lease` was just used: it goes last, and the least recently used open engines beyond
+        the cap are closed (they open again on their next use). Called under the lock."""
+        self._leases[id(lease)] = lease
+        self._leases.move_to_end(id(lease))
+        open_ = [other for other in self._leases.values() if other.is_open]
+        for other in open_[:max(0, len(open_) - self._open_most)]:
+            if other is not lease:
+                other.close()
 
     def _version(self, info: engine_registry.EngineInfo, wanted: str | None) -> str | None:
         """The version to run: --engine NAME@V's, else the pin, else the line's default."""
@@ -207,6 +232,57 @@ class EnginePool:
             self._stack.callback(made.stop)
             self._servers[key] = made.start()
         return self._servers[key]
+
+
+OPEN_MOST = "GOLDENS_ENGINES_OPEN"
+OPEN_MOST_DEFAULT = 4
+
+
+def open_most() -> int:
+    """The cap on engines a pool keeps open at once (GOLDENS_ENGINES_OPEN, 4 by default).
+
+    One engine can hold a worker process (a transformers.js Node worker is 100-340 MB, a
+    Transformers or SGLang venv worker more): a check over every model and engine that kept them
+    all would grow with the matrix (70 families: over 10 GB). The least recently used beyond the
+    cap is closed, and opens again on its next use."""
+    text = os.environ.get(OPEN_MOST, "").strip()
+    if not text:
+        return OPEN_MOST_DEFAULT
+    if not text.isdigit() or int(text) < 1:
+        raise GoldensError(f"{OPEN_MOST}={text[:40]!r}: expected how many engines may be open at once, 1 or more")
+    return int(text)
+
+
+class _Lease:
+    """An engine as the pool lends it: the same protocol, passed through, but the pool may close
+    the engine while it waits (the cap, `open_most`) and it opens again on its next use, so no
+    caller has to give an engine back."""
+
+    def __init__(self, pool: EnginePool, engine: Engine, reopen: Callable[[], Engine]):
+        self._pool = pool
+        self._engine: Engine | None = engine
+        self._reopen = reopen
+        self.name = engine.name
+
+    @property
+    def is_open(self) -> bool:
+        return self._engine is not None
+
+    def _live(self) -> Engine:
+        with self._pool._lock:
+            if self._engine is None:
+                self._engine = self._reopen()
+            self._pool._used(self)
+            return self._engine
+
+    def __getattr__(self, name: str):
+        return getattr(self._live(), name)
+
+    def close(self) -> None:
+        """Release what the engine holds now; the lease opens it again if it is used."""
+        engine, self._engine = self._engine, None
+        if engine is not None:
+            engine.close()
 
 
 class _Redacting:
