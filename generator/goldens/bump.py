@@ -121,31 +121,64 @@ def model_lines(top: Path, base: Path, rev: str, model: str, changes: list) -> l
     removed = sorted(set(before.get("special tokens", [])) - set(after.get("special tokens", [])))
     if added or removed:
         lines.append(f"  special tokens: {len(added)} added {added[:8]}, {len(removed)} removed {removed[:8]}")
-    lines += _round_trip_lines(pairs)
+    lines += _round_trip_lines(pairs, after.get("bos_token", before.get("bos_token")))
     return lines
 
 
-def _round_trip_lines(pairs: list) -> list[str]:
-    """How re-encoding the goldens' ids moved: the ids a client that re-encodes a prompt sends."""
-    moved: dict[tuple[str, str], list[str]] = {}
-    shared = ""
+def _round_trip_lines(pairs: list, bos: object = None) -> list[str]:
+    """How re-encoding the goldens' ids moved: the ids a client that re-encodes a prompt sends.
+    Goldens whose round trip moved alike are one line: how many ids it adds or drops and what it
+    inserts where (a second BOS named as such), with one golden's counts as the example."""
+    moved: dict[tuple[str, str], list[tuple[str, str]]] = {}
     for old, new in pairs:
         a = (old.extra.get("roundtrip") or {}).get("defaults", "same")
         b = (new.extra.get("roundtrip") or {}).get("defaults", "same")
         if a == b:
             continue
-        key = (_short(a), _short(b))
-        moved.setdefault(key, []).append(new.case)
-        if isinstance(b, dict) and not shared:
-            shared = f" (re-encoded: {b.get('round_trip', '')[:60]!r} where the golden has {b.get('golden', '')[:60]!r})"
-    return [f"  effect on ids a client re-encodes (encode(decode(ids)) with the defaults): {a} → {b} in "
-            f"{len(cases)} golden{'s' if len(cases) != 1 else ''}{shared}" for (a, b), cases in moved.items()]
+        moved.setdefault((_effect(a, bos), _effect(b, bos)), []).append((new.case, _counts(b) or _counts(a)))
+    out = []
+    for (a, b), cases in moved.items():
+        example = next(((case, counts) for case, counts in cases if counts), None)
+        said = f"; e.g. {example[0]}: {example[1]} ids" if example else ""
+        out.append(f"  effect on ids a client re-encodes (encode(decode(ids)) with the defaults), in {len(cases)} of "
+                   f"{len(pairs)} golden{'s' if len(pairs) != 1 else ''}: was {a}; now {b}{said}")
+    return out
 
 
-def _short(value) -> str:
-    if isinstance(value, dict):
-        return f"{value.get('tokens', 'differs')} tokens, first difference at {value.get('at')}"
-    return str(value)
+def _counts(value) -> str:
+    return str(value.get("tokens", "")) if isinstance(value, dict) else ""
+
+
+def _effect(value, bos: object = None) -> str:
+    """A round trip's difference in words: 'the same ids', or '1 id more: re-encoding inserts
+    '<|begin_of_text|>' at id 1, after '<|begin_of_text|>' (a second BOS)'."""
+    if not isinstance(value, dict):
+        return "the same ids" if value == "same" else str(value)
+    counts = str(value.get("tokens", ""))
+    try:
+        old_n, new_n = (int(n) for n in counts.split(" -> "))
+        delta = new_n - old_n
+        size = f"{abs(delta)} id{'s' if abs(delta) != 1 else ''} {'more' if delta > 0 else 'fewer'}" if delta else \
+            "as many ids"
+    except ValueError:
+        delta, size = 0, "other ids"
+    golden, again, before = (str(value.get(k, "")) for k in ("golden", "round_trip", "shared"))
+    what = ""
+    if delta > 0:  # the shortest start of the re-encoded text after which the golden's text resumes
+        cut = next((i for i in range(1, len(again) + 1) if golden and again[i:].startswith(golden[:8])), None)
+        if cut:
+            what = f"re-encoding inserts {again[:cut]!r}"
+    elif delta < 0:
+        cut = next((i for i in range(1, len(golden) + 1) if again and golden[i:].startswith(again[:8])), None)
+        if cut:
+            what = f"re-encoding drops {golden[:cut]!r}"
+    if not what:
+        what = f"re-encoded {again[:40]!r} where the golden has {golden[:40]!r}"
+    where = f" at id {value.get('at')}" + (f", after {before[-40:]!r}" if before else "")
+    second = ""
+    if isinstance(bos, str) and bos and delta > 0 and what.endswith(repr(bos)) and before.endswith(bos):
+        second = " (a second BOS: the template writes one and encoding with the defaults adds another)"
+    return f"{size}: {what}{where}{second}"
 
 
 def lines(root: Path, rev: str, changes: list) -> list[str]:
