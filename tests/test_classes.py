@@ -167,6 +167,18 @@ def test_regenerate_prints_the_invariants_review_to_paste_and_writes_it_on_the_f
     assert again.exit_code == 0, again.output
 
 
+def test_the_docs_address_names_this_release_wherever_the_code_runs():
+    """The same address from the installed package and from the venv at the pins, where goldens
+    runs from its path with no metadata (it said .../blob/main/... there)."""
+    import tomllib
+
+    import generator
+
+    release = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["version"]
+    assert generator.__version__ == release
+    assert invariants.docs_url().endswith(f"/blob/v{release}/docs/invariants.md")
+
+
 def test_write_review_keeps_comments_and_appends_to_an_existing_list(tmp_path):
     path = tmp_path / "models.yaml"
     path.write_text("# mine\nmodels:\n  a:          # keep\n    tokenizer: x\n    engines: [transformers]\n"
