@@ -128,32 +128,44 @@ def model_lines(top: Path, base: Path, rev: str, model: str, changes: list) -> l
 def _round_trip_lines(pairs: list, bos: object = None) -> list[str]:
     """How re-encoding the goldens' ids moved: the ids a client that re-encodes a prompt sends.
     Goldens whose round trip moved alike are one line: how many ids it adds or drops and what it
-    inserts where (a second BOS named as such), with one golden's counts as the example."""
-    moved: dict[tuple[str, str], list[tuple[str, str]]] = {}
+    inserts where (a second BOS named as such), with one golden's counts as the example. One the
+    template now refuses has no ids to re-encode, and is said so; an effect that stays the same
+    in words while the prompt's length moved is said once, as still there."""
+    moved: dict[tuple[str, str], list[tuple[str, str, str]]] = {}
     for old, new in pairs:
-        a = (old.extra.get("roundtrip") or {}).get("defaults", "same")
-        b = (new.extra.get("roundtrip") or {}).get("defaults", "same")
+        a = _side(old)
+        b = _side(new)
         if a == b:
             continue
-        moved.setdefault((_effect(a, bos), _effect(b, bos)), []).append((new.case, _counts(b) or _counts(a)))
+        key = (_effect(a, bos), _effect(b, bos))
+        moved.setdefault(key, []).append((new.case, _counts(a), _counts(b)))
     out = []
+    head = "  effect on ids a client re-encodes (encode(decode(ids)) with the defaults), in"
     for (a, b), cases in moved.items():
-        example = next(((case, counts) for case, counts in cases if counts), None)
-        said = f"; e.g. {example[0]}: {example[1]} ids" if example else ""
-        out.append(f"  effect on ids a client re-encodes (encode(decode(ids)) with the defaults), in {len(cases)} of "
-                   f"{len(pairs)} golden{'s' if len(pairs) != 1 else ''}: was {a}; now {b}{said}")
+        n = f"{len(cases)} of {len(pairs)} golden{'s' if len(pairs) != 1 else ''}"
+        case, before, after = cases[0]
+        said = f"; e.g. {case}: {before} before, {after} now"
+        out.append(f"{head} {n}: still {b}{said}" if a == b else f"{head} {n}: was {a}; now {b}{said}")
     return out
 
 
+def _side(golden) -> object:
+    """A golden's round trip with the defaults, or 'refused' where the template refused the case."""
+    if getattr(golden, "outcome", "ok") == "error":
+        return "refused"
+    return (golden.extra.get("roundtrip") or {}).get("defaults", "same")
+
+
 def _counts(value) -> str:
-    return str(value.get("tokens", "")) if isinstance(value, dict) else ""
+    """'27 -> 28' (ids, then re-encoded), 'same' or 'refused'."""
+    return str(value.get("tokens", "")) if isinstance(value, dict) else str(value)
 
 
 def _effect(value, bos: object = None) -> str:
     """A round trip's difference in words: 'the same ids', or '1 id more: re-encoding inserts
     '<|begin_of_text|>' at id 1, after '<|begin_of_text|>' (a second BOS)'."""
     if not isinstance(value, dict):
-        return "the same ids" if value == "same" else str(value)
+        return {"same": "the same ids", "refused": "refused by the template (no ids)"}.get(str(value), str(value))
     counts = str(value.get("tokens", ""))
     try:
         old_n, new_n = (int(n) for n in counts.split(" -> "))
@@ -181,15 +193,22 @@ def _effect(value, bos: object = None) -> str:
     return f"{size}: {what}{where}{second}"
 
 
-def lines(root: Path, rev: str, changes: list) -> list[str]:
-    """Every model's source changes, for `goldens diff`."""
+def by_model(root: Path, rev: str, changes: list) -> dict[str, list[str]]:
+    """Each model whose sources changed -> its lines (the text view's; `diff --json`'s `sources`)."""
     top = Path(subprocess.run(["git", "-C", str(root), "rev-parse", "--show-toplevel"], capture_output=True,
                               text=True, timeout=60).stdout.strip() or root)
     base = Path(root).resolve().parent  # models.yaml's folder: where its relative paths start
-    by_model: dict[str, list] = {}
+    grouped: dict[str, list] = {}
     for change in changes:
-        by_model.setdefault(change.model, []).append(change)
-    out: list[str] = []
-    for model, items in by_model.items():
-        out += model_lines(top.resolve(), base, rev, model, items)
+        grouped.setdefault(change.model, []).append(change)
+    out: dict[str, list[str]] = {}
+    for model, items in grouped.items():
+        said = model_lines(top.resolve(), base, rev, model, items)
+        if said:
+            out[model] = said
     return out
+
+
+def lines(root: Path, rev: str, changes: list) -> list[str]:
+    """Every model's source changes, for `goldens diff`."""
+    return [line for said in by_model(root, rev, changes).values() for line in said]
