@@ -297,7 +297,8 @@ def test_an_engine_cause_goldens_ships_shows_as_known_on_a_teams_model_as_check_
     assert said[1].startswith(f"  {cause.klass}: {cause.reason.split('. ')[0][:200]}")
     result = pytest_in(team, "--goldens")
     assert result.returncode == 0, result.stdout + result.stderr
-    summary = [line.removeprefix("goldens: ") for line in result.stdout.splitlines() if line.startswith("goldens: ")]
+    summary = [line.removeprefix("goldens: ") for line in result.stdout.splitlines()
+               if line.startswith(("goldens: known", "goldens:   "))]
     assert summary == said  # the same lines, the same judgement
 
     gated = {**matrix, "gate": [cause.klass]}
