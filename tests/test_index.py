@@ -359,6 +359,7 @@ def test_a_render_module_reads_no_constant_of_a_module_off_the_render():
 # golden's bytes except as data the index hashes anyway.
 READ_OFF_THE_RENDER = {
     "analysis/invariants.py: from generator.init import REPOSITORY": "the docs link of regenerate's review lines",
+    "analysis/invariants.py: from generator import __version__": "that link's release tag, in messages only",
     "config/models.py: generator.config.engine_registry.REFERENCE": "models.yaml's default engines, read at load",
     "config/request.py: generator.files.MAX_READ": "the size limit of a request file, read before any render",
     "config/shapes.py: generator.config.images.SQUARE": "an image's bytes: in the request, hashed as data",
