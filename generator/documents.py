@@ -61,7 +61,7 @@ def engines(infos) -> dict[str, Any]:
                         for info in infos]}
 
 
-def diff(changes, rev: str) -> dict[str, Any]:
+def diff(changes, rev: str, sources: dict[str, list[str]] | None = None) -> dict[str, Any]:
     """Every golden (or ledger entry) changed against `rev`, in the order the text view reads
     them: tokens moved first."""
     from generator.goldens import diff as goldens_diff
@@ -91,7 +91,10 @@ def diff(changes, rev: str) -> dict[str, Any]:
             "same_change_as": same,
         })
     return {"against": rev, "changed": len(changes), "tokens_moved": sum(1 for c in changes if goldens_diff.moved(c)),
-            "goldens": items}
+            "goldens": items,
+            # each model whose template or tokenizer changed: the text view's lines (template diff,
+            # BOS/EOS and special tokens, the effect on ids a client re-encodes)
+            "sources": sources or {}}
 
 
 def history(result, versions) -> dict[str, Any]:

@@ -173,14 +173,15 @@ def models_yaml(models: list[Model], engines: tuple[str, ...], date: _dt.date) -
     return "\n".join(lines)
 
 
-def workflow(config: str, version: str, where: Source | None = None, branch: str | None = None) -> str:
+def workflow(config: str, version: str, where: Source | None = None) -> str:
     """The caller workflow: the reusable workflow of `where` (default: this project at the
-    installed release), installing goldens from the same repository and ref. It runs on pushes
-    to main, master and the repository's own branch (`git init` still makes `master` where
-    init.defaultBranch is unset), so the first push is checked whatever the branch is called."""
+    installed release), installing goldens from the same repository and ref. It gates every
+    pull request and each push to the repository's default branch, whatever it is named
+    (`git init` still makes `master` where init.defaultBranch is unset, and a default branch
+    can be renamed later): a branch list written at init would miss both, so the job's `if`
+    compares the pushed branch with the repository's default branch when the push arrives."""
     where = where or source(None, version)
     ref = where.ref
-    branches = ", ".join(dict.fromkeys(["main", "master", *([branch] if branch else [])]))
     return f"""\
 # The goldens gate: replays every golden through the engines of {config} on each pull request,
 # sharded over runners, and writes the JUnit report, the step summary, annotations on the
@@ -189,8 +190,7 @@ def workflow(config: str, version: str, where: Source | None = None, branch: str
 name: goldens
 
 on:
-  push:
-    branches: [{branches}]
+  push:                  # the default branch only: the job's `if` below
   pull_request:
   workflow_dispatch:
 
@@ -205,6 +205,8 @@ concurrency:
 
 jobs:
   goldens:
+    # every pull request, and pushes to the default branch whatever it is named (main, master, ...)
+    if: ${{{{ github.event_name != 'push' || github.ref_name == github.event.repository.default_branch }}}}
     uses: {where.repository}/{REUSABLE_WORKFLOW}@{ref}
     with:
       package: "{where.package}"
@@ -214,19 +216,6 @@ jobs:
       # urls: "openai=https://my-gateway.example/v1"           # servers you run yourself
       # python-version: "3.11"
 """
-
-
-def _branch(directory: Path) -> str | None:
-    """The branch the repository is on (None outside git, or detached)."""
-    import subprocess
-
-    try:
-        result = subprocess.run(["git", "-C", str(directory), "symbolic-ref", "--short", "-q", "HEAD"],
-                                capture_output=True, text=True, timeout=30)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    name = result.stdout.strip()
-    return name if result.returncode == 0 and re.fullmatch(r"[A-Za-z0-9._/-]{1,100}", name) else None
 
 
 def next_steps(config_name: str, chosen: list[Model]) -> str:
@@ -308,8 +297,7 @@ def init(directory: Path, hf: tuple[str, ...] = (), gguf: tuple[str, ...] = (), 
     missing = [line for line in GITIGNORE_LINES[1:] if line not in ignore.splitlines()]
     if missing:
         missing.insert(0, GITIGNORE_LINES[0])
-    plan = [(config_path, text), (workflow_path, workflow(config_name, version or installed("goldens"), where,
-                                                                         _branch(directory)))]
+    plan = [(config_path, text), (workflow_path, workflow(config_name, version or installed("goldens"), where))]
     if missing:
         glue = "" if not ignore or ignore.endswith("\n") else "\n"
         plan.append((ignore_path, ignore + glue + "\n".join(missing) + "\n"))

@@ -491,6 +491,13 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
 
         for line in orphans.note(state.matrix, state.path("goldens_dir"), config.getoption("goldens_models")):
             terminalreporter.write_line(f"goldens: {line}")
+        from generator.replay.report import Summary
+        from generator.replay.terminal import known_lines
+
+        # a known divergence passes; what explained it is said as `goldens check` says it
+        summary = Summary([o for outcomes in state.outcomes.values() for o in outcomes])
+        for line in known_lines(summary) + ([summary.class_line()] if summary.class_line() else []):
+            terminalreporter.write_line(f"goldens: {line}")
     if state is not None and state.update is not None:
         for line in state.update.lines():
             terminalreporter.write_line(line)

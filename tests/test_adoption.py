@@ -20,9 +20,12 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 from conftest import ROOT, source_of
+from test_classes import LLAMA3_TEMPLATE
 from test_workflow import validate
 
+from generator.analysis import invariants
 from generator.sources.gguf import llama_cpp_vocab
 
 pytestmark = pytest.mark.integration  # venv installs from the package index
@@ -75,7 +78,10 @@ def test_a_team_adopts_goldens_from_pip_install_to_a_green_gate(maker, package, 
                 "GIT_CONFIG_VALUE_3": "main"})
     sh("git", "init", "-q", "--bare", bare, cwd=tmp_path, env=env)  # the team's new, empty repository
     sh("git", "clone", "-q", bare, team, cwd=tmp_path, env=env)
-    shutil.copytree(source_of("qwen3").tokenizer_dir, team / "tokenizers" / "my-model")
+    # a Llama 3 tokenizer folder as a team has it: Meta's tokenizer files and Llama 3's own chat
+    # template, which drops tool calls (invariant findings the README's second regenerate reviews)
+    shutil.copytree(source_of("llama3").tokenizer_dir, team / "tokenizers" / "my-model")
+    (team / "tokenizers" / "my-model" / "chat_template.jinja").write_text(LLAMA3_TEMPLATE, encoding="utf-8")
     (team / "models").mkdir()
     shutil.copy(llama_cpp_vocab("command-r"), team / "models" / "other.gguf")
 
@@ -108,6 +114,12 @@ def test_a_team_adopts_goldens_from_pip_install_to_a_green_gate(maker, package, 
     assert done["init"].stdout.splitlines()[-1].endswith(
         "(git add models.yaml models.capabilities.lock goldens .gitignore .github models/other.gguf tokenizers/my-model)")
     written = int(re.search(r"^(\d+) written, 0 unchanged, 0 removed$", done["regenerate"].stdout, re.M)[1])
+    # the first regenerate says what the template drops and the review to paste, with the docs
+    # page's address (the team's repository has no docs/); the second line of README wrote it
+    assert "paste under models.my-model in models.yaml" in done["regenerate"].stdout, done["regenerate"].stdout
+    assert invariants.docs_url() in done["regenerate"].stdout
+    reviewed = yaml.safe_load((team / "models.yaml").read_text(encoding="utf-8"))["models"]["my-model"]["invariants"]
+    assert any("tool call" in entry["finding"] and "dropped" in entry["finding"] for entry in reviewed), reviewed
     assert written > 20 and {p.name for p in (team / "goldens").iterdir()} == {"other", "my-model", "regenerate.index"}
     replays = 2 * written  # transformers and minijinja, every case
     refused = 2 * sum(json.loads(p.read_text())["outcome"] == "error"  # command-r's template refuses some shapes

@@ -167,6 +167,18 @@ def test_regenerate_prints_the_invariants_review_to_paste_and_writes_it_on_the_f
     assert again.exit_code == 0, again.output
 
 
+def test_the_docs_address_names_this_release_wherever_the_code_runs():
+    """The same address from the installed package and from the venv at the pins, where goldens
+    runs from its path with no metadata (it said .../blob/main/... there)."""
+    import tomllib
+
+    import generator
+
+    release = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["version"]
+    assert generator.__version__ == release
+    assert invariants.docs_url().endswith(f"/blob/v{release}/docs/invariants.md")
+
+
 def test_write_review_keeps_comments_and_appends_to_an_existing_list(tmp_path):
     path = tmp_path / "models.yaml"
     path.write_text("# mine\nmodels:\n  a:          # keep\n    tokenizer: x\n    engines: [transformers]\n"
@@ -229,6 +241,7 @@ def test_a_bump_review_says_the_template_bos_and_their_effect_on_ids(tmp_path):
     os.chdir(repo)
     try:
         result = CliRunner().invoke(main, ["diff", "--goldens", "goldens"])
+        as_json = json.loads(CliRunner().invoke(main, ["diff", "--goldens", "goldens", "--json"]).stdout)
     finally:
         os.chdir(cwd)
     out = result.stdout
@@ -236,7 +249,12 @@ def test_a_bump_review_says_the_template_bos_and_their_effect_on_ids(tmp_path):
     assert "the template's text (" in out and "+{% set loop_messages" in out or "replace('x', 'x')" in out, out
     assert "add_bos_token: False → True" in out, out
     assert "post_processor: 'none' → '<|begin_of_text|> $A'" in out, out
-    assert "effect on ids a client re-encodes" in out and "same → " in out, out
+    assert list(as_json["sources"]) == ["acme"] and out.startswith("\n".join(as_json["sources"]["acme"]))
+    # the second BOS a client re-encoding the prompt now sends, said as such, in every golden it moved
+    rendered = sum(json.loads(p.read_text())["outcome"] == "ok" for p in (repo / "goldens" / "acme").glob("*.json"))
+    assert (f"effect on ids a client re-encodes (encode(decode(ids)) with the defaults), in {rendered} of {rendered} "
+            "goldens: was the same ids; now 1 id more: re-encoding inserts '<|begin_of_text|>' at id 1, after "
+            "'<|begin_of_text|>' (a second BOS") in out, out
 
 
 def test_the_atlas_asks_only_new_cases_and_keeps_what_it_found_on_the_others():
@@ -291,3 +309,32 @@ def test_check_and_pytest_goldens_judge_the_same_tree_alike(tmp_path):
     assert run("generator.cli", "regenerate", "--write-invariants").returncode == 0
     again, suite = run("generator.cli", "check"), run("pytest", "--goldens", "-p", "no:cacheprovider", "-q")
     assert again.returncode == 0 and suite.returncode == 0, (again.stdout, suite.stdout[-2000:])
+
+
+def test_a_bump_round_trip_is_one_line_per_effect_and_a_refusal_is_said():
+    """Goldens whose re-encoding moved alike are one line, whatever their lengths; a case the new
+    template refuses has no ids to re-encode; an effect that stays is said as still there."""
+    from types import SimpleNamespace
+
+    from generator.goldens import bump
+
+    bos = "<|begin_of_text|>"
+
+    def golden(case, defaults, outcome="ok"):
+        return SimpleNamespace(case=case, outcome=outcome, extra={"roundtrip": {"defaults": defaults}})
+
+    def second_bos(n):
+        return {"at": 1, "golden": "<|start_header_id|>system", "round_trip": f"{bos}<|start_header_id|>sys",
+                "shared": bos, "tokens": f"{n} -> {n + 1}"}
+
+    pairs = [(golden("m/a", "same"), golden("m/a", second_bos(27))),
+             (golden("m/b", "same"), golden("m/b", second_bos(40))),
+             (golden("m/c", "same"), golden("m/c", None, outcome="error")),
+             (golden("m/d", second_bos(10)), golden("m/d", second_bos(12)))]
+    lines = bump._round_trip_lines(pairs, bos)
+    assert len(lines) == 3, lines
+    assert lines[0].endswith(f"in 2 of 4 goldens: was the same ids; now 1 id more: re-encoding inserts {bos!r} at id "
+                             f"1, after {bos!r} (a second BOS: the template writes one and encoding with the defaults "
+                             "adds another); e.g. m/a: same before, 27 -> 28 now")
+    assert "in 1 of 4 goldens: was the same ids; now refused by the template (no ids); e.g. m/c" in lines[1]
+    assert "in 1 of 4 goldens: still 1 id more: re-encoding inserts" in lines[2]

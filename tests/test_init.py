@@ -4,7 +4,9 @@ exists is replaced."""
 
 from __future__ import annotations
 
+import re
 import shutil
+import types
 from pathlib import Path
 
 import pytest
@@ -80,6 +82,30 @@ def test_the_written_workflow_calls_the_reusable_one_with_its_inputs(team):
     assert job["with"]["package"] == f"goldens @ git+https://github.com/{init.REPOSITORY}@v{version}"
     hf = models.load(team / "models.yaml").models["qwen3-8b"].tokenizer
     assert (hf.kind, hf.value, hf.revision) == ("hf", "Qwen/Qwen3-8B", "abc123")
+
+
+@pytest.mark.parametrize("default", ["main", "master", "trunk"])
+def test_the_written_workflow_gates_pushes_to_the_default_branch_whatever_its_name(team, default):
+    """`git init` made `master` for the issue's team and the workflow ran on `main` only: pushes
+    are filtered by the repository's default branch as GitHub reports it, not a list written at
+    init, and every pull request runs."""
+    assert run("init", team, "--dir", team / "tokenizers" / "qwen3").exit_code == 0
+    data = load(team / ".github" / "workflows" / "goldens.yml")
+    assert data["on"]["push"] is None and data["on"]["pull_request"] is None  # no branch list to miss
+    (job,) = data["jobs"].values()
+    condition = re.fullmatch(r"\$\{\{(.*)\}\}", job["if"].strip())[1]
+    # GitHub's expression, read as Python: the operators it uses here and the context it reads
+    python = condition.replace("||", " or ").replace("&&", " and ").replace("!", " not ").replace(" not =", "!=")
+    assert set(re.findall(r"[a-z_.]+", python)) - {"or", "and", "not"} <= {
+        "github.event_name", "push", "github.ref_name", "github.event.repository.default_branch"}, condition
+
+    def runs(event: str, branch: str) -> bool:
+        github = types.SimpleNamespace(event_name=event, ref_name=branch, event=types.SimpleNamespace(
+            repository=types.SimpleNamespace(default_branch=default)))
+        return eval(python, {"github": github})  # noqa: S307 (the expression the test just read)
+
+    assert runs("push", default) and not runs("push", "feature") and not runs("push", f"{default}-old")
+    assert runs("pull_request", "feature") and runs("workflow_dispatch", default)
 
 
 def test_existing_files_are_never_replaced(team):

@@ -42,3 +42,20 @@ def test_goldens_installs_beside_transformers_4_57_6_and_keeps_it(package, tmp_p
     # the header says the reference rendered in the venv at the pins: 4.57.6 stayed the team's
     assert "the reference renders in its venv at the pins" in plugin.stdout, plugin.stdout[-2000:]
     assert " passed" in plugin.stdout and " failed" not in plugin.stdout
+
+
+def test_pip_resolves_goldens_pytest_with_transformers_4_57_6_pinned_in_the_same_install(package, tmp_path):
+    """pip's resolver, both requirements in one install (the issue's ResolutionImpossible: a
+    huggingface-hub range only Transformers 5.18+ takes); what a team's requirements file asks."""
+    import json
+    import subprocess
+    import sys
+
+    report = tmp_path / "report.json"
+    result = subprocess.run([sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--quiet",
+                             "--report", str(report), f"transformers=={OLDEST}", f"goldens[pytest] @ {package.as_uri()}"],
+                            capture_output=True, text=True, timeout=900, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    chosen = {item["metadata"]["name"].lower().replace("_", "-"): item["metadata"]["version"]
+              for item in json.loads(report.read_text())["install"]}
+    assert chosen["transformers"] == OLDEST and chosen["goldens"] and "pytest" in chosen and "syrupy" in chosen

@@ -67,7 +67,8 @@ def test_engines_json_lists_every_engine_with_its_origin():
 
 def test_diff_json_lists_what_moved_first(repo):  # noqa: F811 - the fixture
     data = document("diff", "--goldens", repo / "goldens", "--json")
-    assert data == {"schema": "goldens.diff/1", "against": "HEAD", "changed": 0, "tokens_moved": 0, "goldens": []}
+    assert data == {"schema": "goldens.diff/1", "against": "HEAD", "changed": 0, "tokens_moved": 0, "goldens": [],
+                    "sources": {}}
 
     def bump(item):
         item.provenance["transformers_version"] = "9.9.9"
@@ -84,6 +85,7 @@ def test_diff_json_lists_what_moved_first(repo):  # noqa: F811 - the fixture
     }
     assert second["name"] == "qwen3/tools" and second["tokens_moved"] is False and second["metadata_only"] is True
     assert second["fields"] == ["provenance.transformers_version"] and second["first_moved_token"] is None
+    assert data["sources"] == {}  # a library version is no source of the model's
 
 
 @pytest.mark.integration  # Transformers venvs from the package index

@@ -267,3 +267,43 @@ def test_a_durations_file_spreads_the_shared_setup_for_pytest_split(team):
     for engine in ("reference", "transformers", "minijinja"):
         group = [durations[f"models.yaml::q/{shape}[{engine}]"] for shape in SHAPES]
         assert max(group) < 4 * min(group), (engine, group)
+
+
+@pytest.mark.slow
+def test_an_engine_cause_goldens_ships_shows_as_known_on_a_teams_model_as_check_says_it(tmp_path):
+    """Llama 3.1's template on a team's own model: minijinja renders tool-call arguments sent as
+    JSON text as text, which goldens ships reviewed as an engine-level cause. pytest --goldens
+    passes those cases as check does and says, as check says it, which cause explained them,
+    its class and why; `gate:` on that class fails both alike (issue 42 item 2)."""
+    from generator.replay import causes
+
+    team = tmp_path / "team"
+    shutil.copytree(source_of("llama3").tokenizer_dir, team / "tok")
+    (team / "tok" / "chat_template.jinja").write_text(source_of("llama3").template, encoding="utf-8")
+    matrix = {"date": "2026-01-15", "models": {"acme": {
+        "tokenizer": {"dir": "tok"}, "shapes": ["plain", "tool-result-json-args"],
+        "kwargs": {"date_string": "15 Jan 2026"}, "engines": ["transformers", "minijinja"]}}}
+    (team / "models.yaml").write_text(yaml.safe_dump(matrix, sort_keys=False), encoding="utf-8")
+    made = CliRunner().invoke(main, ["regenerate", "--config", str(team / "models.yaml"),
+                                     "--goldens", str(team / "goldens")])
+    assert made.exit_code == 0, made.output
+    cause = causes.named(team / "goldens", "minijinja-renders-as-sent")
+    assert cause is not None and cause.builtin  # shipped with goldens, not in the team's goldens/
+    check = CliRunner().invoke(main, ["check", "--config", str(team / "models.yaml"), "--goldens",
+                                      str(team / "goldens")])
+    assert check.exit_code == 0, check.output
+    said = [line for line in check.stdout.splitlines() if line.startswith(("known [", "  ", "known divergences"))]
+    assert said[0] == "known [minijinja]: the reviewed cause minijinja-renders-as-sent explained 1 case"
+    assert said[1].startswith(f"  {cause.klass}: {cause.reason.split('. ')[0][:200]}")
+    result = pytest_in(team, "--goldens")
+    assert result.returncode == 0, result.stdout + result.stderr
+    summary = [line.removeprefix("goldens: ") for line in result.stdout.splitlines()
+               if line.startswith(("goldens: known", "goldens:   "))]
+    assert summary == said  # the same lines, the same judgement
+
+    gated = {**matrix, "gate": [cause.klass]}
+    (team / "models.yaml").write_text(yaml.safe_dump(gated, sort_keys=False), encoding="utf-8")
+    assert CliRunner().invoke(main, ["check", "--config", str(team / "models.yaml"), "--goldens",
+                                     str(team / "goldens")]).exit_code == 1
+    failing = pytest_in(team, "--goldens")
+    assert failing.returncode == 1 and failed(failing) == ["models.yaml::acme/tool-result-json-args[minijinja]"]

@@ -231,7 +231,8 @@ def test_check_in_github_actions_writes_the_summary_and_one_annotation_per_drift
     cases = sum(len(group) for _, _, group in check_plan.groups(CONFIG, planned))
     assert cases > render_count("qwen3", "gemma3")  # qwen3's parse cases too
     assert words[:3] == ["DRIFT"] * 3 and words[-4:] == ["invariant", "invariant", "transformers:", str(cases)], words
-    assert set(words[3:-4]) == {"known"}, words
+    # each known cause's line, and under it its class and why (indented)
+    assert set(words[3:-4]) == {"known", ""} and all(a == "known" for a, b in zip(words[3:-5], words[4:-4]) if b == ""), words
     assert "\x1b" not in result.stdout
 
     # outside Actions: the same run prints no workflow command and leaves the summary alone

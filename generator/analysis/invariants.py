@@ -372,16 +372,12 @@ PROPOSED_REASON = ("the template itself renders the conversation this way (found
 
 def docs_url(page: str = "invariants.md") -> str:
     """A docs page as a team reads it: on the repository at this release's tag (a team's own
-    repository has no docs/ folder of goldens)."""
-    from importlib.metadata import PackageNotFoundError, version
-
+    repository has no docs/ folder of goldens). The version is the code's own, not the installed
+    metadata's: in the venv at the reference's pins goldens runs from its path, uninstalled."""
+    from generator import __version__
     from generator.init import REPOSITORY
 
-    try:
-        tag = f"v{version('goldens')}"
-    except PackageNotFoundError:
-        tag = "main"
-    return f"https://github.com/{REPOSITORY}/blob/{tag}/docs/{page}"
+    return f"https://github.com/{REPOSITORY}/blob/v{__version__}/docs/{page}"
 
 
 def _glob_escape(text: str) -> str:

@@ -121,42 +121,94 @@ def model_lines(top: Path, base: Path, rev: str, model: str, changes: list) -> l
     removed = sorted(set(before.get("special tokens", [])) - set(after.get("special tokens", [])))
     if added or removed:
         lines.append(f"  special tokens: {len(added)} added {added[:8]}, {len(removed)} removed {removed[:8]}")
-    lines += _round_trip_lines(pairs)
+    lines += _round_trip_lines(pairs, after.get("bos_token", before.get("bos_token")))
     return lines
 
 
-def _round_trip_lines(pairs: list) -> list[str]:
-    """How re-encoding the goldens' ids moved: the ids a client that re-encodes a prompt sends."""
-    moved: dict[tuple[str, str], list[str]] = {}
-    shared = ""
+def _round_trip_lines(pairs: list, bos: object = None) -> list[str]:
+    """How re-encoding the goldens' ids moved: the ids a client that re-encodes a prompt sends.
+    Goldens whose round trip moved alike are one line: how many ids it adds or drops and what it
+    inserts where (a second BOS named as such), with one golden's counts as the example. One the
+    template now refuses has no ids to re-encode, and is said so; an effect that stays the same
+    in words while the prompt's length moved is said once, as still there."""
+    moved: dict[tuple[str, str], list[tuple[str, str, str]]] = {}
     for old, new in pairs:
-        a = (old.extra.get("roundtrip") or {}).get("defaults", "same")
-        b = (new.extra.get("roundtrip") or {}).get("defaults", "same")
+        a = _side(old)
+        b = _side(new)
         if a == b:
             continue
-        key = (_short(a), _short(b))
-        moved.setdefault(key, []).append(new.case)
-        if isinstance(b, dict) and not shared:
-            shared = f" (re-encoded: {b.get('round_trip', '')[:60]!r} where the golden has {b.get('golden', '')[:60]!r})"
-    return [f"  effect on ids a client re-encodes (encode(decode(ids)) with the defaults): {a} → {b} in "
-            f"{len(cases)} golden{'s' if len(cases) != 1 else ''}{shared}" for (a, b), cases in moved.items()]
+        key = (_effect(a, bos), _effect(b, bos))
+        moved.setdefault(key, []).append((new.case, _counts(a), _counts(b)))
+    out = []
+    head = "  effect on ids a client re-encodes (encode(decode(ids)) with the defaults), in"
+    for (a, b), cases in moved.items():
+        n = f"{len(cases)} of {len(pairs)} golden{'s' if len(pairs) != 1 else ''}"
+        case, before, after = cases[0]
+        said = f"; e.g. {case}: {before} before, {after} now"
+        out.append(f"{head} {n}: still {b}{said}" if a == b else f"{head} {n}: was {a}; now {b}{said}")
+    return out
 
 
-def _short(value) -> str:
-    if isinstance(value, dict):
-        return f"{value.get('tokens', 'differs')} tokens, first difference at {value.get('at')}"
-    return str(value)
+def _side(golden) -> object:
+    """A golden's round trip with the defaults, or 'refused' where the template refused the case."""
+    if getattr(golden, "outcome", "ok") == "error":
+        return "refused"
+    return (golden.extra.get("roundtrip") or {}).get("defaults", "same")
+
+
+def _counts(value) -> str:
+    """'27 -> 28' (ids, then re-encoded), 'same' or 'refused'."""
+    return str(value.get("tokens", "")) if isinstance(value, dict) else str(value)
+
+
+def _effect(value, bos: object = None) -> str:
+    """A round trip's difference in words: 'the same ids', or '1 id more: re-encoding inserts
+    '<|begin_of_text|>' at id 1, after '<|begin_of_text|>' (a second BOS)'."""
+    if not isinstance(value, dict):
+        return {"same": "the same ids", "refused": "refused by the template (no ids)"}.get(str(value), str(value))
+    counts = str(value.get("tokens", ""))
+    try:
+        old_n, new_n = (int(n) for n in counts.split(" -> "))
+        delta = new_n - old_n
+        size = f"{abs(delta)} id{'s' if abs(delta) != 1 else ''} {'more' if delta > 0 else 'fewer'}" if delta else \
+            "as many ids"
+    except ValueError:
+        delta, size = 0, "other ids"
+    golden, again, before = (str(value.get(k, "")) for k in ("golden", "round_trip", "shared"))
+    what = ""
+    if delta > 0:  # the shortest start of the re-encoded text after which the golden's text resumes
+        cut = next((i for i in range(1, len(again) + 1) if golden and again[i:].startswith(golden[:8])), None)
+        if cut:
+            what = f"re-encoding inserts {again[:cut]!r}"
+    elif delta < 0:
+        cut = next((i for i in range(1, len(golden) + 1) if again and golden[i:].startswith(again[:8])), None)
+        if cut:
+            what = f"re-encoding drops {golden[:cut]!r}"
+    if not what:
+        what = f"re-encoded {again[:40]!r} where the golden has {golden[:40]!r}"
+    where = f" at id {value.get('at')}" + (f", after {before[-40:]!r}" if before else "")
+    second = ""
+    if isinstance(bos, str) and bos and delta > 0 and what.endswith(repr(bos)) and before.endswith(bos):
+        second = " (a second BOS: the template writes one and encoding with the defaults adds another)"
+    return f"{size}: {what}{where}{second}"
+
+
+def by_model(root: Path, rev: str, changes: list) -> dict[str, list[str]]:
+    """Each model whose sources changed -> its lines (the text view's; `diff --json`'s `sources`)."""
+    top = Path(subprocess.run(["git", "-C", str(root), "rev-parse", "--show-toplevel"], capture_output=True,
+                              text=True, timeout=60).stdout.strip() or root)
+    base = Path(root).resolve().parent  # models.yaml's folder: where its relative paths start
+    grouped: dict[str, list] = {}
+    for change in changes:
+        grouped.setdefault(change.model, []).append(change)
+    out: dict[str, list[str]] = {}
+    for model, items in grouped.items():
+        said = model_lines(top.resolve(), base, rev, model, items)
+        if said:
+            out[model] = said
+    return out
 
 
 def lines(root: Path, rev: str, changes: list) -> list[str]:
     """Every model's source changes, for `goldens diff`."""
-    top = Path(subprocess.run(["git", "-C", str(root), "rev-parse", "--show-toplevel"], capture_output=True,
-                              text=True, timeout=60).stdout.strip() or root)
-    base = Path(root).resolve().parent  # models.yaml's folder: where its relative paths start
-    by_model: dict[str, list] = {}
-    for change in changes:
-        by_model.setdefault(change.model, []).append(change)
-    out: list[str] = []
-    for model, items in by_model.items():
-        out += model_lines(top.resolve(), base, rev, model, items)
-    return out
+    return [line for said in by_model(root, rev, changes).values() for line in said]

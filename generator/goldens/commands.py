@@ -81,14 +81,15 @@ def diff_command(rev: str, root: Path, markdown: bool, report_path: Path | None,
     from generator.goldens import bump
 
     changes = diff.changed(root, rev)
-    sources = bump.lines(root, rev, changes) if changes else []  # the template, BOS/EOS and their effect
+    per_model = bump.by_model(root, rev, changes) if changes else {}  # the template, BOS/EOS and their effect
+    sources = [line for said in per_model.values() for line in said]
     page = diff.render_markdown(changes, rev, context, sources)
     if report_path is not None:
         destination.write(report_path, page)
     if as_json:
         from generator import documents
 
-        click.echo(documents.dumps("diff", documents.diff(changes, rev)), nl=False)
+        click.echo(documents.dumps("diff", documents.diff(changes, rev, per_model)), nl=False)
     else:
         click.echo(page if markdown else diff.render_text(changes, rev, context, full, sources), nl=False)
     github.publish(page, github.diff_annotations(changes), lambda line: click.echo(line, err=True))

@@ -36,12 +36,33 @@ def terminal(summary: Summary, colour: bool = False, errors: bool = True) -> lis
                          f"{problem_line(outcome)}")
             if outcome.advice:
                 lines.append(f"  {outcome.advice}")
-    for (cause, column), n in summary.causes().items():
-        lines.append(f"known [{column}]: the reviewed cause {cause} explained {n} case{'s' if n != 1 else ''}")
+    lines += known_lines(summary)
     lines += summary.refusals()
     lines += [summary.class_line()] if summary.class_line() else []
     lines.append(style(summary.line(), "green" if summary.passed else "red"))
     return lines
+
+
+def known_lines(summary: Summary) -> list[str]:
+    """Each reviewed cause that explained cases, with its class and the first sentence of its
+    reason under it: an engine's behaviour goldens ships as known reads as known on a team's own
+    model, and says why (check and pytest --goldens print these lines alike)."""
+    said = {(o.cause, o.column): o for o in summary.verdicts if o.status == "known" and o.cause is not None}
+    lines = []
+    for (cause, column), n in summary.causes().items():
+        lines.append(f"known [{column}]: the reviewed cause {cause} explained {n} case{'s' if n != 1 else ''}")
+        outcome = said[cause, column]
+        reason = first_sentence(outcome.reason or "")
+        lines.append(f"  {outcome.klass or 'unclassified'}: {reason}" if reason else
+                     f"  {outcome.klass or 'unclassified'}")
+    return lines
+
+
+def first_sentence(text: str, limit: int = 300) -> str:
+    """A reason's first sentence on one line (a cause's reason runs to a paragraph)."""
+    text = " ".join(text.split())
+    end = next((i + 1 for i, ch in enumerate(text) if ch == "." and text[i + 1:i + 2] in (" ", "")), len(text))
+    return first_line(text[:end], limit)
 
 
 def error_lines(summary: Summary) -> list[str]:
