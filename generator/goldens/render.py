@@ -27,7 +27,11 @@ def versions() -> dict[str, str]:
 
 
 def provenance(source: Source, config: Config) -> dict[str, str]:
+    """What a golden was rendered from; a built-in family's golden also names the family and
+    whether its tokenizer is the model's own (`real`) or a `surrogate` (docs/families.md)."""
+    family = {"family": source.family, "tokenizer": "surrogate" if source.surrogate else "real"} if source.family else {}
     return {
+        **family,
         "source": source.origin,
         "template": source.template_origin,
         "template_sha256": source.template_sha256,

@@ -50,6 +50,8 @@ class Source:
     processor_dir: Path | None = None  # tokenizer + processor settings, when models.yaml has them
     processor_origin: str | None = None
     tekken: Path | None = None  # the tekken file it was built from (mistral-common encodes with it)
+    family: str | None = None  # the built-in family the model is (models.yaml `family:`)
+    surrogate: bool = False  # its tokenizer is a family's surrogate (sources/surrogate.py)
 
     # Cached: provenance is stamped on every golden, and hashing a 30 MB tokenizer.json per case
     # (as the snapshot tests would) repeats the same I/O a hundred times.
@@ -121,6 +123,9 @@ def resolve(model: ModelSpec, config: Config) -> Source:
             directory, origin = gguf.tokenizer_dir(files["gguf"], config=spec.config), f"gguf:{spec.value}"
         else:
             directory, origin = _tokenizer_dir(base, spec.value), f"dir:{spec.value}"
+        if spec.surrogate:
+            directory, origin = _surrogate(spec, directory, origin)
+            files = {}  # the nearest's GGUF or tekken file is not this tokenizer: every engine reads the dir
         template, template_origin = _template(model.template, directory, files.get("gguf"), base)
         _compiles(template, template_origin)
         processor = None
@@ -135,7 +140,16 @@ def resolve(model: ModelSpec, config: Config) -> Source:
         template_origin=template_origin, gguf=files.get("gguf"), tekken=files.get("tekken"),
         processor_dir=processor,
         processor_origin=model.processor.origin if model.processor is not None else None,
+        family=spec.family, surrogate=spec.surrogate,
     )
+
+
+def _surrogate(spec: Any, nearest: Path, origin: str) -> tuple[Path, str]:
+    """A surrogate family's tokenizer directory (sources/surrogate.py) and its origin line."""
+    from generator.sources import surrogate
+
+    directory = surrogate.tokenizer_dir(nearest, spec.family, spec.adds, tokenizer_fingerprint(nearest))
+    return directory, f"surrogate for {spec.family}: {origin} plus its template's special tokens"
 
 
 def _compiles(template: str, origin: str) -> None:
