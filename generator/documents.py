@@ -42,6 +42,10 @@ def models(config, resolved: dict[str, Any] | None = None) -> dict[str, Any]:
                            "disputes": [{"cases": list(d.cases), "right": d.right, "reason": d.reason}
                                         for d in model.disputes]},
         }
+        if spec.family is not None:  # a built-in family (docs/families.md)
+            item["family"] = {"name": spec.family, "source": model.template.value,
+                              "tokenizer": "surrogate" if spec.surrogate else "real",
+                              "nearest": spec.value, "adds": list(spec.adds)}
         if resolved is not None:
             source = resolved[model.name]
             item["resolved"] = {"origin": source.origin, "template_origin": source.template_origin,
@@ -50,9 +54,24 @@ def models(config, resolved: dict[str, Any] | None = None) -> dict[str, Any]:
         out.append(item)
     from generator.config import families
 
+    from generator.config import engine_registry
+
+    in_matrix: dict[str, list[str]] = {}
+    for model in config.models.values():
+        if model.tokenizer.family is not None:
+            in_matrix.setdefault(model.tokenizer.family, []).append(model.name)
+    listed = []
+    for family in families.builtin():
+        item = family.as_dict()
+        models = [config.models[name] for name in in_matrix.get(family.name, [])]
+        # what replays it here: the matrix's models that are this family, their reference and engines
+        item["models"] = [model.name for model in models]
+        item["reference"] = engine_registry.REFERENCE if models else None
+        item["engines"] = sorted({engine for model in models for engine in model.engines
+                                  if engine != engine_registry.REFERENCE})
+        listed.append(item)
     return {"config": str(config.path), "date": config.date.isoformat(),
-            "engine_versions": dict(config.engine_versions), "models": out,
-            "families": [family.as_dict() for family in families.builtin()]}
+            "engine_versions": dict(config.engine_versions), "models": out, "families": listed}
 
 
 def engines(infos) -> dict[str, Any]:

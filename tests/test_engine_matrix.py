@@ -38,7 +38,7 @@ def test_the_command_prints_the_table_with_numbered_reasons():
         lines = text[text.index("| model"):].splitlines()
         assert lines[0].startswith(first)
         rows = [line for line in lines[2:] if line.startswith("| ")]
-        assert [row.split(" | ")[0][2:] for row in rows] == list(CONFIG.models)
+        assert [row.split(" | ")[0][2:].removesuffix(" (surrogate)") for row in rows] == list(CONFIG.models)
         numbers = {part.strip() for row in rows for part in row.split("|") if part.strip().startswith("- (")}
         notes = [line for line in lines if line.startswith("(")]
         assert sorted(numbers) == sorted(f"- {note.split(')')[0]})" for note in notes)

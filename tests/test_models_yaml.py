@@ -380,4 +380,5 @@ def test_a_tool_parser_starts_vllm_as_a_tool_serving_server():
     assert tool_args(models["gemma3"]) == []
     assert {name: m.tool_parser for name, m in models.items() if m.tool_parser} == {
         "qwen3": "hermes", "llama3": "llama3_json", "mistral-nemo": "mistral", "deepseek-v3": "deepseek_v3",
-        "gpt-oss": "openai", "gemma4": "gemma4"}
+        "gpt-oss": "openai", "gemma4": "gemma4", "kimi-k3": "kimi_k3", "deepseek-v4": "deepseek_v4",
+        "glm-4.7-flash": "glm47", "minimax-m3": "minimax_m3", "qwen3.5-4b": "qwen3_coder"}

@@ -34,8 +34,9 @@ def gpt_oss_only(model: ModelSpec) -> str | None:
 
 
 def tekken_only(model: ModelSpec) -> str | None:
-    """mistral-common encodes with a tekken file: models whose tokenizer is one."""
-    if model.tokenizer.kind == "pack" and model.tokenizer.value == "mistral-common:tekken":
+    """mistral-common encodes with a tekken file: models whose tokenizer is one (a surrogate
+    built on NeMo's adds tokens the tekken file does not have)."""
+    if model.tokenizer.kind == "pack" and model.tokenizer.value == "mistral-common:tekken" and not model.surrogate:
         return None
     return "mistral-common encodes Mistral models (a tekken tokenizer) only"
 
@@ -98,8 +99,20 @@ def parse_matrix(config: Config) -> list[Cell]:
     return cells
 
 
-def markdown(cells: list[Cell], word: str = REPLAYED) -> str:
-    """One row per model, one column per engine; each reason numbered once below the table."""
+SURROGATE_NOTE = ("surrogate: a built-in family rendered with the nearest real tokenizer plus its template's "
+                  "special tokens; its findings are about templates and request layers, never tokenizers "
+                  "(docs/families.md)")
+
+
+def labels(config: Config) -> dict[str, str]:
+    """Each model's name as the table shows it: a surrogate family's says so."""
+    return {name: f"{name} (surrogate)" if model.surrogate else name for name, model in config.models.items()}
+
+
+def markdown(cells: list[Cell], word: str = REPLAYED, labels: dict[str, str] | None = None) -> str:
+    """One row per model, one column per engine; each reason numbered once below the table, and
+    what a `(surrogate)` model is when one is in it."""
+    labels = labels or {}
     engines = list(dict.fromkeys(cell.engine for cell in cells))
     models = list(dict.fromkeys(cell.model for cell in cells))
     reasons: dict[str, int] = {}
@@ -114,7 +127,9 @@ def markdown(cells: list[Cell], word: str = REPLAYED) -> str:
             else:
                 number = reasons.setdefault(cell.why_not, len(reasons) + 1)
                 row.append(f"- ({number})")
-        lines.append(f"| {model} | " + " | ".join(row) + " |")
+        lines.append(f"| {labels.get(model, model)} | " + " | ".join(row) + " |")
     lines.append("")
     lines += [f"({number}) {reason}" for reason, number in reasons.items()]
+    if any(labels.get(model, model) != model for model in models):
+        lines.append(SURROGATE_NOTE)
     return "\n".join(lines) + "\n"

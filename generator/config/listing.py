@@ -32,6 +32,10 @@ def models_command(config_path: Path, do_resolve: bool, as_json: bool) -> None:
     for model in config.models.values():
         spec = model.tokenizer
         where = f"{spec.kind}:{spec.value}" + (f"@{spec.revision}" if spec.revision else "")
+        if spec.family is not None:
+            where = (f"family {spec.family}: " + (f"surrogate, {spec.value} + {len(spec.adds)} special tokens of "
+                     "its template (findings are about templates and request layers, never tokenizers)"
+                     if spec.surrogate else f"real, {spec.value}"))
         if spec.config:
             where += f" with tokenizer_config {json.dumps(spec.config, sort_keys=True)}"
         template = model.template.kind if model.template.kind == "tokenizer" else f"{model.template.kind}:{model.template.value}"
@@ -56,23 +60,30 @@ def models_command(config_path: Path, do_resolve: bool, as_json: bool) -> None:
             click.echo(f"  resolved:  {source.origin}; template from {source.template_origin}")
             click.echo(f"  now template_sha256: {source.template_sha256}")
             click.echo(f"  now tokenizer_sha256: {source.tokenizer_sha256}")
-    _echo_families()
+    _echo_families(config)
 
 
-def _echo_families() -> None:
-    """One line per built-in family: not in the matrix (no goldens, no replay), docs/families.md."""
+def _echo_families(config) -> None:
+    """One line per built-in family, naming the matrix's models that are it (`family:` in
+    models.yaml); the others are catalogue only (docs/families.md)."""
     from generator.config import families
 
     catalogue = families.builtin()
     real = sum(family.tokenizer.kind == "real" for family in catalogue)
+    in_matrix = {}
+    for model in config.models.values():
+        if model.tokenizer.family is not None:
+            in_matrix.setdefault(model.tokenizer.family, []).append(model.name)
     click.echo(f"families: {len(catalogue)} built-in ({real} real, {len(catalogue) - real} surrogate), "
-               "from llama.cpp's templates; catalogue only, not in the matrix (docs/families.md)")
+               f"from llama.cpp's templates; {len(in_matrix)} in this matrix (`family:`), the rest "
+               "catalogue only (docs/families.md)")
     for family in catalogue:
         tokenizer = family.tokenizer
         added = f" + {len(tokenizer.adds)} special tokens" if tokenizer.adds else ""
         also = f" (also {', '.join(family.checkpoints[1:])})" if len(family.checkpoints) > 1 else ""
+        models = f"; in the matrix as {', '.join(in_matrix[family.name])}" if family.name in in_matrix else ""
         click.echo(f"  {family.name}: {tokenizer.kind} {tokenizer.source}{added}; "
-                   f"template {family.template_file}{also}")
+                   f"template {family.template_file}{also}{models}")
 
 
 def engines_command(config_path: Path, as_json: bool, as_matrix: bool) -> None:
@@ -84,9 +95,11 @@ def engines_command(config_path: Path, as_json: bool, as_matrix: bool) -> None:
         from generator.config import engine_matrix, models
 
         config = models.load(config_path)
-        click.echo(engine_matrix.markdown(engine_matrix.matrix(config)), nl=False)
+        labels = engine_matrix.labels(config)
+        click.echo(engine_matrix.markdown(engine_matrix.matrix(config), labels=labels), nl=False)
         click.echo("\nThe output side (parse cases: output ids -> message, docs/parse.md):\n")
-        click.echo(engine_matrix.markdown(engine_matrix.parse_matrix(config), engine_matrix.PARSED), nl=False)
+        click.echo(engine_matrix.markdown(engine_matrix.parse_matrix(config), engine_matrix.PARSED, labels),
+                   nl=False)
         return
     if as_json:
         from generator import documents

@@ -47,6 +47,11 @@ class TokenizerSpec:
     # tokenizer_config values this model's own tokenizer states and the GGUF it is built from
     # does not (a GGUF converted from a sibling model): GGUF sources only, e.g. Phi-3.5 on the phi-3 vocab
     config: dict[str, Any] = field(default_factory=dict)
+    # a built-in family's tokenizer (`family:` in models.yaml, config/families.py): its name, and
+    # for a surrogate the special tokens added to the nearest real tokenizer (`value`)
+    family: str | None = None
+    surrogate: bool = False
+    adds: tuple[str, ...] = ()
 
     @property
     def from_gguf(self) -> bool:
@@ -153,6 +158,12 @@ class ModelSpec:
     # and the reviewed disputes between the two (docs/references.md)
     encoder: str | None = None
     disputes: tuple[ReviewedDispute, ...] = ()
+
+    @property
+    def surrogate(self) -> bool:
+        """A built-in family rendered with a surrogate tokenizer: its findings are about templates
+        and request layers, never tokenizers (docs/families.md)."""
+        return self.tokenizer.surrogate
 
     def parser(self, engine: str, kind: str) -> str | None:
         """The engine's `kind` ("tool" or "reasoning") parser for this model, if it names one;
@@ -293,7 +304,7 @@ def _parse_engines(raw: Any, where: _Where) -> dict[str, str]:
     return versions
 
 
-MODEL_KEYS = {"tokenizer", "template", "shapes", "variants", "engines", "kwargs", "pins", "prefix_tails",
+MODEL_KEYS = {"family", "tokenizer", "template", "shapes", "variants", "engines", "kwargs", "pins", "prefix_tails",
               "processor", "invariants", "dialects", "tool_parser", "parsers", "parse", "references"}
 # an engine's tool-call and reasoning parsers; Transformers' `response` template (the fallback
 # `transformers serve` picks by model_type: qwen3, gemma4, ...)
@@ -333,9 +344,15 @@ def with_lock(model: ModelSpec, entry: dict[str, list[str]] | None) -> ModelSpec
 
 
 def _parse_model(name: str, raw: Any, where: _Where, key: str, default_dialects: tuple[str, ...] = ()) -> ModelSpec:
-    raw = where.mapping(raw, key, MODEL_KEYS, required={"tokenizer"})
-    tokenizer = _parse_tokenizer(raw["tokenizer"], where, f"{key}.tokenizer")
-    template = _parse_template(raw.get("template"), where, f"{key}.template")
+    raw = where.mapping(raw, key, MODEL_KEYS)
+    if "family" in raw:
+        tokenizer, template = _parse_family(raw, where, key)
+    elif "tokenizer" not in raw:
+        raise GoldensError(f"{where.file}: {key}.tokenizer: missing required key (or `family:`, a built-in "
+                           "family from `goldens models`)")
+    else:
+        tokenizer = _parse_tokenizer(raw["tokenizer"], where, f"{key}.tokenizer")
+        template = _parse_template(raw.get("template"), where, f"{key}.template")
     processor = _parse_processor(raw.get("processor"), where, f"{key}.processor")
     shapes, requests = _parse_shapes(raw.get("shapes", "all"), where, f"{key}.shapes")
     shapes = _media_shapes(shapes, requests, raw.get("shapes", "all"), processor, where, f"{key}.shapes")
@@ -562,6 +579,35 @@ def _parse_tokenizer(raw: Any, where: _Where, key: str) -> TokenizerSpec:
                                    "scalar value (true, false, a number, a string or null)")
         spec = TokenizerSpec(kind=kind, value=value, revision=revision, config=dict(config))
     return spec
+
+
+def _parse_family(raw: dict, where: _Where, key: str) -> tuple[TokenizerSpec, TemplateSpec]:
+    """`family: kimi-k3`: a built-in family (config/families.py) supplies the template (its file
+    of llama.cpp's models/templates/) and the tokenizer (real, or a surrogate: the nearest real
+    one plus the template's special tokens, sources/surrogate.py)."""
+    import difflib
+
+    from generator.config import families
+
+    for given in ("tokenizer", "template"):
+        if given in raw:
+            raise GoldensError(f"{where.file}: {key}.{given}: a family supplies its tokenizer and template; "
+                               f"give `family:` or `{given}:`, not both")
+    name = raw["family"]
+    if not isinstance(name, str) or not name:
+        raise GoldensError(f"{where.file}: {key}.family: expected a built-in family's name (`goldens models`)")
+    catalogue = {family.name: family for family in families.builtin()}
+    family = catalogue.get(name)
+    if family is None:
+        close = difflib.get_close_matches(name, list(catalogue), n=3)
+        hint = f"; did you mean {', '.join(close)}?" if close else ""
+        raise GoldensError(f"{where.file}: {key}.family: unknown family {_shown(name)!r} "
+                           f"({len(catalogue)} built-in: `goldens models`){hint}")
+    tok = family.tokenizer
+    surrogate = tok.kind == "surrogate"
+    tokenizer = TokenizerSpec(kind="pack", value=tok.source, config=dict(tok.tokenizer_config or {}),
+                              family=family.name, surrogate=surrogate, adds=tok.adds if surrogate else ())
+    return tokenizer, TemplateSpec(kind="pack", value=family.template_pack)
 
 
 def _parse_template(raw: Any, where: _Where, key: str) -> TemplateSpec:

@@ -27,9 +27,13 @@ def versions() -> dict[str, str]:
 
 
 def provenance(source: Source, config: Config) -> dict[str, str]:
-    """What every golden of a model was rendered from; a model with an encoder reference names
-    it too (the wheel and module it is pinned by), the only line its agreeing goldens add."""
+    """What every golden of a model was rendered from: a built-in family's also names the family
+    and whether its tokenizer is the model's own (`real`) or a `surrogate` (docs/families.md); a
+    model with an encoder reference names it too (the wheel and module it is pinned by), the only
+    line its agreeing goldens add."""
+    family = {"family": source.family, "tokenizer": "surrogate" if source.surrogate else "real"} if source.family else {}
     return {
+        **family,
         "source": source.origin,
         "template": source.template_origin,
         "template_sha256": source.template_sha256,

@@ -29,6 +29,7 @@ from generator.engines.remote import Connection
 from generator.errors import GoldensError, one_line
 from generator.replay import causes
 from generator.replay.judge import Outcome, load_goldens, replay
+from generator.replay.report import surrogate_note
 from generator.replay.results import Group, Plan, Results, fingerprint
 from generator.sources.source import Source, resolve
 
@@ -144,6 +145,8 @@ def run(config: Config, root: Path, engines: tuple[str, ...] = (), models: tuple
         for model_name, indices in by_model.items():
             model = config.models[model_name]
             source = resolve(model, config)
+            if model.surrogate:  # every report marks its lines (replay/report.py)
+                results.notes.append(surrogate_note(model.name, model.tokenizer.family or model.name))
             case_ids = list(dict.fromkeys(c for i in indices for c in parts[i][2]))
             goldens = dict(zip(case_ids, load_goldens(root, case_ids)))
             tokenizer = reference.load_tokenizer(source.tokenizer_dir)

@@ -52,12 +52,14 @@ def cell(outcome: Outcome) -> str:
     return f"**{headline(outcome)}**"
 
 
-def _problem_row(group: list[Outcome]) -> list[str]:
+def _problem_row(group: list[Outcome], surrogates: frozenset[str] = frozenset()) -> list[str]:
     first = group[0]
     model, stem = split_case(first.case)
+    model = f"{model} (surrogate)" if model in surrogates else model
     where = first_divergence(first)
     if len(group) > 1:
-        models = list(dict.fromkeys(split_case(o.case)[0] for o in group))
+        models = list(dict.fromkeys(split_case(o.case)[0] + (" (surrogate)" if split_case(o.case)[0] in surrogates
+                                                              else "") for o in group))
         model = ", ".join(models) if len(models) <= 3 else f"{len(models)} models"
         stem = f"{len(group)} cases"
         if first.status != "error" and first.edit is not None:  # drifts sharing one first edit
@@ -105,7 +107,7 @@ def _passes_title(outcomes: Sequence[Outcome]) -> str:
     return " · ".join([f"{total} of {len(outcomes)} passed", *parts])
 
 
-def _grid(outcomes: Sequence[Outcome]) -> list[str]:
+def _grid(outcomes: Sequence[Outcome], surrogates: frozenset[str] = frozenset()) -> list[str]:
     """Every case: a row per (model, shape), a column per engine (and stand-in)."""
     columns: list[str] = []
     cases: list[str] = []
@@ -122,6 +124,7 @@ def _grid(outcomes: Sequence[Outcome]) -> list[str]:
     rows = []
     for case in cases:
         model, stem = split_case(case)
+        model = f"{model} (surrogate)" if model in surrogates else model
         rows.append([model, stem] + [cell(grid[case, c]) if (case, c) in grid else "—" for c in columns])
     header = [f"{c} ({versions[c]})" if c in versions and not c.endswith("@" + versions[c]) else c
               for c in columns]
@@ -143,7 +146,7 @@ def markdown(summary: Summary, title: str = "goldens check") -> str:
                       f"of {_text(column)}"]
     groups = summary.problems()
     if groups:
-        rows = [_problem_row(group) for group in groups[:ROW_LIMIT]]
+        rows = [_problem_row(group, summary.surrogates()) for group in groups[:ROW_LIMIT]]
         lines += ["", *md.table(["needs a look", "model", "shape", "engine", "first divergence"], rows)]
         if len(groups) > ROW_LIMIT:
             lines += ["", f"… and {len(groups) - ROW_LIMIT} more; the JUnit report has every one."]
@@ -152,7 +155,7 @@ def markdown(summary: Summary, title: str = "goldens check") -> str:
         if len(groups) > DETAILS_LIMIT:
             lines += ["", f"… {len(groups) - DETAILS_LIMIT} more full reports are in the JUnit report."]
     if any(kind(o).passing for o in outcomes):
-        lines += ["", *md.fold(_passes_title(outcomes), _grid(outcomes))]
+        lines += ["", *md.fold(_passes_title(outcomes), _grid(outcomes, summary.surrogates()))]
     if summary.coverage:
         lines += ["", *_coverage(summary.coverage)]
     return "\n".join(lines) + "\n"

@@ -85,6 +85,16 @@ def rank(item: Kind) -> int:
     return next((i for i, k in enumerate(KINDS) if k.key == item.key), len(KINDS))
 
 
+SURROGATE = "surrogate tokenizer: "  # the note that marks a model's lines in every report
+
+
+def surrogate_note(model: str, family: str) -> str:
+    """The note a run writes for a surrogate family; kept in results (and merged shards) as text."""
+    return (f"{SURROGATE}{model} is the built-in family {family} rendered with the nearest real tokenizer "
+            "plus its template's special tokens: its findings are about templates and request layers, "
+            "never tokenizers (docs/families.md)")
+
+
 def split_case(case: str) -> tuple[str, str]:
     """'qwen3/tools--thinking-off' -> ('qwen3', 'tools--thinking-off')."""
     model, _, stem = case.partition("/")
@@ -157,6 +167,14 @@ class Summary:
     @property
     def stale_causes(self) -> list[Outcome]:
         return [o for o in self.outcomes if o.kind == STALE_CAUSE]
+
+    def surrogates(self) -> frozenset[str]:
+        """The models of the run rendered with a surrogate tokenizer (their notes say so)."""
+        return frozenset(note[len(SURROGATE):].split(" ", 1)[0] for note in self.notes if note.startswith(SURROGATE))
+
+    def marked(self, case: str) -> str:
+        """A case as a report line names it: a surrogate model's says so."""
+        return f"{case} (surrogate)" if split_case(case)[0] in self.surrogates() else case
 
     def refusals(self) -> list[str]:
         """The models whose checked cases mostly both refuse, each named with why."""

@@ -32,7 +32,7 @@ def terminal(summary: Summary, colour: bool = False, errors: bool = True) -> lis
         for outcome in group:
             if outcome.status == "error" and not errors:
                 continue
-            lines.append(f"{style(what.word, what.colour, bold=True)} {outcome.case} [{outcome.column}]: "
+            lines.append(f"{style(what.word, what.colour, bold=True)} {summary.marked(outcome.case)} [{outcome.column}]: "
                          f"{problem_line(outcome)}")
             if outcome.advice:
                 lines.append(f"  {outcome.advice}")

@@ -53,6 +53,8 @@ class Source:
     encoder: str | None = None  # models.yaml references.encoder: a second reference (sources/encoders.py)
     encoder_file: Path | None = None  # its pinned module in the cache
     encoder_origin: str | None = None  # its provenance line
+    family: str | None = None  # the built-in family the model is (models.yaml `family:`)
+    surrogate: bool = False  # its tokenizer is a family's surrogate (sources/surrogate.py)
 
     # Cached: provenance is stamped on every golden, and hashing a 30 MB tokenizer.json per case
     # (as the snapshot tests would) repeats the same I/O a hundred times.
@@ -124,6 +126,9 @@ def resolve(model: ModelSpec, config: Config) -> Source:
             directory, origin = gguf.tokenizer_dir(files["gguf"], config=spec.config), f"gguf:{spec.value}"
         else:
             directory, origin = _tokenizer_dir(base, spec.value), f"dir:{spec.value}"
+        if spec.surrogate:
+            directory, origin = _surrogate(spec, directory, origin)
+            files = {}  # the nearest's GGUF or tekken file is not this tokenizer: every engine reads the dir
         template, template_origin = _template(model.template, directory, files.get("gguf"), base)
         _compiles(template, template_origin)
         processor = None
@@ -147,7 +152,16 @@ def resolve(model: ModelSpec, config: Config) -> Source:
         encoder=encoder.name if encoder is not None else None,
         encoder_file=encoder_file if encoder is not None else None,
         encoder_origin=encoder.origin if encoder is not None else None,
+        family=spec.family, surrogate=spec.surrogate,
     )
+
+
+def _surrogate(spec: Any, nearest: Path, origin: str) -> tuple[Path, str]:
+    """A surrogate family's tokenizer directory (sources/surrogate.py) and its origin line."""
+    from generator.sources import surrogate
+
+    directory = surrogate.tokenizer_dir(nearest, spec.family, spec.adds, tokenizer_fingerprint(nearest))
+    return directory, f"surrogate for {spec.family}: {origin} plus its template's special tokens"
 
 
 def _compiles(template: str, origin: str) -> None:
