@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -53,6 +54,12 @@ def fit(points: list[tuple[int, float]]) -> tuple[float | None, float]:
     return max(mean_s - slope * mean_n, 0.0), max(slope, 0.0)
 
 
+def _models(config: str) -> dict:
+    from generator.config import models
+
+    return models.load(Path(config)).models
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--config", default=str(ROOT / "models.yaml"))
@@ -67,8 +74,10 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         durations, one = Path(tmp) / "durations.json", Path(tmp) / "one.json"
         started = time.perf_counter()
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         finish(goldens(*selection, "--store-durations", str(durations), "--results", str(one)))
         unsharded = time.perf_counter() - started
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
         data = json.loads(one.read_text(encoding="utf-8"))
         groups = [(f"{g['model']} {g['engine']}", len(g["outcomes"]), g["seconds"]) for g in data["groups"]]
         total = sum(s for _, _, s in groups)
@@ -76,6 +85,18 @@ def main() -> None:
         print(f"{len(groups)} (model, engine) groups, {sum(n for _, n, _ in groups)} replays, "
               f"{total:.1f} s of group time; one process: {unsharded:.1f} s wall "
               f"({overhead:.1f} s outside the groups: imports, sources, reports)")
+        cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+        # ru_maxrss of children is the largest one process reached (KiB), not the sum of those alive at once
+        print(f"its CPU, servers and workers included: {cpu:.1f} s; the largest process: "
+              f"{after.ru_maxrss / 1024:.0f} MB; verdict exit {data.get('exit_code')}")
+        asked = {key.split(" ", 1)[0] for key, _, _ in groups}
+        family = {name for name, model in _models(args.config).items()
+                  if model.tokenizer.family is not None and name in asked}
+        if family:
+            share = sum(s for key, _, s in groups if key.split(" ", 1)[0] in family)
+            print(f"built-in families ({len(family)} models: {', '.join(sorted(family))}): "
+                  f"{share:.1f} s of the {total:.1f} s of group time, "
+                  f"{sum(n for key, n, _ in groups if key.split(' ', 1)[0] in family)} replays")
         print("engine            groups  start (s)  per replay (s)")
         by_engine: dict[str, list[tuple[int, float]]] = {}
         for key, replays, seconds in groups:
