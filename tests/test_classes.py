@@ -338,3 +338,20 @@ def test_a_bump_round_trip_is_one_line_per_effect_and_a_refusal_is_said():
                              "adds another); e.g. m/a: same before, 27 -> 28 now")
     assert "in 1 of 4 goldens: was the same ids; now refused by the template (no ids); e.g. m/c" in lines[1]
     assert "in 1 of 4 goldens: still 1 id more: re-encoding inserts" in lines[2]
+
+
+def test_a_defect_whose_cases_the_atlas_never_asked_has_no_first_release(tmp_path):
+    """A report must not say every release answers the same way on cases the atlas never asked
+    (a model the matrix gained after the atlas ran): an atlas of the same range that searched
+    every model but the case's says "not known", the real one finds the change point."""
+    trailing = causes.named(GOLDENS, "llama-server-refuses-trailing-tool-call")
+    atlas = json.loads((ROOT / "docs" / "atlas" / "llama-server.json").read_text(encoding="utf-8"))
+    case = sorted(trailing.cases)[0]
+    model = case.partition("/")[0]
+    narrowed = {**atlas, "models": [m for m in atlas["models"] if m != model], "change_points": []}
+    if "searched" in narrowed:
+        narrowed["searched"] = {c: d for c, d in narrowed["searched"].items() if not c.startswith(model + "/")}
+    (tmp_path / "llama-server.json").write_text(json.dumps(narrowed), encoding="utf-8")
+    first = defects.first_release(tmp_path, "llama-server", trailing, [case])
+    assert first.startswith("not known: ") and "never asked" in first
+    assert not defects.first_release(ROOT / "docs" / "atlas", "llama-server", trailing, [case]).startswith("not known")

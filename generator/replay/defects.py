@@ -40,11 +40,21 @@ class Example:
 
 def first_release(atlas_dir: Path, engine: str, cause: causes.Cause, cases: list[str]) -> str:
     """The first release that has it, as the atlas says: the change point whose groups hold one of
-    the cause's cases or its refusal text; else every release the atlas searched."""
+    the cause's cases or its refusal text; else every release the atlas searched, where it asked
+    any of them; "not known" where it asked none (a model added after the atlas ran)."""
     path = Path(atlas_dir) / f"{engine}.json"
     if not path.is_file():
         return f"not known: the atlas has no {engine} range ({path})"
     data = json.loads(files.read_text(path))
+    releases = data.get("releases", [])
+    span = f"{releases[0]} to {releases[-1]}" if releases else "its range"
+    # what the atlas asked: its case list where it records one, else the cases of its models
+    searched = data.get("searched")
+    asked = [c for c in cases if (c in searched if searched is not None
+                                  else c.partition("/")[0] in set(data.get("models", [])))]
+    if not asked:
+        return (f"not known: the atlas's {engine} range ({span}) never asked these cases "
+                f"(`goldens history --update-atlas --engine {engine}` asks them)")
     needle = (cause.refusal or "").split('"message":"')[-1][:60]
     for change in data.get("change_points", []):
         for group in change.get("groups", []):
@@ -54,8 +64,6 @@ def first_release(atlas_dir: Path, engine: str, cause: causes.Cause, cases: list
                 url = f" ({change['url']})" if change.get("url") else ""
                 return (f"{change['label']}{url}: the atlas finds it there, after {change['before_label']} "
                         f"(on {which})")
-    releases = data.get("releases", [])
-    span = f"{releases[0]} to {releases[-1]}" if releases else "its range"
     return (f"before {releases[0] if releases else 'the atlas range'}: every release the atlas searched ({span}, "
             f"{len(data.get('asked', []))} asked, {data.get('cases', 0)} cases) answers these cases the same way")
 
