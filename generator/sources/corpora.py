@@ -30,7 +30,7 @@ from typing import Any
 
 from generator import heavy
 from generator.errors import GoldensError
-from generator.files import build_dir_once, cache_dir, sha256_of
+from generator.files import build_dir_once, cache_dir
 from generator.sources import registry
 from generator.sources.pack import Artifact
 
@@ -77,19 +77,10 @@ def fetch(found: Corpus) -> Path:
 
     def build(unpacked: Path) -> str:
         heavy.require(f"downloading {artifact.label}")
-        with_file = None
-        for entry in registry.files(artifact.name):
-            if entry.sha256 == artifact.sha256:
-                with_file = entry
-        if with_file is None:
-            raise GoldensError(f"{artifact.label}: no file with the pinned sha256 on the package index")
         import tempfile
 
         with tempfile.TemporaryDirectory(dir=target.parent) as download:
-            wheel = registry.download(with_file, Path(download))
-            actual = sha256_of(wheel)
-            if actual != artifact.sha256:
-                raise GoldensError(f"{artifact.label}: sha256 {actual} does not match the pinned {artifact.sha256}")
+            wheel = registry.download_pinned(artifact.name, artifact.sha256, Path(download), artifact.label)
             with zipfile.ZipFile(wheel) as archive:
                 for member in archive.infolist():
                     if member.filename.startswith("bfcl_eval/data/") or ".dist-info/" in member.filename:

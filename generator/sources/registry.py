@@ -235,6 +235,15 @@ def download(file: File, into: Path) -> Path:
     return path
 
 
+def download_pinned(project: str, sha256: str, into: Path, label: str, filename: str | None = None) -> Path:
+    """The file of `project` whose sha256 is the pinned one (and, given `filename`, so named),
+    saved under `into`; `download` checks the bytes against the index's digest, which is the pin."""
+    entry = next((f for f in files(project) if f.sha256 == sha256), None)
+    if entry is None or (filename is not None and entry.filename != filename):
+        raise GoldensError(f"{label}: no {filename or 'file'} with the pinned sha256 on the package index")
+    return download(entry, into)
+
+
 def _filename_version(filename: str) -> str | None:
     """The version an sdist or wheel filename carries, or None for any other file."""
     try:
