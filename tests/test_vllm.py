@@ -17,7 +17,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-from conftest import CONFIG, GOLDENS, ROOT, asked_count, engine_of, golden_of, render_count, source_of, tokenizer_of
+from conftest import (CONFIG, GOLDENS, ROOT, asked_count, engine_of, golden_of, render_count, server_of, source_of,
+                      tokenizer_of)
 from transformers.utils import get_json_schema
 
 from generator import http
@@ -395,3 +396,35 @@ def test_bisect_runs_over_two_releases_of_render_servers():
                                        "--good", "0.31.0", "--bad", "0.32.0", "--model", "qwen3"])
     assert result.exit_code == 1, result.output
     assert f"0.31.0 and 0.32.0 agree on all {asked_count('vllm', 'qwen3')} case(s)" in result.stdout
+
+
+# ------------------------------------------------------------------ native tokenizer modes
+
+# vLLM serves DeepSeek-V4 and Kimi-K3 through the tokenizer mode their architecture selects
+# (generator/engines/vllm.py NATIVE_MODES), not the HF renderer the tiny llama model dir would get
+
+@pytest.mark.integration
+@pytest.mark.server("vllm", "deepseek-v4")
+def test_deepseek_v4_renders_through_vllms_encoder_not_the_template(pool):
+    """The render server runs --tokenizer-mode deepseek_v4, and gives on a reviewed dispute the
+    ids only DeepSeek's encoder gives (the max-effort paragraph), not the template's."""
+    engine = engine_of(pool, "vllm", "deepseek-v4")
+    argv = server_of(pool, "vllm", "deepseek-v4").argv
+    assert argv[argv.index("--tokenizer-mode") + 1] == "deepseek_v4"
+    golden = golden_of("deepseek-v4/effort-max--thinking")
+    encoder = [token[0] for token in golden.extra["disputed"]["encoder"]["tokens"]]
+    assert encoder != golden.ids  # the template (the golden's tokens) writes another paragraph
+    assert list(engine.ids(golden.request)) == encoder
+
+
+@pytest.mark.integration
+@pytest.mark.server("vllm", "kimi-k3")
+def test_kimi_k3_renders_through_vllms_k3_renderer(pool):
+    """The render server runs --tokenizer-mode kimi_k3, whose renderer maps reasoning_effort onto
+    K3's thinking_effort and refuses an effort K3 has not (the HF renderer would render it)."""
+    engine = engine_of(pool, "vllm", "kimi-k3")
+    argv = server_of(pool, "vllm", "kimi-k3").argv
+    assert argv[argv.index("--tokenizer-mode") + 1] == "kimi_k3"
+    request = {**golden_of("kimi-k3/plain").request, "reasoning_effort": "medium"}
+    with pytest.raises(EngineError, match="Kimi K3 supports thinking_effort values"):
+        engine.ids(request)

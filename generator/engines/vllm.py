@@ -322,6 +322,29 @@ def render_options(model, source) -> dict:
 MODEL_TYPES = {"npm:deepseek_v3": "deepseek_v3"}
 
 
+# The tokenizer mode vLLM picks from a real checkpoint's architecture when none is given
+# (vllm/config/model.py, ModelConfig.__post_init__, 0.32.0): DeepseekV4ForCausalLM ->
+# "deepseek_v4", whose renderer is DeepSeek's Python encoder (vllm/tokenizers/deepseek_v4.py over
+# deepseek_v4_encoding.py) and never reads a template; KimiK3ForConditionalGeneration -> "kimi_k3",
+# whose renderer (vllm/renderers/kimi_k3.py) maps enable_thinking/reasoning_effort onto K3's
+# thinking/thinking_effort and reorders tool results before the template. The tiny model dir is a
+# llama one, so the family's mode is passed as --tokenizer-mode: vLLM is replayed the way it
+# serves the family's real checkpoint (docs/references.md). Keyed by family (docs/families.md).
+NATIVE_MODES = {"deepseek-v4": "deepseek_v4", "kimi-k3": "kimi_k3"}
+
+
+def native_mode(model) -> str | None:
+    """The tokenizer mode vLLM serves the model's family with, None for the HF renderer."""
+    return NATIVE_MODES.get(model.tokenizer.family or "")
+
+
+def mode_args(model) -> list[str]:
+    """--tokenizer-mode for a family vLLM serves natively. Tried on 0.32.0 only (the one release
+    installed here); a release that predates the mode has no such mode to start with."""
+    mode = native_mode(model)
+    return ["--tokenizer-mode", mode] if mode else []
+
+
 def make_server(model, source, version: str, on_start, date=None):
     """vLLM `version`'s render server (no weights, CPU only) on a weightless model directory
     with the model's tokenizer and template; the matrix's date pins gpt-oss's harmony date."""
@@ -332,7 +355,7 @@ def make_server(model, source, version: str, on_start, date=None):
                                  **render_options(model, source))
     return VllmServer(directory, served_model_name=model.name, version=version, render_only=True,
                       python=render_python(version), date=None if date is None else date.isoformat(),
-                      extra_args=parser_args(model, version))
+                      extra_args=mode_args(model) + parser_args(model, version))
 
 
 def tool_args(model) -> list[str]:
@@ -364,7 +387,8 @@ def make_serving_server(model, source, version: str, on_start):
 
     on_start(f"building a tiny model and starting vLLM {version} for {model.name} (about a minute)")
     directory = tiny_hf_model(model.name, source.tokenizer_dir, source.template)
-    return VllmServer(directory, served_model_name=model.name, version=version, extra_args=tool_args(model))
+    return VllmServer(directory, served_model_name=model.name, version=version,
+                      extra_args=mode_args(model) + tool_args(model))
 
 
 FIRST_RENDER = "0.19.0"  # the first release with the render server (0.16.0 has none)
