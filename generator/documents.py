@@ -67,6 +67,8 @@ def models(config, resolved: dict[str, Any] | None = None) -> dict[str, Any]:
         # what replays it here: the matrix's models that are this family, their reference and engines
         item["models"] = [model.name for model in models]
         item["reference"] = engine_registry.REFERENCE if models else None
+        # a second reference beside the template where a model of it has one (docs/references.md)
+        item["encoder"] = next((model.encoder for model in models if model.encoder is not None), None)
         item["engines"] = sorted({engine for model in models for engine in model.engines
                                   if engine != engine_registry.REFERENCE})
         listed.append(item)

@@ -213,6 +213,7 @@ def test_models_lists_family_models_as_surrogate():
         assert by_model[name]["family"]["source"] == CATALOGUE[family].template_pack
         assert name in by_family[family]["models"] and by_family[family]["reference"] == "transformers"
         assert set(by_family[family]["engines"]) == set(CONFIG.models[name].engines) - {"transformers"}
+        assert by_family[family]["encoder"] == CONFIG.models[name].encoder
     assert all(item["models"] == [] and item["reference"] is None
                for item in data["families"] if item["name"] not in {CONFIG.models[n].tokenizer.family for n in FAMILY_MODELS})
     text = CliRunner().invoke(main, ["models", "--config", str(ROOT / "models.yaml")]).stdout
