@@ -278,6 +278,7 @@ class Cause:
     klass: str | None = None  # engine-defect, policy or reference (replay/causes.py CLASSES)
     explains: tuple[str, ...] = ()  # the cases it explained when it was recorded (for `goldens ledger`'s counts)
     upstream: tuple[str, ...] = ()  # an engine-defect's upstream issue links
+    report: str | None = None  # the ready-to-file report beside it (`<name>.report.md`, defects.py)
 
     def applies(self, case: str) -> bool:
         import fnmatch
@@ -303,15 +304,24 @@ def load_causes(root: Path) -> list[Cause]:
             cause = Cause(name=data["cause"], engines=tuple(data["engines"]), models=tuple(data["models"]),
                           findings=tuple(data["findings"]), reason=data["reason"], path=path,
                           cases=tuple(data.get("cases") or ()), klass=data.get("class"),
-                          explains=tuple(data.get("explains") or ()), upstream=tuple(data.get("upstream") or ()))
+                          explains=tuple(data.get("explains") or ()), upstream=tuple(data.get("upstream") or ()),
+                          report=data.get("report"))
         except (KeyError, TypeError):
             raise GoldensError(f"{path}: a parse cause has cause, engines, models, findings and reason") from None
         if cause.name != path.stem or not all(isinstance(x, str) and x for x in
                                               (*cause.engines, *cause.models, *cause.findings, *cause.cases,
                                                cause.reason)):
             raise GoldensError(f"{path}: `cause` must be the file's name, and every value a non-empty string")
+        from generator.replay.causes import report_name
+
+        if cause.report is not None and cause.report != report_name(cause.name):
+            raise GoldensError(f"{path}: `report` must be {report_name(cause.name)!r}, beside the cause")
         out.append(cause)
     return out
+
+
+def named_cause(root: Path, name: str) -> Cause | None:
+    return next((c for c in load_causes(root) if c.name == name), None)
 
 
 def covering(root: Path, engine: str, model: str) -> list[Cause]:
@@ -327,8 +337,13 @@ def write_cause(root: Path, cause: Cause) -> Path:
     data = {"format": 1, "cause": cause.name, "engines": list(cause.engines), "models": list(cause.models),
             **({"cases": list(cause.cases)} if cause.cases else {}),
             "findings": list(cause.findings), "class": cause.klass, "reason": cause.reason,
-            **({"upstream": list(cause.upstream)} if cause.upstream else {}), "explains": list(cause.explains)}
+            **({"upstream": list(cause.upstream)} if cause.upstream else {}),
+            **({"report": cause.report} if cause.report else {}), "explains": list(cause.explains)}
     path = causes_folder(root) / f"{cause.name}.json"
+    if path.is_file():  # a rewrite (an upstream link, a report) keeps the reviewed file's key order
+        old = json_.loads(files.read_text(path))
+        data = {**{k: data[k] for k in old if k in data and k != "explains"},
+                **{k: v for k, v in data.items() if k not in old and k != "explains"}, "explains": data["explains"]}
     files.atomic_write(path, json_.dumps(data, indent=2, ensure_ascii=False) + "\n", within=root)
     return path
 
