@@ -183,16 +183,17 @@ def parse_report(cause: Any, example: ParseExample, atlas_dir: Path, all_cases: 
              f"The model's output as emitted ({len(golden.ids)} ids after the generation prompt, its end "
              "token included):", "", "```json", json.dumps(list(golden.ids)), "```", "",
              "Its text (the ids' pieces, joined):", "", "```json", json.dumps(text, ensure_ascii=False), "```", ""]
-    streamed = [name for name in observed.order
-                if observed.plans[name]["violations"]
-                or parse_judge.differences(observed.whole or {}, observed.plans[name]["message"])]
+    streamed = [name for name in observed.order if _plan_shows(cause, observed, name)]
     if streamed:
         name = streamed[0]
         lines += [f"Streamed: plan `{name}` sends the output in {len(observed.sizes[name])} chunks of "
                   f"{list(observed.sizes[name])} ids, one parse step each "
                   f"({len(streamed)} of {len(observed.order)} plans differ from the whole parse).", ""]
     found = parse_judge.problems(golden, observed)
-    lines += ["What goldens finds:", "", *[f"- {p}" for p in found[:SHOWN_PROBLEMS]]]
+    mine = any(f.startswith("whole ") or f.startswith("refused") for f in cause.findings)
+    found.sort(key=lambda p: not ((p.startswith(("whole: ", "refused: ")) and mine)
+                                  or p.partition(": ")[0].removeprefix("plan ") in streamed))
+    lines += ["What goldens finds (this cause's first):", "", *[f"- {p}" for p in found[:SHOWN_PROBLEMS]]]
     if len(found) > SHOWN_PROBLEMS:
         lines.append(f"- and {len(found) - SHOWN_PROBLEMS} more plans the same way or near it")
     if example.others:
@@ -213,6 +214,15 @@ def parse_report(cause: Any, example: ParseExample, atlas_dir: Path, all_cases: 
         if result["violations"]:
             lines += ["", *[f"- {v}" for v in result["violations"]]]
     return "\n".join(lines) + "\n"
+
+
+def _plan_shows(cause: Any, observed: Any, name: str) -> bool:
+    """Whether a streamed plan differs from the whole parse in a way the cause's findings name
+    (`stream (every plan|some plans) <kind>`), not only in another cause's."""
+    from generator.replay import parse_judge
+
+    return any(f"stream (every plan) {k}" in cause.findings or f"stream (some plans) {k}" in cause.findings
+               for k in parse_judge.plan_kinds(observed, name))
 
 
 def _message_json(message: dict) -> str:

@@ -235,6 +235,15 @@ def _kinds(want: dict[str, Any], have: dict[str, Any]) -> list[str]:
     return list(dict.fromkeys(out))
 
 
+def plan_kinds(observed: Observed, name: str) -> list[str]:
+    """The kinds of how one streamed plan parts from the whole parse (its differences, then the
+    delimiters its deltas show), each once."""
+    result = observed.plans[name]
+    kinds = _kinds(observed.whole or {}, result["message"])
+    kinds += [v.rsplit(" (step ", 1)[0] for v in result["violations"]]
+    return list(dict.fromkeys(kinds))
+
+
 def findings(item: golden_file.Golden, observed: Observed) -> list[str]:
     """The kinds of what is wrong with an engine's parse of a golden, the words a reviewed parse
     cause lists: `whole <field>: <kind>` against the expected message, `stream (every plan|some
@@ -248,10 +257,7 @@ def findings(item: golden_file.Golden, observed: Observed) -> list[str]:
     out = [f"whole {kind}" for kind in _kinds(item.extra.get("expected") or {}, observed.whole or {})]
     counts: dict[str, int] = {}
     for name in observed.order:
-        result = observed.plans[name]
-        kinds = _kinds(observed.whole or {}, result["message"])
-        kinds += [v.rsplit(" (step ", 1)[0] for v in result["violations"]]
-        for kind in dict.fromkeys(kinds):
+        for kind in plan_kinds(observed, name):
             counts[kind] = counts.get(kind, 0) + 1
     for kind, n in counts.items():
         out.append(f"stream ({'every plan' if n == len(observed.order) else 'some plans'}) {kind}")
