@@ -160,8 +160,8 @@ BUILT_IN = (
                      "chunk per call with the stream_state it returns, 0.31.0+ with parsers), through "
                      "the server's --reasoning-parser and --tool-call-parser",
               parse_route="vLLM's `POST /v1/chat/completions/derender` on a render server (`vllm launch render`) "
-                          "run with `--enable-auto-tool-choice --tool-call-parser {tool} --reasoning-parser "
-                          "{reasoning}`: whole, one DerenderChatRequest whose `generate_response` holds the output "
+                          "run with tool-call parser `{tool}` (`--enable-auto-tool-choice --tool-call-parser`) and "
+                          "reasoning parser `{reasoning}` (`--reasoning-parser`; none: the flag is not given): whole, one DerenderChatRequest whose `generate_response` holds the output "
                           "ids and finish_reason; streamed, one DerenderChatStreamRequest per chunk (`stream: true`, "
                           "`generate_chunk`, the `stream_state` the previous call returned); its `chat_request` is "
                           "the request below"),
@@ -190,8 +190,9 @@ BUILT_IN = (
                      "(parse_stream_chunk)",
               parse_applies="generator.config.engine_matrix:sglang_parsers",
               parse_route="SGLang's own parsers, run as serving_chat runs them (generator/servers/sglang_worker.py): "
-                          "the DetokenizerManager's incremental decode, `ReasoningParser('{reasoning}')` and "
-                          "`FunctionCallParser(tools, '{tool}')`: whole, `parse_non_stream` (the detector's "
+                          "the DetokenizerManager's incremental decode, reasoning parser `{reasoning}` "
+                          "(`ReasoningParser`; none: not run) and tool-call parser `{tool}` "
+                          "(`FunctionCallParser(tools, ...)`): whole, `parse_non_stream` (the detector's "
                           "`detect_and_parse`); streamed, `parse_stream_chunk` (its `parse_streaming_increment`) "
                           "once per chunk"),
     _built_in("openai", "generator.engines.openai:open_engine",
