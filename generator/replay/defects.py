@@ -186,9 +186,9 @@ def parse_report(cause: Any, example: ParseExample, atlas_dir: Path, all_cases: 
     streamed = [name for name in observed.order if _plan_shows(cause, observed, name)]
     if streamed:
         name = streamed[0]
-        lines += [f"Streamed: plan `{name}` sends the output in {len(observed.sizes[name])} chunks of "
-                  f"{list(observed.sizes[name])} ids, one parse step each "
-                  f"({len(streamed)} of {len(observed.order)} plans differ from the whole parse).", ""]
+        sizes = list(observed.sizes[name])
+        lines += [f"Streamed: plan `{name}` sends the output in {len(sizes)} chunk{'s' if len(sizes) != 1 else ''} "
+                  f"of {sizes} ids, one parse step each ({len(streamed)} of {len(observed.order)} plans show it).", ""]
     found = parse_judge.problems(golden, observed)
     mine = any(f.startswith("whole ") or f.startswith("refused") for f in cause.findings)
     found.sort(key=lambda p: not ((p.startswith(("whole: ", "refused: ")) and mine)
