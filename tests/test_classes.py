@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 from click.testing import CliRunner
-from conftest import GOLDENS, ROOT, golden_of, source_of
+from conftest import CONFIG, GOLDENS, ROOT, golden_of, source_of
 
 from generator.analysis import invariants
 from generator.cli import main
@@ -50,11 +50,61 @@ def test_no_two_entries_or_causes_share_a_reason():
 
 
 def test_every_entry_and_cause_has_a_class_and_every_defect_a_report_or_link():
+    """Render causes and parse causes (goldens/causes/parse/) alike: an engine-defect names its
+    upstream issue or has the report `goldens ledger --report` wrote beside it."""
     assert {e.klass for e in entries()} <= set(causes.CLASSES)
-    for cause in causes.load(GOLDENS):
+    for cause in [*causes.load(GOLDENS), *parse_judge.load_causes(GOLDENS)]:
         assert cause.klass in causes.CLASSES, cause.name
         if cause.klass == "engine-defect":
-            assert cause.upstream or (cause.path.parent / cause.report).is_file(), cause.name
+            assert cause.upstream or (cause.report and (cause.path.parent / cause.report).is_file()), cause.name
+    reports = sorted((GOLDENS / causes.FOLDER / parse_judge.CAUSES).glob("*.report.md"))
+    assert {p.name for p in reports} == {c.report for c in parse_judge.load_causes(GOLDENS) if c.report}
+    for path in reports:
+        text = path.read_text(encoding="utf-8")
+        assert all(f"\n{part}" in text for part in ("## Reproduce (", "## Expected", "## Actual",
+                                                     "- First release with it: ", "Parsed through: ")), path.name
+    assert "no upstream issue or report yet" not in "\n".join(defects.summary_lines(defects.summary(GOLDENS)))
+
+
+@pytest.mark.slow  # transformers serve's parse of the cause's cases, every plan, in this process
+@pytest.mark.parametrize("name", ["transformers-stream-unstripped", "transformers-unclosed-call-fails"])
+def test_a_parse_cause_report_is_written_from_the_engines_answer(tmp_path, name):
+    """`goldens ledger --report` on a parse cause replays one case it explains through its engine
+    and writes the report beside it: the case's output ids and request, the route it was parsed
+    through, the golden's expected message; the committed report (reviewed) is what it writes
+    again, and the cause names it."""
+    cause = parse_judge.named_cause(GOLDENS, name)
+    for model in cause.models:
+        shutil.copytree(GOLDENS / model / "parse", tmp_path / model / "parse")
+    folder = tmp_path / causes.FOLDER / parse_judge.CAUSES
+    folder.mkdir(parents=True)
+    data = json.loads(cause.path.read_text(encoding="utf-8"))
+    data.pop("report", None)
+    (folder / cause.path.name).write_text(json.dumps(data, indent=2), encoding="utf-8")
+    result = CliRunner().invoke(main, ["ledger", "--goldens", str(tmp_path), "--report", name])
+    assert result.exit_code == 0, result.output
+    written = (folder / causes.report_name(name)).read_text(encoding="utf-8")
+    assert parse_judge.named_cause(tmp_path, name).report == causes.report_name(name)
+    assert written == (cause.path.parent / causes.report_name(name)).read_text(encoding="utf-8")
+    case = written.split("## Reproduce (", 1)[1].split(")", 1)[0]
+    assert case in cause.explains
+    item = golden_of(case)
+    assert json.dumps(list(item.ids)) in written and json.dumps("".join(item.pieces), ensure_ascii=False) in written
+    assert json.dumps(item.request, indent=2, ensure_ascii=False) in written
+    response = CONFIG.models[item.model].parser("transformers", "response")
+    assert f"with the `{response}` response template" in written
+    expected = written.split("## Expected", 1)[1].split("## Actual", 1)[0]
+    assert json.dumps(item.extra["expected"].get("content"), ensure_ascii=False) in expected
+    actual = written.split("## Actual", 1)[1]
+    assert ("refuses it" in actual) == any(f.startswith("refused") for f in cause.findings)
+
+
+def test_a_parse_report_names_a_case_the_cause_covers(tmp_path):
+    """A --case outside the cause's models is one line (exit 2), nothing written."""
+    name = "transformers-stream-unstripped"
+    result = CliRunner().invoke(main, ["ledger", "--goldens", str(GOLDENS), "--report", name,
+                                       "--case", "gemma4/parse/answer"])
+    assert result.exit_code == 2 and "not a case the cause covers" in result.output, result.output
 
 
 def test_the_three_hidden_bugs_are_engine_defects_with_reports():

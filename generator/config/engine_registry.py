@@ -92,6 +92,9 @@ class Entry:
     parse_applies: Any = None
     parses_every_version: bool = True  # False: only the installed release parses (bisect and history ask no parse case)
     parses_by_url: bool = True  # False: its parse path runs here (a harness), never through a --url server
+    # what a parse report (`goldens ledger --report`, replay/defects.py) says the output went through:
+    # the exact API called, with {tool}, {reasoning}, {response} the model's parser names (models.yaml)
+    parse_route: str = ""
 
 
 @dataclass(frozen=True)
@@ -127,14 +130,22 @@ BUILT_IN = (
                             start_seconds=5.0),
               parses="transformers serve's response templates (the model_type fallbacks of its serving "
                      "code), whole and through its DirectStreamer",
-              parse_applies="generator.engines.transformers_parse:applies", parses_every_version=False),
+              parse_applies="generator.engines.transformers_parse:applies", parses_every_version=False,
+              parse_route="`transformers serve`'s chat output path (transformers/cli/serving/utils.py) with the "
+                          "`{response}` response template: whole, `parse_assistant_message`; streamed, a "
+                          "`ResponseParser` fed through `DirectStreamer`, one chunk of ids per `put`"),
     _built_in("llama-server", "generator.engines.llama_server:open_engine",
               "llama-server's chat template and tokenizer", media=True,
               versions=LLAMA_CPP, server=LLAMA_SERVER, stand_in="/apply-template + /tokenize",
               parses="goldens-parse, built beside each llama-server build and linked against its server "
                      "library: the chat request parsed as the server does, each id detokenized and "
                      "re-parsed (common_chat_parse) as the slot loop does, deltas by compute_diffs",
-              parses_by_url=False),
+              parses_by_url=False,
+              parse_route="llama-server's `/v1/chat/completions` output path, its own code built into goldens' "
+                          "parse harness (generator/servers/llama_parse): oaicompat_chat_params_parse on the "
+                          "request (template, chat parser, reasoning format as the server defaults them), each id "
+                          "detokenized as update_slots does, common_chat_parse on the text so far (streamed: "
+                          "after each id), finish_reason as to_json_oaicompat_chat gives it"),
     _built_in("client-completion", "generator.engines.llama_server:open_client",
               "a client that renders the prompt itself and posts it to llama-server's /completion",
               versions=LLAMA_CPP, follows="llama-server", server=LLAMA_SERVER),
@@ -147,7 +158,13 @@ BUILT_IN = (
               stand_in="/tokenize",
               parses="its render server's /v1/chat/completions/derender (vLLM 0.24.0+; streamed, one "
                      "chunk per call with the stream_state it returns, 0.31.0+ with parsers), through "
-                     "the server's --reasoning-parser and --tool-call-parser"),
+                     "the server's --reasoning-parser and --tool-call-parser",
+              parse_route="vLLM's `POST /v1/chat/completions/derender` on a render server (`vllm launch render`) "
+                          "run with tool-call parser `{tool}` (`--enable-auto-tool-choice --tool-call-parser`) and "
+                          "reasoning parser `{reasoning}` (`--reasoning-parser`; none: the flag is not given): whole, one DerenderChatRequest whose `generate_response` holds the output "
+                          "ids and finish_reason; streamed, one DerenderChatStreamRequest per chunk (`stream: true`, "
+                          "`generate_chunk`, the `stream_state` the previous call returned); its `chat_request` is "
+                          "the request below"),
     _built_in("minijinja", "generator.engines.minijinja:open_engine",
               "minijinja (TGI's template engine) with the HF tokenizer", starter=True),
     _built_in("mistral-common", "generator.engines.mistral_common:open_engine",
@@ -171,7 +188,13 @@ BUILT_IN = (
                      "(reasoning parser, then tool-call parser; finish_reason tool_calls), copied "
                      "from SGLang's source: whole (parse_non_stream) and chunk by chunk "
                      "(parse_stream_chunk)",
-              parse_applies="generator.config.engine_matrix:sglang_parsers"),
+              parse_applies="generator.config.engine_matrix:sglang_parsers",
+              parse_route="SGLang's own parsers, run as serving_chat runs them (generator/servers/sglang_worker.py): "
+                          "the DetokenizerManager's incremental decode, reasoning parser `{reasoning}` "
+                          "(`ReasoningParser`; none: not run) and tool-call parser `{tool}` "
+                          "(`FunctionCallParser(tools, ...)`): whole, `parse_non_stream` (the detector's "
+                          "`detect_and_parse`); streamed, `parse_stream_chunk` (its `parse_streaming_increment`) "
+                          "once per chunk"),
     _built_in("openai", "generator.engines.openai:open_engine",
               "any /v1/chat/completions server (--url): prompt token ids where it returns them, "
               "else usage.prompt_tokens", any_model=True, evidence="ids or count"),

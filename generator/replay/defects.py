@@ -5,7 +5,11 @@ report beside it (`<name>.report.md`) that `goldens ledger --report NAME` writes
 engine does wrong in one paragraph, the first release that has it (read from the atlas,
 docs/atlas/<engine>.json: the change point whose cases or refusal text are the cause's), the
 request body as a client sends it, the tokens the reference renders and what the engine gave
-instead. It is written from one case's answer, so it can be filed as it is.
+instead. It is written from one case's answer, so it can be filed as it is. A parse cause
+(goldens/causes/parse/, the output side) gets the same report from a `ParseExample`: the output
+ids and text as the model emitted them, the request the parser was configured with, the
+engine's parse route (its parser names and the API called), the chunking plan where the defect
+is streamed, and the expected message beside the whole parse and the stream it gave.
 
 `summary` is what `goldens ledger` prints with no case and no cause: how many causes the
 ledger holds over how many cases, per class and per engine, and the per-case entries that
@@ -18,6 +22,7 @@ import json
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from generator import files
 from generator.goldens import golden_file
@@ -25,6 +30,7 @@ from generator.replay import causes
 
 SCHEMA = "goldens.ledger/1"
 SHOWN = 40  # tokens of each side a report lists around the first difference
+SHOWN_PROBLEMS = 5  # of a parse report's problems (the whole parse's first, then each plan's)
 
 
 @dataclass
@@ -38,7 +44,19 @@ class Example:
     version: str | None = None
 
 
-def first_release(atlas_dir: Path, engine: str, cause: causes.Cause, cases: list[str]) -> str:
+@dataclass
+class ParseExample:
+    """One parse case of a cause as the engine answered it: its golden (output ids, expected
+    message), what the engine made of it whole and in every plan, and its parse route."""
+
+    golden: golden_file.Golden
+    observed: Any  # parse_judge.Observed
+    route: str
+    version: str | None = None
+    others: list[str] | None = None  # the other reviewed causes this case also shows
+
+
+def first_release(atlas_dir: Path, engine: str, cause: Any, cases: list[str]) -> str:
     """The first release that has it, as the atlas says: the change point whose groups hold one of
     the cause's cases or its refusal text; else every release the atlas searched, where it asked
     any of them; "not known" where it asked none (a model added after the atlas ran)."""
@@ -55,7 +73,9 @@ def first_release(atlas_dir: Path, engine: str, cause: causes.Cause, cases: list
     if not asked:
         return (f"not known: the atlas's {engine} range ({span}) never asked these cases "
                 f"(`goldens history --update-atlas --engine {engine}` asks them)")
-    needle = (cause.refusal or "").split('"message":"')[-1][:60]
+    if hasattr(cause, "findings"):
+        return _parse_first_release(data, engine, cause, cases, span)
+    needle = (getattr(cause, "refusal", None) or "").split('"message":"')[-1][:60]
     for change in data.get("change_points", []):
         for group in change.get("groups", []):
             shown = set(group.get("cases", [])) & set(cases)
@@ -68,18 +88,63 @@ def first_release(atlas_dir: Path, engine: str, cause: causes.Cause, cases: list
             f"{len(data.get('asked', []))} asked, {data.get('cases', 0)} cases) answers these cases the same way")
 
 
-def report(cause: causes.Cause, example: Example, atlas_dir: Path, all_cases: list[str]) -> str:
-    """The Markdown report of an engine defect, from one case's answer."""
+def _parse_first_release(data: dict, engine: str, cause: Any, cases: list[str], span: str) -> str:
+    """For a parse cause a change point on one of its cases is its own only where the change is in
+    a field its findings name (the group's summary, `whole <field>: was ..., now ...` or `streams of
+    N plans`): the latest such is where it appeared. A release that could not parse the model at
+    all (no such parser yet) marks the first that can; anything else is said to be not known."""
+    fields = {f.split(" ", 1)[1].split(":", 1)[0] if f.startswith("whole ") else "streams"
+              for f in cause.findings if f.startswith(("whole ", "stream "))}
+    found, opened, touched = None, None, []
+    for change in data.get("change_points", []):
+        for group in change.get("groups", []):
+            shown = sorted(set(group.get("cases", [])) & set(cases))
+            if not shown:
+                continue
+            summary = group.get("summary", "")
+            said = summary.partition(" differently: ")[2]
+            field = "streams" if said.startswith("streams") else said.partition(":")[0].removeprefix("whole ")
+            if said and field in fields:
+                found = (change, shown, summary)
+            elif "could not answer" in summary and opened is None:
+                opened = (change, shown, summary)
+            else:
+                touched.append(change["label"])
+    for hit, how in ((found, "the atlas finds the change there"),
+                     (opened, "the first release the atlas finds that parses it at all")):
+        if hit is not None:
+            change, shown, summary = hit
+            url = f" ({change['url']})" if change.get("url") else ""
+            return (f"{change['label']}{url}: {how}, after {change['before_label']} (on {', '.join(shown[:4])}"
+                    f"{', ...' if len(shown) > 4 else ''}: {summary if len(summary) <= 160 else summary[:157] + '...'})")
+    if touched:
+        return (f"not known: the atlas's {engine} range ({span}) changes these cases only in other fields "
+                f"(at {', '.join(dict.fromkeys(touched))}); it has not told this behaviour's start apart")
+    return (f"before {data.get('releases', ['the atlas range'])[0]}: every release the atlas searched ({span}, "
+            f"{len(data.get('asked', []))} asked, {data.get('cases', 0)} cases) parses these cases the same way")
+
+
+def _head(cause: Any, example: Example | ParseExample, atlas_dir: Path, all_cases: list[str]) -> list[str]:
+    """The report's title, what is wrong, and where: engine, first release, the cases."""
+    engine = cause.engines[0]
+    return [f"# {engine}: {cause.name.replace('-', ' ')}", "",
+            cause.reason, "",
+            f"- Engine: {engine}" + (f" {example.version}" if example.version else ""),
+            f"- First release with it: {first_release(atlas_dir, engine, cause, all_cases)}",
+            f"- Cases that show it in goldens' matrix ({len(all_cases)}): {', '.join(sorted(all_cases)[:12])}"
+            + (f", and {len(all_cases) - 12} more" if len(all_cases) > 12 else ""),
+            f"- Found by goldens (`goldens check`); this report: `goldens ledger --report {cause.name}`", ""]
+
+
+def report(cause: Any, example: Example | ParseExample, atlas_dir: Path, all_cases: list[str]) -> str:
+    """The Markdown report of an engine defect, from one case's answer (a render cause's
+    `Example`, or a parse cause's `ParseExample`)."""
+    if isinstance(example, ParseExample):
+        return parse_report(cause, example, atlas_dir, all_cases)
     golden = example.golden
     engine = cause.engines[0]
     body = json.dumps(golden.request, indent=2, ensure_ascii=False)
-    lines = [f"# {engine}: {cause.name.replace('-', ' ')}", "",
-             cause.reason, "",
-             f"- Engine: {engine}" + (f" {example.version}" if example.version else ""),
-             f"- First release with it: {first_release(atlas_dir, engine, cause, all_cases)}",
-             f"- Cases that show it in goldens' matrix ({len(all_cases)}): {', '.join(sorted(all_cases)[:12])}"
-             + (f", and {len(all_cases) - 12} more" if len(all_cases) > 12 else ""),
-             f"- Found by goldens (`goldens check`); this report: `goldens ledger --report {cause.name}`", "",
+    lines = [*_head(cause, example, atlas_dir, all_cases),
              f"## Reproduce ({golden.case})", "",
              "The chat request, as a client sends it to `/v1/chat/completions`:", "",
              "```json", body, "```", "",
@@ -98,6 +163,74 @@ def report(cause: causes.Cause, example: Example, atlas_dir: Path, all_cases: li
         lines += [f"{engine} gives {len(example.ids)} tokens, the first difference at token {index}:", "", "```",
                   *_tokens(example.ids, example.pieces, index), "```"]
     return "\n".join(lines) + "\n"
+
+
+def parse_report(cause: Any, example: ParseExample, atlas_dir: Path, all_cases: list[str]) -> str:
+    """The report of a parse cause: the output as the model emitted it, through the engine's
+    parse route; the expected message; the whole parse and, where a plan differs, that plan's
+    chunking and what its stream assembled."""
+    from generator.replay import parse_judge
+
+    golden, observed = example.golden, example.observed
+    engine = cause.engines[0]
+    expected = golden.extra.get("expected") or {}
+    text = "".join(golden.pieces)
+    lines = [*_head(cause, example, atlas_dir, all_cases),
+             f"## Reproduce ({golden.case})", "",
+             f"Parsed through: {example.route}", "",
+             "The chat request the parser is configured with (the body the output answers):", "",
+             "```json", json.dumps(golden.request, indent=2, ensure_ascii=False), "```", "",
+             f"The model's output as emitted ({len(golden.ids)} ids after the generation prompt, its end "
+             "token included):", "", "```json", json.dumps(list(golden.ids)), "```", "",
+             "Its text (the ids' pieces, joined):", "", "```json", json.dumps(text, ensure_ascii=False), "```", ""]
+    streamed = [name for name in observed.order if _plan_shows(cause, observed, name)]
+    if streamed:
+        name = streamed[0]
+        sizes = list(observed.sizes[name])
+        lines += [f"Streamed: plan `{name}` sends the output in {len(sizes)} chunk{'s' if len(sizes) != 1 else ''} "
+                  f"of {sizes} ids, one parse step each ({len(streamed)} of {len(observed.order)} plans show it).", ""]
+    found = parse_judge.problems(golden, observed)
+    mine = any(f.startswith("whole ") or f.startswith("refused") for f in cause.findings)
+    found.sort(key=lambda p: not ((p.startswith(("whole: ", "refused: ")) and mine)
+                                  or p.partition(": ")[0].removeprefix("plan ") in streamed))
+    lines += ["What goldens finds (this cause's first):", "", *[f"- {p}" for p in found[:SHOWN_PROBLEMS]]]
+    if len(found) > SHOWN_PROBLEMS:
+        lines.append(f"- and {len(found) - SHOWN_PROBLEMS} more plans the same way or near it")
+    if example.others:
+        lines += ["", f"Part of that is another reviewed cause's ({', '.join(example.others)}); this report is "
+                  f"about {', '.join(cause.findings)}."]
+    lines += ["", "## Expected", "",
+              "The message the output carries (the parse golden's expected message):", "",
+              "```json", _message_json(expected), "```", "", "## Actual", ""]
+    if observed.refused is not None:
+        lines += [f"{engine} refuses it:", "", "```", observed.refused, "```"]
+        return "\n".join(lines) + "\n"
+    lines += [f"{engine}'s whole (non-streamed) parse:", "", "```json", _message_json(observed.whole or {}), "```"]
+    if streamed:
+        name = streamed[0]
+        result = observed.plans[name]
+        lines += ["", f"What a client assembles from its stream in plan `{name}` (OpenAI's accumulation rule):",
+                  "", "```json", _message_json(result["message"]), "```"]
+        if result["violations"]:
+            lines += ["", *[f"- {v}" for v in result["violations"]]]
+    return "\n".join(lines) + "\n"
+
+
+def _plan_shows(cause: Any, observed: Any, name: str) -> bool:
+    """Whether a streamed plan differs from the whole parse in a way the cause's findings name
+    (`stream (every plan|some plans) <kind>`), not only in another cause's."""
+    from generator.replay import parse_judge
+
+    return any(f"stream (every plan) {k}" in cause.findings or f"stream (some plans) {k}" in cause.findings
+               for k in parse_judge.plan_kinds(observed, name))
+
+
+def _message_json(message: dict) -> str:
+    """A message as the report shows it: its fields in a fixed order, call ids never."""
+    shown = {key: message.get(key) for key in ("reasoning_content", "content", "tool_calls", "finish_reason")}
+    shown["tool_calls"] = [{"name": c.get("name"), "arguments": c.get("arguments")}
+                           for c in message.get("tool_calls") or []]
+    return json.dumps(shown, indent=2, ensure_ascii=False)
 
 
 def _first(a: list[int], b: list[int]) -> int:
@@ -119,7 +252,7 @@ def _tokens(ids: list[int], pieces: list[str], around: int) -> list[str]:
     return rows
 
 
-def write_report(folder: Path, cause: causes.Cause, example: Example, atlas_dir: Path,
+def write_report(folder: Path, cause: Any, example: Example | ParseExample, atlas_dir: Path,
                  all_cases: list[str]) -> Path:
     path = Path(folder) / causes.report_name(cause.name)
     files.atomic_write(path, report(cause, example, atlas_dir, all_cases))
@@ -156,7 +289,7 @@ def summary(root: Path) -> dict:
         found.append({"cause": cause.name, "class": cause.klass or causes.UNCLASSIFIED, "engines": list(cause.engines),
                       "models": list(cause.models), "builtin": False, "cases": len(cause.explains), "entries": 0,
                       "matches": "parse findings: " + "; ".join(cause.findings), "upstream": list(cause.upstream),
-                      "report": None})
+                      "report": cause.report})
     for cause in causes.load(root):
         # goldens' own engine-level causes list the built-in matrix's cases: counted where they are here
         listed = [c for c in cause.cases if not cause.builtin or (root / c.partition("/")[0]).is_dir()]

@@ -256,6 +256,11 @@ def _report(config, root: Path, name: str, case_ids: tuple[str, ...], url: str |
 
     cause = causes.named(root, name)
     if cause is None:
+        from generator.replay import parse_judge
+
+        parse_cause = parse_judge.named_cause(root, name)
+        if parse_cause is not None:
+            return _parse_report(config, root, parse_cause, case_ids, url)
         raise GoldensError(f"--report {name}: no reviewed cause of that name ({causes.path_of(root, name)})")
     if cause.klass != "engine-defect":
         raise GoldensError(f"--report {name}: a report is for an engine-defect; this cause's class is {cause.klass}")
@@ -284,3 +289,66 @@ def _report(config, root: Path, name: str, case_ids: tuple[str, ...], url: str |
     path = defects.write_report(folder, cause, example, Path(config.path).parent / "docs" / "atlas",
                                 sorted(set(cause.cases) | set(cases)))
     click.echo(f"wrote {path}")
+
+
+def _parse_report(config, root: Path, cause, case_ids: tuple[str, ...], url: str | None) -> None:
+    """`goldens ledger --report CAUSE` for a parse cause (goldens/causes/parse/): replay a case it
+    explains (--case, else the first it lists whose findings are the cause's alone, else the first
+    that shows any of them; at most TRIED) through its engine, whole and in every plan, and write the
+    report beside the cause file; the cause then names it."""
+    import dataclasses
+
+    import click
+
+    from generator.config import engine_registry
+    from generator.config.cases import case_of
+    from generator.engines import reported_version
+    from generator.engines.pool import EnginePool
+    from generator.replay import defects, parse_judge
+    from generator.replay.judge import load_goldens
+    from generator.sources.source import resolve
+
+    if cause.klass != "engine-defect":
+        raise GoldensError(f"--report {cause.name}: a report is for an engine-defect; this cause's class is {cause.klass}")
+    cases = list(case_ids) or [c for c in cause.explains if c.partition("/")[0] in config.models][:TRIED]
+    if not cases:
+        raise GoldensError(f"--report {cause.name}: name a case it covers with --case M/parse/SHAPE")
+    for case_id in cases:
+        case = case_of(config, case_id)
+        if case.model not in cause.models or not cause.applies(case.id):
+            raise GoldensError(f"--report {cause.name}: {case.id} is not a case the cause covers")
+    engine_name = cause.engines[0]
+    chosen, shown = None, None
+    with EnginePool(config.date, {engine_name: url} if url else None, versions=config.engine_versions,
+                    on_start=lambda message: click.echo(message, err=True)) as pool:
+        for case_id in cases:
+            case = case_of(config, case_id)
+            model = config.models[case.model]
+            (item,) = load_goldens(root, [case.id])
+            engine = pool.engine(engine_name, model, resolve(model, config))
+            observed = parse_judge.observe(engine, item)
+            found = parse_judge.findings(item, observed)
+            if set(found) & set(cause.findings):
+                tried = (item, observed, model, engine, reported_version(engine))
+                shown = shown or tried
+                if set(found) <= set(cause.findings):
+                    chosen = tried
+                    break
+    if (chosen or shown) is None:
+        raise GoldensError(f"--report {cause.name}: {engine_name}'s parse of {', '.join(cases)} shows none of the "
+                           "cause's findings; name another --case")
+    item, observed, model, engine, version = chosen or shown
+    parsers = {kind: model.parser(engine_name, kind) or "none" for kind in ("tool", "reasoning", "response")}
+    route = (engine_registry.capabilities(engine_name).parse_route or f"{engine_name}'s parse path").format(**parsers)
+    others = [c.name for c in parse_judge.covering(root, engine_name, model.name)
+              if c.name != cause.name and c.applies(item.case)
+              and set(c.findings) & set(parse_judge.findings(item, observed))]
+    example = defects.ParseExample(item, observed, route, version=version, others=others)
+    path = defects.write_report(cause.path.parent, cause, example, Path(config.path).parent / "docs" / "atlas",
+                                sorted(set(cause.explains) | set(case_ids)))
+    if cause.report != path.name:
+        parse_judge.write_cause(root, dataclasses.replace(cause, report=path.name))
+    click.echo(f"wrote {path} (from {item.case})")
+
+
+TRIED = 8  # cases of a parse cause `--report` replays looking for one the cause alone explains

@@ -235,6 +235,15 @@ def _kinds(want: dict[str, Any], have: dict[str, Any]) -> list[str]:
     return list(dict.fromkeys(out))
 
 
+def plan_kinds(observed: Observed, name: str) -> list[str]:
+    """The kinds of how one streamed plan parts from the whole parse (its differences, then the
+    delimiters its deltas show), each once."""
+    result = observed.plans[name]
+    kinds = _kinds(observed.whole or {}, result["message"])
+    kinds += [v.rsplit(" (step ", 1)[0] for v in result["violations"]]
+    return list(dict.fromkeys(kinds))
+
+
 def findings(item: golden_file.Golden, observed: Observed) -> list[str]:
     """The kinds of what is wrong with an engine's parse of a golden, the words a reviewed parse
     cause lists: `whole <field>: <kind>` against the expected message, `stream (every plan|some
@@ -248,10 +257,7 @@ def findings(item: golden_file.Golden, observed: Observed) -> list[str]:
     out = [f"whole {kind}" for kind in _kinds(item.extra.get("expected") or {}, observed.whole or {})]
     counts: dict[str, int] = {}
     for name in observed.order:
-        result = observed.plans[name]
-        kinds = _kinds(observed.whole or {}, result["message"])
-        kinds += [v.rsplit(" (step ", 1)[0] for v in result["violations"]]
-        for kind in dict.fromkeys(kinds):
+        for kind in plan_kinds(observed, name):
             counts[kind] = counts.get(kind, 0) + 1
     for kind, n in counts.items():
         out.append(f"stream ({'every plan' if n == len(observed.order) else 'some plans'}) {kind}")
@@ -278,6 +284,7 @@ class Cause:
     klass: str | None = None  # engine-defect, policy or reference (replay/causes.py CLASSES)
     explains: tuple[str, ...] = ()  # the cases it explained when it was recorded (for `goldens ledger`'s counts)
     upstream: tuple[str, ...] = ()  # an engine-defect's upstream issue links
+    report: str | None = None  # the ready-to-file report beside it (`<name>.report.md`, defects.py)
 
     def applies(self, case: str) -> bool:
         import fnmatch
@@ -303,15 +310,24 @@ def load_causes(root: Path) -> list[Cause]:
             cause = Cause(name=data["cause"], engines=tuple(data["engines"]), models=tuple(data["models"]),
                           findings=tuple(data["findings"]), reason=data["reason"], path=path,
                           cases=tuple(data.get("cases") or ()), klass=data.get("class"),
-                          explains=tuple(data.get("explains") or ()), upstream=tuple(data.get("upstream") or ()))
+                          explains=tuple(data.get("explains") or ()), upstream=tuple(data.get("upstream") or ()),
+                          report=data.get("report"))
         except (KeyError, TypeError):
             raise GoldensError(f"{path}: a parse cause has cause, engines, models, findings and reason") from None
         if cause.name != path.stem or not all(isinstance(x, str) and x for x in
                                               (*cause.engines, *cause.models, *cause.findings, *cause.cases,
                                                cause.reason)):
             raise GoldensError(f"{path}: `cause` must be the file's name, and every value a non-empty string")
+        from generator.replay.causes import report_name
+
+        if cause.report is not None and cause.report != report_name(cause.name):
+            raise GoldensError(f"{path}: `report` must be {report_name(cause.name)!r}, beside the cause")
         out.append(cause)
     return out
+
+
+def named_cause(root: Path, name: str) -> Cause | None:
+    return next((c for c in load_causes(root) if c.name == name), None)
 
 
 def covering(root: Path, engine: str, model: str) -> list[Cause]:
@@ -327,8 +343,13 @@ def write_cause(root: Path, cause: Cause) -> Path:
     data = {"format": 1, "cause": cause.name, "engines": list(cause.engines), "models": list(cause.models),
             **({"cases": list(cause.cases)} if cause.cases else {}),
             "findings": list(cause.findings), "class": cause.klass, "reason": cause.reason,
-            **({"upstream": list(cause.upstream)} if cause.upstream else {}), "explains": list(cause.explains)}
+            **({"upstream": list(cause.upstream)} if cause.upstream else {}),
+            **({"report": cause.report} if cause.report else {}), "explains": list(cause.explains)}
     path = causes_folder(root) / f"{cause.name}.json"
+    if path.is_file():  # a rewrite (an upstream link, a report) keeps the reviewed file's key order
+        old = json_.loads(files.read_text(path))
+        data = {**{k: data[k] for k in old if k in data and k != "explains"},
+                **{k: v for k, v in data.items() if k not in old and k != "explains"}, "explains": data["explains"]}
     files.atomic_write(path, json_.dumps(data, indent=2, ensure_ascii=False) + "\n", within=root)
     return path
 
