@@ -107,11 +107,12 @@ FAMILIES_SCHEMA = {
         "type": "object",
         "additionalProperties": False,
         "required": ["name", "checkpoints", "template", "special_tokens", "tokenizer", "models", "reference",
-                     "engines"],
+                     "encoder", "engines"],
         "properties": {
             # what replays it here: the matrix's models that are this family (`family:`), and theirs
             "models": {"type": "array", "items": {"type": "string"}},
             "reference": {"enum": ["transformers", None]},
+            "encoder": {"type": ["string", "null"]},  # a second reference a model of it declares
             "engines": {"type": "array", "items": {"type": "string"}},
             "name": {"type": "string", "pattern": "^[a-z0-9][a-z0-9.-]*$"},
             "checkpoints": {"type": "array", "minItems": 1, "items": {"type": "string"}},
