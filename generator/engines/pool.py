@@ -262,7 +262,12 @@ class _Lease:
         self._pool = pool
         self._engine: Engine | None = engine
         self._reopen = reopen
+        self._kind = type(engine)
         self.name = engine.name
+
+    @property
+    def __class__(self):  # noqa: D105 - isinstance() sees the engine's class, as without a lease
+        return self._kind
 
     @property
     def is_open(self) -> bool:
