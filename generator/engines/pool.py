@@ -85,7 +85,7 @@ class EnginePool:
         self._preparing: set[tuple[str, str]] = set()  # (kind, version) made ready in the background
         self._stack = contextlib.ExitStack()
         self._open_most = open_most()
-        self._leases: collections.OrderedDict[int, _Lease] = collections.OrderedDict()  # least recent first
+        self._leases: collections.OrderedDict[int, _Lease] = collections.OrderedDict()  # open ones, least recent first
         self._lock = threading.RLock()
 
     def __enter__(self) -> EnginePool:
@@ -190,17 +190,17 @@ class EnginePool:
     def open_engines(self) -> int:
         """How many engines hold their worker, process or connection now (at most the cap)."""
         with self._lock:
-            return sum(1 for lease in self._leases.values() if lease.is_open)
+            return len(self._leases)
 
     def _used(self, lease: _Lease) -> None:
         """`lease` was just used: it goes last, and the least recently used open engines beyond
-        the cap are closed (they open again on their next use). Called under the lock."""
+        the cap are closed (they open again on their next use). Called under the lock; only open
+        leases are kept, so a use costs the same however many engines a run has opened."""
         self._leases[id(lease)] = lease
         self._leases.move_to_end(id(lease))
-        open_ = [other for other in self._leases.values() if other.is_open]
-        for other in open_[:max(0, len(open_) - self._open_most)]:
-            if other is not lease:
-                other.close()
+        while len(self._leases) > self._open_most:
+            _, oldest = self._leases.popitem(last=False)  # never `lease`: it is last, the cap is 1 or more
+            oldest.close()
 
     def _version(self, info: engine_registry.EngineInfo, wanted: str | None) -> str | None:
         """The version to run: --engine NAME@V's, else the pin, else the line's default."""
@@ -286,6 +286,7 @@ class _Lease:
     def close(self) -> None:
         """Release what the engine holds now; the lease opens it again if it is used."""
         engine, self._engine = self._engine, None
+        self._pool._leases.pop(id(self), None)
         if engine is not None:
             engine.close()
 
