@@ -158,6 +158,36 @@ def test_a_case_a_release_cannot_answer_is_an_answer_of_its_own_kind(tmp_path):
     assert store.get("9101", case) == error
 
 
+def test_a_machine_limit_is_asked_once_more_and_never_remembered(tmp_path):
+    """A render deadline is this machine's limit, not the release's answer (a first render in a
+    fresh Transformers 4.57.6 worker on a loaded machine passed 30 s on Kimi-K3): it is asked
+    once more, and an answer still cut short is never remembered, so the next search asks again."""
+    from generator.budget import RenderDeadline
+    from generator.replay import releases
+
+    class Runner:
+        def __init__(self, failures):
+            self.failures, self.calls = failures, 0
+
+        def ids(self, request):
+            self.calls += 1
+            if self.calls <= self.failures:
+                raise RenderDeadline("the template did not finish rendering within 30 s")
+            return [7, 8]
+
+    case = next(c for c in search.cases_for(MATRIX, "transformers", ["qwen3"], []) if c.shape == "tools")
+    once = Runner(1)
+    assert releases._answer(once, case, "4.57.6").ids == [7, 8] and once.calls == 2
+    twice = Runner(2)
+    answer = releases._answer(twice, case, "4.57.6")
+    assert (answer.kind, answer.limited, twice.calls) == ("error", True, 2)
+    store = AnswerStore(MATRIX, "transformers", root=tmp_path)
+    store.put("4.57.6", case, answer)
+    assert store.get("4.57.6", case) is None and not list(tmp_path.rglob("*.json"))
+    store.put("4.57.6", case, releases._answer(Runner(1), case, "4.57.6"))
+    assert store.get("4.57.6", case) == Answer(ids=[7, 8])
+
+
 def test_answers_are_remembered_per_release_and_case_under_the_request_and_sources(tmp_path):
     store = AnswerStore(MATRIX, "transformers", root=tmp_path)
     case = next(c for c in search.cases_for(MATRIX, "transformers", ["qwen3"], []) if c.shape == "tools")

@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from generator import canonical, reference
+from generator.budget import OutOfMemory, RenderDeadline, RunDeadline
 from generator.config import engine_registry
 from generator.config.cases import EXPANDED_VIEW, PARSE, Case, matrix
 from generator.config.engine_spec import EngineSpec
@@ -50,6 +51,8 @@ class Answer:
     refused: str | None = None
     error: str | None = None
     parse: dict | None = None  # a parse case: the release's parse signature (replay/parse_judge.py)
+    # this machine's limit (the render deadline, memory), not the release's answer: never remembered
+    limited: bool = field(default=False, compare=False)
 
     @property
     def kind(self) -> str:
@@ -224,9 +227,11 @@ class AnswerStore:
             return None
 
     def put(self, version: str, case: Case, answer: Answer) -> None:
+        if answer.limited:  # asked again next time: a loaded machine is no part of the release
+            return
         path = self._path(version, case)
         path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write(path, json.dumps({"case": case.id, **asdict(answer)},
+        atomic_write(path, json.dumps({"case": case.id, **{k: v for k, v in asdict(answer).items() if k != "limited"}},
                                                            ensure_ascii=False) + "\n")
 
 
@@ -274,6 +279,10 @@ def replay(config: Config, engine: str, version: str, cases: list[Case],
     return Replayed({case.id: answers[case.id] for case in cases}, remembered)
 
 
+# what this machine could not do in time or memory: no answer of the release's (budget.py)
+MACHINE_LIMITS = (RenderDeadline, OutOfMemory, RunDeadline)
+
+
 def _portable(message: str) -> str:
     """A remembered answer names the cache as `<cache>`: it ends up in the committed atlas, and
     the machine's cache path is no part of what a release answered."""
@@ -283,12 +292,17 @@ def _portable(message: str) -> str:
 def _answer(runner, case: Case, version: str, config: Config | None = None) -> Answer:
     if case.axis == PARSE:
         return _parse_answer(runner, case, config)
-    try:
-        ids = runner.ids(case.request)
-    except Refused as refusal:
-        return Answer(refused=_portable(stable_line(refusal)))
-    except EngineError as error:  # remembered as this release's answer: it cannot answer the case
-        return Answer(error=_portable(stable_line(error))[:300])
+    for attempt in range(2):
+        try:
+            ids = runner.ids(case.request)
+            break
+        except Refused as refusal:
+            return Answer(refused=_portable(stable_line(refusal)))
+        except MACHINE_LIMITS as limit:  # a first render in a fresh worker on a loaded machine: once more
+            if attempt:
+                return Answer(error=_portable(stable_line(limit))[:300], limited=True)
+        except EngineError as error:  # remembered as this release's answer: it cannot answer the case
+            return Answer(error=_portable(stable_line(error))[:300])
     ids = Ids.of(ids)
     return Answer(list(ids), list(ids.pieces or []), ids.prompt)
 
