@@ -7,14 +7,18 @@ several chunkings, and check what comes back against the message each output enc
 vLLM's answer is not that message, the test pins vLLM's answer and names the source line that
 makes it, so a release that changes it fails here and the finding is looked at again.
 
-The reply-shape tests speak the route's protocol through a HandlerTransport (no socket): what the
-engine sends (the chat body back as chat_request, the prompt ids /render gave, the stream_state
-of the previous reply, verbatim), and how a refusal, a malformed reply or an old release ends.
+What the engine sends (the chat body back as chat_request, the prompt ids /render gave, the
+stream_state of the previous reply, verbatim) and a refusal are asked of the real render server,
+through a transport that records each exchange on its way over the socket. Reply shapes no release
+gives (a malformed reply, a release without the route, a 501) speak the route's protocol through a
+HandlerTransport (no socket).
 """
 
 from __future__ import annotations
 
 import json
+import urllib.parse
+from dataclasses import dataclass, field
 
 import pytest
 from conftest import CONFIG, engine_of, tokenizer_of
@@ -80,72 +84,6 @@ class Derender:
 
     def engine(self, render: bool = True) -> VllmEngine:
         return VllmEngine(URL, "qwen3", transport=self.transport, render=render)
-
-
-def test_whole_body_is_a_derender_chat_request():
-    """One call: the output as generate's whole response (stop token included, finish_reason
-    "stop"), the prompt ids /render gave at both places the route reads them, and the chat body
-    with the client's own tool_choice (none: vLLM's default "auto" with tools), as /render was
-    asked it: the body as the client sends it."""
-    server = Derender(lambda body: (200, completion({"content": "4"})))
-    parsed = server.engine().parse({**ASK, "tools": [TOOL]}, [19, 151645], None)
-    assert parsed.message == {"content": "4", "reasoning_content": None, "tool_calls": [],
-                              "finish_reason": "stop"}
-    assert parsed.deltas is None
-    (body,) = server.bodies[DERENDER]
-    assert "stream" not in body and "stream_state" not in body
-    assert body["generate_response"]["choices"] == [{"index": 0, "token_ids": [19, 151645], "finish_reason": "stop"}]
-    assert body["generate_response"]["prompt_token_ids"] == PROMPT == body["prompt_token_ids"]
-    assert body["prompt_tokens"] == len(PROMPT)
-    assert body["chat_request"]["messages"] == ASK["messages"]
-    assert body["chat_request"]["tools"] == [TOOL] and "tool_choice" not in body["chat_request"]
-    assert body["chat_request"]["model"] == body["model"] == "qwen3"
-    assert "tool_choice" not in server.bodies[RENDER][0]
-
-
-def test_stream_state_is_carried_verbatim():
-    """One call per chunk: each carries exactly the stream_state the previous reply returned
-    (none on the first), finish_reason "stop" only on the last chunk; the deltas come back per
-    chunk, normalized, the role-only first delta dropped as empty."""
-    replies = iter([
-        {"delta": {"role": "assistant", "content": None, "reasoning": None}, "finish_reason": None},
-        {"delta": {"role": None, "content": None, "reasoning": "Two"}, "finish_reason": None},
-        {"delta": {"role": None, "content": "4", "reasoning": None, "tool_calls": []}, "finish_reason": "stop"},
-    ])
-
-    def answer(body):
-        seen = (body.get("stream_state") or {}).get("output_token_ids", [])
-        state = {"prev_tokens": [], "prefix_offset": 0, "read_offset": 0, "role_sent": True,
-                 "output_token_ids": seen + body["generate_chunk"]["choices"][0]["token_ids"],
-                 "output_chunk_lens": [], "tools_streamed": False, "last_tool_call_ids": [], "opaque": len(seen)}
-        choice = {"index": 0, "logprobs": None, "stop_reason": None, "token_ids": None, **next(replies)}
-        return 200, {"chunk": {"id": "x", "object": "chat.completion.chunk", "created": 1, "model": "qwen3",
-                               "choices": [choice], "usage": None}, "stream_state": state}
-
-    server = Derender(answer)
-    parsed = server.engine().parse(ASK, [151667, 11613, 19], [1, 1, 1])
-    assert parsed.deltas == [[], [{"reasoning_content": "Two"}], [{"content": "4", "finish_reason": "stop"}]]
-    assert parsed.assembled() == {"content": "4", "reasoning_content": "Two", "tool_calls": [], "finish_reason": "stop"}
-    bodies = server.bodies[DERENDER]
-    assert [b.get("stream") for b in bodies] == [True] * 3
-    assert "stream_state" not in bodies[0]
-    assert bodies[1]["stream_state"]["output_token_ids"] == [151667] and bodies[1]["stream_state"]["opaque"] == 0
-    assert bodies[2]["stream_state"]["output_token_ids"] == [151667, 11613] and bodies[2]["stream_state"]["opaque"] == 1
-    assert [b["generate_chunk"]["choices"][0]["finish_reason"] for b in bodies] == [None, None, "stop"]
-    assert [b["generate_chunk"]["choices"][0]["token_ids"] for b in bodies] == [[151667], [11613], [19]]
-    assert all(b["prompt_token_ids"] == PROMPT and b["chat_request"]["messages"] == ASK["messages"] for b in bodies)
-
-
-def test_a_400_is_refused():
-    """The route's 400 (its parser raising on the request, a chat_request it will not take) is
-    the engine's answer to this request: Refused, with vLLM's own words."""
-    server = Derender(lambda body: (400, error_response("chat_request is required when a tool or reasoning "
-                                                        "parser is configured")))
-    with pytest.raises(Refused, match="HTTP 400: .*chat_request is required"):
-        server.engine().parse(ASK, [19, 151645], None)
-    with pytest.raises(Refused, match="HTTP 400"):
-        server.engine().parse(ASK, [19, 151645], [1, 1])
-    assert len(server.bodies[DERENDER]) == 2  # the stream stops at its first refusal
 
 
 @pytest.mark.parametrize("reply", [
@@ -248,6 +186,98 @@ def test_reasoning_parser_flag_only_where_named_and_derendered():
 
 
 # ------------------------------------------------------------------ the real render servers
+
+@dataclass(frozen=True)
+class Recording(http.Transport):
+    """The real transport (a socket to the session's render server), every exchange kept:
+    (path, the JSON body sent, the JSON reply). What the engine sent is read here; what came back
+    is the real server's."""
+
+    seen: list = field(default_factory=list)
+
+    def exchange(self, method, url, body=None, *, where, headers=None):
+        status, replied, raw = super().exchange(method, url, body, where=where, headers=headers)
+        try:
+            reply = json.loads(raw)
+        except ValueError:
+            reply = raw
+        self.seen.append((urllib.parse.urlsplit(url).path, json.loads(json.dumps(body)), status, reply))
+        return status, replied, raw
+
+    def sent(self, path: str) -> list:
+        return [(body, status, reply) for p, body, status, reply in self.seen if p == path]
+
+
+def recorded(pool, model: str = "qwen3") -> tuple[VllmEngine, Recording]:
+    """An engine on the session's render server for `model` whose exchanges are recorded."""
+    session = engine_of(pool, "vllm", model)
+    transport = Recording()
+    return VllmEngine(session.url, session.model_name, transport=transport, render=True, ends=session.ends), transport
+
+
+@pytest.mark.integration
+@pytest.mark.server("vllm", "qwen3")
+def test_whole_body_is_a_derender_chat_request(pool):
+    """One call: the output as generate's whole response (stop token included, finish_reason
+    "stop"), the prompt ids /render gave at both places the route reads them, and the chat body
+    with the client's own tool_choice (none: vLLM's default "auto" with tools), as /render was
+    asked it: the body as the client sends it. vLLM 0.32.0 takes it (HTTP 200) and parses the
+    answer "4" (thinking off: with it on, Qwen3's reasoning parser reads an output with no
+    </think> as reasoning)."""
+    engine, transport = recorded(pool)
+    output = tokenizer_of("qwen3").encode("4<|im_end|>", add_special_tokens=False)
+    parsed = engine.parse({**ASK, **THINKING_OFF, "tools": [TOOL]}, output, None)
+    assert parsed.deltas is None and parsed.message["content"].startswith("4")
+    ((rendered, _, render_reply),) = transport.sent(RENDER)
+    ((body, status, _),) = transport.sent(DERENDER)
+    assert status == 200
+    prompt = render_reply["token_ids"]
+    assert "stream" not in body and "stream_state" not in body
+    assert body["generate_response"]["choices"] == [{"index": 0, "token_ids": output, "finish_reason": "stop"}]
+    assert body["generate_response"]["prompt_token_ids"] == prompt == body["prompt_token_ids"]
+    assert body["prompt_tokens"] == len(prompt)
+    assert body["chat_request"]["messages"] == ASK["messages"]
+    assert body["chat_request"]["tools"] == [TOOL] and "tool_choice" not in body["chat_request"]
+    assert body["chat_request"]["model"] == body["model"] == engine.model_name
+    assert "tool_choice" not in rendered
+
+
+@pytest.mark.integration
+@pytest.mark.server("vllm", "qwen3")
+def test_stream_state_is_carried_verbatim(pool):
+    """One call per chunk: each carries exactly the stream_state the previous reply of the real
+    server returned (none on the first), finish_reason "stop" only on the last chunk, each chunk's
+    own ids."""
+    engine, transport = recorded(pool)
+    output = tokenizer_of("qwen3").encode("<think>\nTwo\n</think>\n\n4<|im_end|>", add_special_tokens=False)
+    plan = [2, 3, len(output) - 5]
+    parsed = engine.parse(ASK, output, plan)
+    assert len(parsed.deltas) == len(plan) and parsed.assembled()["content"].strip().startswith("4")
+    exchanges = transport.sent(DERENDER)
+    assert [status for _, status, _ in exchanges] == [200] * len(plan)
+    bodies, replies = [b for b, _, _ in exchanges], [r for _, _, r in exchanges]
+    assert [b.get("stream") for b in bodies] == [True] * len(plan)
+    assert "stream_state" not in bodies[0]
+    for before, body in zip(replies, bodies[1:]):
+        assert body["stream_state"] == before["stream_state"]  # verbatim, whatever vLLM keeps in it
+    assert [b["generate_chunk"]["choices"][0]["finish_reason"] for b in bodies] == [None, None, "stop"]
+    assert [b["generate_chunk"]["choices"][0]["token_ids"] for b in bodies] == [output[:2], output[2:5], output[5:]]
+    assert all(b["prompt_token_ids"] == bodies[0]["prompt_token_ids"] and b["chat_request"]["messages"] == ASK["messages"]
+               for b in bodies)
+
+
+@pytest.mark.integration
+@pytest.mark.server("vllm", "qwen3")
+def test_a_400_is_refused(pool):
+    """A request vLLM's request model will not take (`tools: []`, refused since 0.20.0) is the
+    engine's answer to that request: Refused, with vLLM's own words, whole and streamed; the
+    stream stops at its first refusal."""
+    engine, transport = recorded(pool)
+    with pytest.raises(Refused, match="HTTP 400: .*must not be an empty array"):
+        engine.parse({**ASK, "tools": []}, [19, 151645], None)
+    with pytest.raises(Refused, match="HTTP 400"):
+        engine.parse({**ASK, "tools": []}, [19, 151645], [1, 1])
+    assert [(path, status) for path, _, status, _ in transport.seen] == [("/version", 200), (RENDER, 400), (RENDER, 400)]
 
 ASK_WEATHER = {"messages": [{"role": "user", "content": "What is the weather in Zürich?"}], "tools": [TOOL],
                "add_generation_prompt": True}
