@@ -47,14 +47,15 @@ REACH = reach.Spec(
         "vllm/entrypoints/serve/tokenize/protocol.py:DetokenizeRequest.build_tok_params",
     ),
     # renderers of tokenizer modes no model of the matrix runs (renderers/registry.py picks one
-    # per mode; the matrix runs `hf` and `mistral`, gpt-oss through harmony inside the hf path)
-    absent=("vllm/renderers/cohere.py", "vllm/renderers/deepseek_v32.py", "vllm/renderers/deepseek_v4.py",
-            "vllm/renderers/inkling.py", "vllm/renderers/inkling_encoding.py", "vllm/renderers/kimi_k3.py",
+    # per mode; the matrix runs `hf` and `mistral`, gpt-oss through harmony inside the hf path,
+    # and DeepSeek-V4's and Kimi-K3's own modes, engines/vllm.py NATIVE_MODES)
+    absent=("vllm/renderers/cohere.py", "vllm/renderers/deepseek_v32.py",
+            "vllm/renderers/inkling.py", "vllm/renderers/inkling_encoding.py",
             "vllm/renderers/terratorch.py", "vllm/tokenizers/kimi_audio.py", "vllm/tokenizers/deepseek_v32.py",
-            "vllm/tokenizers/deepseek_v32_encoding.py", "vllm/tokenizers/deepseek_v4.py",
-            "vllm/tokenizers/deepseek_v4_encoding.py", "vllm/tokenizers/deepseek_v41.py",
+            "vllm/tokenizers/deepseek_v32_encoding.py", "vllm/tokenizers/deepseek_v41.py",
             "vllm/tokenizers/deepseek_v41_encoding.py", "vllm/tokenizers/fastokens.py"),
-    instances=("vllm.renderers.hf:HfRenderer", "vllm.renderers.mistral:MistralRenderer"),
+    instances=("vllm.renderers.hf:HfRenderer", "vllm.renderers.mistral:MistralRenderer",
+               "vllm.renderers.deepseek_v4:DeepseekV4Renderer", "vllm.renderers.kimi_k3:KimiK3Renderer"),
 )
 _CU, _HF, _BASE = "vllm/renderers/chat_utils.py", "vllm/renderers/hf.py", "vllm/renderers/base.py"
 # What the matrix's configuration cannot run: its vLLM servers serve tiny text-only decoder
