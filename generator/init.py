@@ -308,13 +308,3 @@ def init(directory: Path, hf: tuple[str, ...] = (), gguf: tuple[str, ...] = (), 
         written.append(f"{'added to' if ignore else 'wrote'} {ignore_path}: {', '.join(m for m in missing if not m.startswith('#'))}")
     written.append(next_steps(config_name, chosen))
     return written
-
-
-def command(directory: Path, hf: tuple[str, ...], gguf: tuple[str, ...], dirs: tuple[str, ...],
-            engines: tuple[str, ...], repository: str | None) -> None:
-    """`goldens init`: `init`'s lines on stdout (existing files are never replaced: exit 2,
-    nothing written)."""
-    import click
-
-    for line in init(directory, hf, gguf, dirs, engines, repository=repository):
-        click.echo(line)

@@ -13,11 +13,12 @@ from collections.abc import Sequence
 from pathlib import Path
 
 LAYERS: tuple[str, ...] = (
-    "__init__",        # generator/__init__.py: the version
+    "__init__",  # generator/__init__.py: the version and the project's repository
     "layers",
     "error_text",
     "errors",
     "canonical",
+    "documents",
     "redaction",
     "files",
     "installed",
@@ -29,19 +30,18 @@ LAYERS: tuple[str, ...] = (
     "markdown",
     "heavy",
     "config",
-    "encoder",
     "sources",
     "render_worker",
     "reference",
     "parse_reference",
+    "encoder",
     "servers",
     "engines",
     "analysis",
+    "coverage",
     "goldens",
     "replay",
-    "coverage",
     "init",
-    "documents",
     "commands",
     "cli_support",
     "pytest_plugin",
