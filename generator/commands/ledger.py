@@ -27,7 +27,8 @@ def command(config_path: Path, engine_name: str | None, case_ids: tuple[str, ...
     from generator.config.cases import case_of, model_cases, replays
     from generator.engines.pool import EnginePool
     from generator.replay import defects
-    from generator.replay.judge import load_goldens, record, record_cause
+    from generator.replay.judge import record, record_cause
+    from generator.replay.outcome import load_goldens
     from generator.sources.source import resolve
 
     if report_cause is None and engine_name is None and not (case_ids or cause_name or reason):
@@ -131,7 +132,8 @@ def _report(config, root: Path, name: str, case_ids: tuple[str, ...], url: str |
     from generator.engines.pool import EnginePool
     from generator.errors import stable_line
     from generator.replay import defects
-    from generator.replay.judge import judged, load_goldens
+    from generator.replay.judge import judged
+    from generator.replay.outcome import load_goldens
     from generator.sources.source import resolve
 
     cause = causes.named(root, name)
@@ -185,7 +187,7 @@ def _parse_report(config, root: Path, cause, case_ids: tuple[str, ...], url: str
     from generator.engines import reported_version
     from generator.engines.pool import EnginePool
     from generator.replay import defects, parse_judge
-    from generator.replay.judge import load_goldens
+    from generator.replay.outcome import load_goldens
     from generator.sources.source import resolve
 
     if cause.klass != "engine-defect":
