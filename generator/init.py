@@ -20,13 +20,13 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from generator import files
+from generator import REPOSITORY, files
 from generator.errors import GoldensError, printable
 
-# Where this project is published, unless `init --repository OWNER/NAME[@REF]` names another
-# (a fork, a mirror): the repository whose reusable workflow a team's CI calls
-# (.github/workflows/goldens-reusable.yml) and that its CI installs goldens from.
-REPOSITORY = "goldens-project/goldens"
+# REPOSITORY (generator/__init__.py) is where this project is published, unless `init
+# --repository OWNER/NAME[@REF]` names another (a fork, a mirror): the repository whose reusable
+# workflow a team's CI calls (.github/workflows/goldens-reusable.yml) and that its CI installs
+# goldens from.
 REUSABLE_WORKFLOW = ".github/workflows/goldens-reusable.yml"
 WORKFLOW = Path(".github/workflows/goldens.yml")
 GITIGNORE_LINES = (
