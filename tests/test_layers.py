@@ -48,3 +48,38 @@ def test_the_checker_resolves_relative_imports_and_names_under_a_module(tmp_path
     assert graph == {"pkg": set(), "pkg.base": {"pkg", "pkg.top"}, "pkg.top": {"pkg", "pkg.base"}}
     assert layers.upward(graph, ("__init__", "base", "top")) == ["pkg.base -> top"]
     assert layers.circles(graph) == [["pkg.base", "pkg.top"]]
+
+
+def test_generator_imports_only_downward():
+    problems = layers.upward(layers.imports(ROOT / "generator"))
+    assert problems == [], "upward imports (module -> stage it may not import):\n" + "\n".join(problems)
+
+
+def test_generator_has_no_import_circle():
+    found = layers.circles(layers.imports(ROOT / "generator"))
+    assert found == [], "import circles:\n" + "\n".join(" <-> ".join(c) for c in found)
+
+
+def test_every_stage_in_layers_exists():
+    stages = {layers.stage(module) for module in layers.modules(ROOT / "generator")}
+    assert set(layers.LAYERS) == stages
+
+
+def test_the_architecture_doc_lists_the_stages_in_the_same_order():
+    """docs/architecture.md's folder list names each stage in LAYERS's order."""
+    text = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    block = text.split("## The pipeline's folders", 1)[1].split("```", 2)[1]
+    named = re.findall(r"(?:^  |; )([a-z_]+)(?:\.py|/)", block, flags=re.M)
+    assert [name for name in named if name in layers.LAYERS] == list(layers.LAYERS)
+
+
+def test_cli_calls_only_the_commands_package():
+    """cli.py's commands are thin: each calls one function of generator/commands/, which sits above
+    every stage, so a command may join stages without a stage importing upward."""
+    text = (ROOT / "generator" / "cli.py").read_text(encoding="utf-8")
+    targets = re.findall(r'call\("([\w.]+):(\w+)"', text)
+    assert len(targets) >= 15
+    known = layers.modules(ROOT / "generator")
+    for module, name in targets:
+        assert module.startswith("generator.commands.") and module in known, module
+        assert re.search(rf"^def {name}\(", known[module].read_text(encoding="utf-8"), flags=re.M), (module, name)
