@@ -172,7 +172,7 @@ class ModelSpec:
     # reasoning: qwen3}, sglang: {...}}`): engine -> {"tool" | "reasoning": name}
     parsers: dict[str, dict[str, str]] = field(default_factory=dict)
     parse: ParseSpec | None = None  # the output axis; None: no parse cases
-    # a second reference beside the template (`references: {encoder: NAME}`: sources/encoders.py)
+    # a second reference beside the template (`references: {encoder: NAME}`: config/encoders.py)
     # and the reviewed disputes between the two (docs/references.md)
     encoder: str | None = None
     disputes: tuple[ReviewedDispute, ...] = ()
