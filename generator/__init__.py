@@ -4,3 +4,6 @@ models.yaml -> cases -> reference render -> golden files -> replay through engin
 """
 
 __version__ = "0.1.0"
+# Where this project is published: its docs links (analysis/invariants.py) and the workflow
+# `goldens init` writes (generator/init.py).
+REPOSITORY = "goldens-project/goldens"

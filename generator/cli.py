@@ -1,7 +1,7 @@
 """`goldens` command line: thin click commands over importable functions.
 
-Each command here only declares its options and calls one function of the stage that owns the
-work (`call` imports it when that command runs). One exit-code contract for every command
+Each command here only declares its options and calls one function of generator/commands/, which
+joins the stages (`call` imports it when that command runs). One exit-code contract for every command
 (EXIT_CODES, also in `goldens --help` and README), applied once, by the `Goldens` group
 (generator/cli_support.py): every exception a command lets escape is one line on stderr and exit
 2; exit 1 comes only from a verdict (drift found).
@@ -58,7 +58,7 @@ def init_command(**options) -> None:
     """Start goldens in a repository: a commented models.yaml for the models named, the
     .gitignore lines, and a CI workflow calling goldens' reusable workflow. Existing files are
     never replaced (exit 2, nothing written)."""
-    call("generator.init:command", options)
+    call("generator.commands.init:command", options)
 
 
 @main.command()
@@ -78,7 +78,7 @@ def init_command(**options) -> None:
 def regenerate(**options) -> None:
     """Render the models whose inputs changed (every model with --force) and write the goldens
     that changed; remove only this matrix's own stale goldens and ledger entries, each named."""
-    call("generator.goldens.commands:regenerate_command", options)
+    call("generator.commands.goldens:regenerate_command", options)
 
 
 @main.command()
@@ -89,7 +89,7 @@ def regenerate(**options) -> None:
 def render(**options) -> None:
     """Print the reference's ids, pieces and prompt for one request, as JSON, with what was
     normalized and the prompt's invariant findings (each also one line on stderr)."""
-    call("generator.goldens.commands:render_command", options)
+    call("generator.commands.goldens:render_command", options)
 
 
 @main.command(epilog=EXIT_CODES)
@@ -106,7 +106,7 @@ def render(**options) -> None:
 def parse(**options) -> None:
     """The output side of one case: its output ids, the message they should parse to, and each
     engine's parse, whole and in every chunk plan, judged as `check` judges a parse golden."""
-    call("generator.replay.parse_command:parse_command", options)
+    call("generator.commands.parse:parse_command", options)
 
 
 @main.command(name="models")
@@ -115,7 +115,7 @@ def parse(**options) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document (goldens.models/1) instead.")
 def list_models(**options) -> None:
     """The matrix (each model's sources, shapes, variants, engines, pins) and the built-in families."""
-    call("generator.config.listing:models_command", options)
+    call("generator.commands.listing:models_command", options)
 
 
 @main.command(epilog=EXIT_CODES)
@@ -163,7 +163,7 @@ def list_models(**options) -> None:
               help="The render goldens (request -> prompt ids), the parse goldens (output ids -> message), or both.")
 def check(**options) -> None:
     """Replay goldens through engines; exit 0 all match, 1 drift, 2 could not judge."""
-    call("generator.replay.commands:check_command", options)
+    call("generator.commands.replay:check_command", options)
 
 
 @main.group(name="report")
@@ -185,7 +185,7 @@ def report_group() -> None:
 def report_merge(**options) -> None:
     """Merge the --results of `check --shard K/N` runs into the reports one unsharded run writes;
     exit with the merged verdict (2 when a shard is missing, named)."""
-    call("generator.replay.commands:report_merge_command", options)
+    call("generator.commands.replay:report_merge_command", options)
 
 
 @main.command(name="engines")
@@ -196,7 +196,7 @@ def report_merge(**options) -> None:
 def list_engines(**options) -> None:
     """The engines goldens can replay through: built-in, and those installed packages register
     in the `goldens.engines` entry-point group, each with where it came from."""
-    call("generator.config.listing:engines_command", options)
+    call("generator.commands.listing:engines_command", options)
 
 
 @main.command()
@@ -220,7 +220,7 @@ def list_engines(**options) -> None:
 @click.option("--replace-entries", is_flag=True, help="Remove the per-case entries the recorded cause explains.")
 def ledger(**options) -> None:
     """Record a reviewed divergence or cause (docs/ledger.md); alone, count causes and classes."""
-    call("generator.replay.ledger:command", options)
+    call("generator.commands.ledger:command", options)
 
 
 @main.command(name="diff")
@@ -235,7 +235,7 @@ def ledger(**options) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document (goldens.diff/1) instead of the view.")
 def diff_command(**options) -> None:
     """Token-level view of every golden changed against a git revision (default: HEAD)."""
-    call("generator.goldens.commands:diff_command", options)
+    call("generator.commands.goldens:diff_command", options)
 
 
 @main.command()
@@ -253,7 +253,7 @@ def diff_command(**options) -> None:
               help="Also show the client behaviours that break the prefix, each with its fix.")
 def prefix(**options) -> None:
     """Check that each request of a conversation starts with the one before (exit 1 on a break)."""
-    call("generator.analysis.prefix_command:command", options)
+    call("generator.commands.prefix:command", options)
 
 
 @main.command(name="bisect")
@@ -271,7 +271,7 @@ def prefix(**options) -> None:
 def bisect_command(**options) -> None:
     """Binary search over the published releases from --good to --bad for the first whose ids
     differ from --good's; exit 0 found, 1 good and bad agree, 2 bad input."""
-    call("generator.replay.commands:bisect_command", options)
+    call("generator.commands.replay:bisect_command", options)
 
 
 @main.command(name="history")
@@ -295,7 +295,7 @@ def bisect_command(**options) -> None:
 def history_command(**options) -> None:
     """Every release from --from to --to after which some case's ids differ from the release
     before, by recursive k-ary search; exit 0 none changed, 1 some did, 2 bad input."""
-    call("generator.replay.commands:history_command", options)
+    call("generator.commands.replay:history_command", options)
 
 
 @main.command()
@@ -311,7 +311,7 @@ def coverage(**options) -> None:
     """Per model, the share of its template's code the matrix's reference renders execute, with
     every never-executed span; with --engine, the share of each engine's request layer
     (docs/engine-coverage.md)."""
-    call("generator.coverage.commands:coverage_command", options)
+    call("generator.commands.coverage:coverage_command", options)
 
 
 @main.group(name="requests")
@@ -329,7 +329,7 @@ def requests_group() -> None:
 def requests_search(**options) -> None:
     """Search request variations for ones that execute template (or, with --engine, request-layer)
     code the matrix does not, and write the minimal set that does as request files."""
-    call("generator.coverage.commands:requests_search_command", options)
+    call("generator.commands.coverage:requests_search_command", options)
 
 
 @requests_group.command(name="import")
@@ -343,7 +343,7 @@ def requests_search(**options) -> None:
 def requests_import(**options) -> None:
     """Logged OpenAI chat bodies (JSONL, a folder of JSON files) or a pinned registry corpus
     (corpus:bfcl) to the smallest set of request files reaching what the whole log reaches."""
-    call("generator.coverage.commands:requests_import_command", options)
+    call("generator.commands.coverage:requests_import_command", options)
 
 
 if __name__ == "__main__":

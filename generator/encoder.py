@@ -93,7 +93,7 @@ def _deepseek_v4(module: Any, request: dict[str, Any]) -> str:
     return module.encode_messages(messages, **call)
 
 
-# encoder name (sources/encoders.py ENCODERS) -> how a request becomes its module's prompt text
+# encoder name (config/encoders.py ENCODERS) -> how a request becomes its module's prompt text
 CALLS: dict[str, Callable[[Any, dict[str, Any]], str]] = {"deepseek-v4": _deepseek_v4}
 
 

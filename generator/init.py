@@ -20,13 +20,13 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from generator import files
+from generator import REPOSITORY, files
 from generator.errors import GoldensError, printable
 
-# Where this project is published, unless `init --repository OWNER/NAME[@REF]` names another
-# (a fork, a mirror): the repository whose reusable workflow a team's CI calls
-# (.github/workflows/goldens-reusable.yml) and that its CI installs goldens from.
-REPOSITORY = "goldens-project/goldens"
+# REPOSITORY (generator/__init__.py) is where this project is published, unless `init
+# --repository OWNER/NAME[@REF]` names another (a fork, a mirror): the repository whose reusable
+# workflow a team's CI calls (.github/workflows/goldens-reusable.yml) and that its CI installs
+# goldens from.
 REUSABLE_WORKFLOW = ".github/workflows/goldens-reusable.yml"
 WORKFLOW = Path(".github/workflows/goldens.yml")
 GITIGNORE_LINES = (
@@ -308,13 +308,3 @@ def init(directory: Path, hf: tuple[str, ...] = (), gguf: tuple[str, ...] = (), 
         written.append(f"{'added to' if ignore else 'wrote'} {ignore_path}: {', '.join(m for m in missing if not m.startswith('#'))}")
     written.append(next_steps(config_name, chosen))
     return written
-
-
-def command(directory: Path, hf: tuple[str, ...], gguf: tuple[str, ...], dirs: tuple[str, ...],
-            engines: tuple[str, ...], repository: str | None) -> None:
-    """`goldens init`: `init`'s lines on stdout (existing files are never replaced: exit 2,
-    nothing written)."""
-    import click
-
-    for line in init(directory, hf, gguf, dirs, engines, repository=repository):
-        click.echo(line)

@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from conftest import CONFIG
 
 from generator.cli import main
-from generator.coverage import engine
+from generator.coverage import engine_layers as engine
 
 pytestmark = pytest.mark.integration
 

@@ -14,9 +14,9 @@ from conftest import CONFIG, ROOT
 
 from generator.cli import main
 from generator.config import families
-from generator.sources import pack
+from generator.sources import family_catalogue, pack
 
-TEMPLATES = families.pinned_templates_dir()
+TEMPLATES = family_catalogue.pinned_templates_dir()
 BUILT = families.build(TEMPLATES)
 BY_NAME = {family.name: family for family in BUILT}
 
@@ -35,8 +35,8 @@ def source_exists(source: str) -> bool:
 
 def test_the_committed_catalogue_is_what_the_pinned_source_gives():
     committed = families.CATALOGUE.read_text(encoding="utf-8")
-    assert committed == families.dumps(BUILT), (
-        "generator/data/families.json is stale: python -c 'from generator.config import families; families.write()'")
+    assert committed == family_catalogue.dumps(BUILT), (
+        "generator/data/families.json is stale: python -c 'from generator.sources import family_catalogue; family_catalogue.write()'")
     assert list(families.builtin()) == BUILT
 
 

@@ -381,10 +381,10 @@ def test_a_render_module_reads_no_constant_of_a_module_off_the_render():
 # Values of modules off the render that a render module names, each reviewed: none reaches a
 # golden's bytes except as data the index hashes anyway.
 READ_OFF_THE_RENDER = {
-    "analysis/invariants.py: from generator.init import REPOSITORY": "the docs link of regenerate's review lines",
+    "analysis/invariants.py: from generator import REPOSITORY": "the docs link of regenerate's review lines",
     "analysis/invariants.py: from generator import __version__": "that link's release tag, in messages only",
     "config/models.py: generator.config.engine_registry.REFERENCE": "models.yaml's default engines, read at load",
-    "config/models.py: generator.sources.encoders.ENCODERS": "the known encoders' names, in a bad references "
+    "config/models.py: generator.config.encoders.ENCODERS": "the known encoders' names, in a bad references "
                                                              "block's line; the pin reaches goldens as their "
                                                              "provenance line, hashed as data",
     "config/request.py: generator.files.MAX_READ": "the size limit of a request file, read before any render",

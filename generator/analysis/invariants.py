@@ -31,6 +31,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from generator.config.models import Reviewed
+
 KINDS = ("dropped-message", "out-of-order", "dropped-tool-call", "dropped-arguments", "unbalanced-turns")
 REASONING_KEYS = ("reasoning_content", "reasoning", "thinking")
 
@@ -284,23 +286,6 @@ def of(template: str, request: dict[str, Any], prompt: str) -> Result:
 # --- Review: models.yaml `invariants:` ------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Reviewed:
-    """A reviewed finding of one model: `finding` is a glob on a finding's detail ("tool call *
-    dropped"), `cases` globs on its cases' names (shape[--variant]; none: every case)."""
-
-    finding: str
-    reason: str
-    cases: tuple[str, ...] = ()
-
-    def covers(self, case_id: str, finding: dict[str, str]) -> bool:
-        from fnmatch import fnmatchcase
-
-        name = case_id.split("/", 1)[1]
-        return (fnmatchcase(finding["detail"], self.finding)
-                and (not self.cases or any(fnmatchcase(name, glob) for glob in self.cases)))
-
-
 @dataclass
 class Review:
     """Every finding of a set of goldens against the models' reviewed entries."""
@@ -374,8 +359,7 @@ def docs_url(page: str = "invariants.md") -> str:
     """A docs page as a team reads it: on the repository at this release's tag (a team's own
     repository has no docs/ folder of goldens). The version is the code's own, not the installed
     metadata's: in the venv at the reference's pins goldens runs from its path, uninstalled."""
-    from generator import __version__
-    from generator.init import REPOSITORY
+    from generator import REPOSITORY, __version__
 
     return f"https://github.com/{REPOSITORY}/blob/v{__version__}/docs/{page}"
 

@@ -30,7 +30,7 @@ The rules, kept small on purpose:
 `build(templates_dir)` derives the catalogue from a templates folder; `builtin()` reads the
 committed copy (`generator/data/families.json`), so `goldens models` lists families without
 fetching the llama.cpp source; tests/test_families.py checks that copy against the pinned source
-and `write()` refreshes it when the pin moves.
+and sources/family_catalogue.py's `write()` refreshes it when the pin moves.
 """
 
 from __future__ import annotations
@@ -202,29 +202,9 @@ def build(templates_dir: Path) -> list[Family]:
     return sorted(out, key=lambda family: family.name)
 
 
-def pinned_templates_dir() -> Path:
-    """models/templates/ of the pinned llama.cpp source (fetched on first use)."""
-    from generator.sources import pack
-
-    return pack.llama_cpp_source() / "models" / "templates"
-
-
-def dumps(families: list[Family]) -> str:
-    from generator.sources import pack
-
-    document = {"llama_cpp_build": pack.LLAMA_CPP_BUILD, "families": [f.as_dict() for f in families]}
-    return json.dumps(document, indent=2, ensure_ascii=False) + "\n"
-
-
 @functools.cache
 def builtin() -> tuple[Family, ...]:
-    """The committed catalogue (derived from the pinned source by `build`, written by `write`)."""
+    """The committed catalogue (derived from the pinned source by `build`, written by
+    sources/family_catalogue.py)."""
     data = json.loads(CATALOGUE.read_text(encoding="utf-8"))
     return tuple(Family.from_dict(item) for item in data["families"])
-
-
-def write(path: Path = CATALOGUE) -> bool:
-    """Rewrite the committed catalogue from the pinned source; True when it changed."""
-    from generator import files
-
-    return files.atomic_write(path, dumps(build(pinned_templates_dir())))

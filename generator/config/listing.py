@@ -1,115 +1,72 @@
-"""`goldens models` and `goldens engines`: the matrix and the engine registry as text tables
-(or their JSON documents); cli.py only parses their options.
-"""
+"""The matrix and the engine registry as data: the `--json` documents of `goldens models` and
+`goldens engines` (generator/documents.py writes them; commands/listing.py prints them)."""
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
-import click
-
-from generator.config.cases import model_cases, parse_cases_of
+from typing import Any
 
 
-def models_command(config_path: Path, do_resolve: bool, as_json: bool) -> None:
-    """The matrix: each model's sources, shapes, variants, engines and pins; then the built-in
-    families (generator/config/families.py), which are listed beside it, not in it."""
-    from generator.config import models
-    from generator.sources.source import resolve
+def models_document(config, resolved: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The matrix: engine pins, and per model its sources, shapes, variants, engines, pins (and,
+    with `resolved`, the hashes its sources have now); beside it the built-in families
+    (generator/config/families.py), which are not in the matrix."""
+    from generator.config.cases import model_cases, parse_cases_of
 
-    config = models.load(config_path)
-    if as_json:
-        from generator import documents
-
-        resolved = {m.name: resolve(m, config) for m in config.models.values()} if do_resolve else None
-        click.echo(documents.dumps("models", documents.models(config, resolved)), nl=False)
-        return
-    if config.engine_versions:
-        pins = ", ".join(f"{name} {'b' if name == 'llama-server' else ''}{version}"
-                         for name, version in config.engine_versions.items())
-        click.echo(f"engine versions: {pins}")
+    out = []
     for model in config.models.values():
-        spec = model.tokenizer
-        where = f"{spec.kind}:{spec.value}" + (f"@{spec.revision}" if spec.revision else "")
-        if spec.family is not None:
-            where = (f"family {spec.family}: " + (f"surrogate, {spec.value} + {len(spec.adds)} special tokens of "
-                     "its template (findings are about templates and request layers, never tokenizers)"
-                     if spec.surrogate else f"real, {spec.value}"))
-        if spec.config:
-            where += f" with tokenizer_config {json.dumps(spec.config, sort_keys=True)}"
-        template = model.template.kind if model.template.kind == "tokenizer" else f"{model.template.kind}:{model.template.value}"
-        variants = ", ".join(v or "default" for v in model.variants)
-        parses = f", {len(parse_cases_of(model))} parse cases" if model.parse is not None else ""
-        click.echo(f"{model.name}: {len(model_cases(model))} cases{parses}")
-        click.echo(f"  tokenizer: {where}")
-        click.echo(f"  template:  {template}" + (f" (name {model.template.name})" if model.template.name else ""))
-        click.echo(f"  shapes:    {', '.join(model.shapes)}")
-        click.echo(f"  variants:  {variants}")
-        if model.dialects:
-            kept = ("not chosen yet (goldens regenerate chooses them)" if model.dialect_cases is None
-                    else f"{len(model.dialect_cases)} cases kept of {len(model.dialects)} selected (dialects.lock)")
-            click.echo(f"  dialects:  {kept}")
-        click.echo(f"  engines:   {', '.join(model.engines)}")
-        if model.processor is not None:
-            click.echo(f"  processor: {model.processor.origin}")
-        for key, value in sorted(model.pins.items()):
-            click.echo(f"  pin {key}: {value}")
-        if do_resolve:
-            source = resolve(model, config)
-            click.echo(f"  resolved:  {source.origin}; template from {source.template_origin}")
-            click.echo(f"  now template_sha256: {source.template_sha256}")
-            click.echo(f"  now tokenizer_sha256: {source.tokenizer_sha256}")
-    _echo_families(config)
+        spec, template = model.tokenizer, model.template
+        item = {
+            "name": model.name,
+            "cases": [case.id for case in model_cases(model)],
+            "parse_cases": [case.id for case in parse_cases_of(model)],
+            "tokenizer": {"kind": spec.kind, "value": spec.value, "revision": spec.revision,
+                          "tokenizer_config": dict(spec.config) if spec.config else None},
+            "template": {"kind": template.kind, "value": template.value, "name": template.name},
+            "shapes": list(model.shapes),
+            "variants": {name or "default": kwargs for name, kwargs in model.variants.items()},
+            "engines": list(model.engines),
+            "processor": model.processor.origin if model.processor is not None else None,
+            "pins": dict(sorted(model.pins.items())),
+            # the references its goldens are rendered by: the template through Transformers, and
+            # the vendor's encoder where models.yaml names one (docs/references.md)
+            "references": {"template": "transformers", "encoder": model.encoder,
+                           "disputes": [{"cases": list(d.cases), "right": d.right, "reason": d.reason}
+                                        for d in model.disputes]},
+        }
+        if spec.family is not None:  # a built-in family (docs/families.md)
+            item["family"] = {"name": spec.family, "source": model.template.value,
+                              "tokenizer": "surrogate" if spec.surrogate else "real",
+                              "nearest": spec.value, "adds": list(spec.adds)}
+        if resolved is not None:
+            source = resolved[model.name]
+            item["resolved"] = {"origin": source.origin, "template_origin": source.template_origin,
+                                "template_sha256": source.template_sha256,
+                                "tokenizer_sha256": source.tokenizer_sha256}
+        out.append(item)
+    from generator.config import engine_registry, families
 
-
-def _echo_families(config) -> None:
-    """One line per built-in family, naming the matrix's models that are it (`family:` in
-    models.yaml); the others are catalogue only (docs/families.md)."""
-    from generator.config import families
-
-    catalogue = families.builtin()
-    real = sum(family.tokenizer.kind == "real" for family in catalogue)
-    in_matrix = {}
+    in_matrix: dict[str, list[str]] = {}
     for model in config.models.values():
         if model.tokenizer.family is not None:
             in_matrix.setdefault(model.tokenizer.family, []).append(model.name)
-    click.echo(f"families: {len(catalogue)} built-in ({real} real, {len(catalogue) - real} surrogate), "
-               f"from llama.cpp's templates; {len(in_matrix)} in this matrix (`family:`), the rest "
-               "catalogue only (docs/families.md)")
-    for family in catalogue:
-        tokenizer = family.tokenizer
-        added = f" + {len(tokenizer.adds)} special tokens" if tokenizer.adds else ""
-        also = f" (also {', '.join(family.checkpoints[1:])})" if len(family.checkpoints) > 1 else ""
-        models = f"; in the matrix as {', '.join(in_matrix[family.name])}" if family.name in in_matrix else ""
-        click.echo(f"  {family.name}: {tokenizer.kind} {tokenizer.source}{added}; "
-                   f"template {family.template_file}{also}{models}")
+    listed = []
+    for family in families.builtin():
+        item = family.as_dict()
+        models = [config.models[name] for name in in_matrix.get(family.name, [])]
+        # what replays it here: the matrix's models that are this family, their reference and engines
+        item["models"] = [model.name for model in models]
+        item["reference"] = engine_registry.REFERENCE if models else None
+        # a second reference beside the template where a model of it has one (docs/references.md)
+        item["encoder"] = next((model.encoder for model in models if model.encoder is not None), None)
+        item["engines"] = sorted({engine for model in models for engine in model.engines
+                                  if engine != engine_registry.REFERENCE})
+        listed.append(item)
+    return {"config": str(config.path), "date": config.date.isoformat(),
+            "engine_versions": dict(config.engine_versions), "models": out, "families": listed}
 
 
-def engines_command(config_path: Path, as_json: bool, as_matrix: bool) -> None:
-    """The engines goldens can replay through: built-in, and those installed packages register
-    in the `goldens.engines` entry-point group, each with where it came from."""
-    from generator.config import engine_registry
-
-    if as_matrix:
-        from generator.config import engine_matrix, models
-
-        config = models.load(config_path)
-        labels = engine_matrix.labels(config)
-        click.echo(engine_matrix.markdown(engine_matrix.matrix(config), labels=labels), nl=False)
-        click.echo("\nThe output side (parse cases: output ids -> message, docs/parse.md):\n")
-        click.echo(engine_matrix.markdown(engine_matrix.parse_matrix(config), engine_matrix.PARSED, labels),
-                   nl=False)
-        return
-    if as_json:
-        from generator import documents
-
-        click.echo(documents.dumps("engines", documents.engines(engine_registry.registered())), nl=False)
-        return
-
-    rows = [(info.name, info.origin, info.summary + engine_registry.declares(info)
-             + (f" [not usable: {info.problem}]" if info.problem else ""))
-            for info in engine_registry.registered()]
-    widths = [max(len(row[i]) for row in rows) for i in (0, 1)]
-    for name, origin, summary in rows:
-        click.echo(f"{name.ljust(widths[0])}  {origin.ljust(widths[1])}  {summary}")
+def engines_document(infos) -> dict[str, Any]:
+    """The engine registry as data (`goldens.engines/1`)."""
+    return {"engines": [{"name": info.name, "origin": info.origin, "summary": info.summary,
+                         "any_model": info.any_model, "usable": info.problem is None, "problem": info.problem}
+                        for info in infos]}

@@ -123,6 +123,24 @@ REFERENCES = ("template", "encoder")  # what a reviewed dispute may name right
 
 
 @dataclass(frozen=True)
+class Reviewed:
+    """A reviewed invariant finding of one model (analysis/invariants.py reviews findings against
+    it): `finding` is a glob on a finding's detail ("tool call * dropped"), `cases` globs on its
+    cases' names (shape[--variant]; none: every case)."""
+
+    finding: str
+    reason: str
+    cases: tuple[str, ...] = ()
+
+    def covers(self, case_id: str, finding: dict[str, str]) -> bool:
+        from fnmatch import fnmatchcase
+
+        name = case_id.split("/", 1)[1]
+        return (fnmatchcase(finding["detail"], self.finding)
+                and (not self.cases or any(fnmatchcase(name, glob) for glob in self.cases)))
+
+
+@dataclass(frozen=True)
 class ModelSpec:
     name: str
     tokenizer: TokenizerSpec
@@ -154,7 +172,7 @@ class ModelSpec:
     # reasoning: qwen3}, sglang: {...}}`): engine -> {"tool" | "reasoning": name}
     parsers: dict[str, dict[str, str]] = field(default_factory=dict)
     parse: ParseSpec | None = None  # the output axis; None: no parse cases
-    # a second reference beside the template (`references: {encoder: NAME}`: sources/encoders.py)
+    # a second reference beside the template (`references: {encoder: NAME}`: config/encoders.py)
     # and the reviewed disputes between the two (docs/references.md)
     encoder: str | None = None
     disputes: tuple[ReviewedDispute, ...] = ()
@@ -395,7 +413,7 @@ def _parse_references(raw: Any, where: _Where, key: str) -> dict[str, Any]:
     """`references: {encoder: NAME, disputes: [{cases: [globs], right: template | encoder,
     reason: "..."}]}`: the model's encoder reference and the reviewed disputes between it and
     the template (docs/references.md)."""
-    from generator.sources import encoders
+    from generator.config import encoders
 
     if raw is None:
         return {}
@@ -481,8 +499,6 @@ def _parse_parsers(raw: Any, where: _Where, key: str) -> dict[str, dict[str, str
 def _parse_invariants(raw: Any, where: _Where, key: str) -> tuple[Any, ...]:
     """`invariants: [{finding: "tool call * dropped", cases: [globs], reason: "..."}]`: reviewed
     invariant findings (generator/analysis/invariants.py)."""
-    from generator.analysis.invariants import Reviewed
-
     if not isinstance(raw, list):
         raise GoldensError(f"{where.file}: {key}: expected a list of {{finding, reason[, cases]}}")
     out = []

@@ -16,14 +16,13 @@ inside a function body (module and class preambles run at import, never per requ
 a line gcov counts. Lines that run while a server starts (vLLM's warm-up render) count for no
 request.
 
-`reached(engine, model, bodies, config)` is the library entry other code builds on (the dialect
-axis chooses its minimal set by it): each body's set of reached (file, line) keys.
+`reached(engine, model, bodies, config)` in engine_layers.py is the library entry other code
+builds on: each body's set of reached (file, line) keys.
 """
 
 from __future__ import annotations
 
 import ast
-import json
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -301,89 +300,3 @@ class InProcess:
         finally:
             self.cov.stop()
         return keys_by_context(self.cov.get_data(), self.files, names)
-
-
-# ------------------------------------------------------------------ the engines
-
-@dataclass(frozen=True)
-class Layer:
-    """An engine's request layer: how to list its files, and how to trace requests through it.
-    `session(model, source, config)` is a context manager yielding a Session."""
-
-    engine: str
-    summary: str
-    session: Callable[..., Any]
-    version: Callable[[Any], str]  # of config: the version the matrix runs
-
-
-def _layers() -> dict[str, Layer]:
-    from generator.coverage import llama_server, python_engines, vllm_server
-
-    return {
-        "vllm": Layer("vllm", vllm_server.SUMMARY, vllm_server.session, vllm_server.version),
-        "mistral-common": Layer("mistral-common", python_engines.MISTRAL_SUMMARY,
-                                python_engines.mistral_session, python_engines.mistral_version),
-        "minijinja": Layer("minijinja", python_engines.MINIJINJA_SUMMARY,
-                           python_engines.minijinja_session, python_engines.minijinja_version),
-        "llama-server": Layer("llama-server", llama_server.SUMMARY, llama_server.session, llama_server.version),
-    }
-
-
-ENGINES = ("vllm", "mistral-common", "minijinja", "llama-server")
-
-
-def layer(engine: str) -> Layer:
-    if engine not in ENGINES:
-        raise GoldensError(f"--engine {engine}: engine coverage measures {', '.join(ENGINES)}")
-    return _layers()[engine]
-
-
-def _request(model, body: dict[str, Any], name: str) -> dict[str, Any]:
-    """A body as the matrix sends it: validated like a request file, the model's kwargs under
-    the body's own."""
-    from generator.config.request import validate_request
-
-    request = validate_request(json.loads(json.dumps(body)), name)
-    return dict(request, chat_template_kwargs={**model.kwargs, **request["chat_template_kwargs"]})
-
-
-def reached(engine: str, model: str, bodies: Sequence[dict[str, Any]], config) -> list[set[Key]]:
-    """Per request body, the (file, line) keys of `engine`'s request layer it executed when
-    `model`'s matrix sends it (validated like a request file, the model's kwargs added). One
-    session per call: one server start for vLLM; for llama-server one start per body (gcov
-    counts only what a whole process ran)."""
-    from generator.sources.source import resolve
-
-    spec = config.select((model,))[0]
-    requests = [_request(spec, body, f"body {i}") for i, body in enumerate(bodies)]
-    with layer(engine).session(spec, resolve(spec, config), config) as session:
-        hits = session.run(requests)
-    return hits  # a server's session fills them as it ends
-
-
-def measure(engine: str, config, model_names: Sequence[str] = (), extra: dict[str, list[dict]] | None = None,
-            on_model: Callable[[str], None] = lambda name: None) -> EngineCoverage:
-    """What the matrix's cases of every selected model that replays through `engine` execute of
-    its request layer (`extra`: more requests per model, already in matrix form)."""
-    from generator.config.cases import model_cases
-    from generator.sources.source import resolve
-
-    chosen = layer(engine)
-    models = [m for m in config.select(tuple(model_names)) if engine in m.engines]
-    if not models:
-        raise GoldensError(f"engine coverage: no selected model replays through {engine}")
-    result: EngineCoverage | None = None
-    for model in models:
-        on_model(model.name)
-        requests = [case.request for case in model_cases(model)] + list((extra or {}).get(model.name, ()))
-        with chosen.session(model, resolve(model, config), config) as session:
-            hits = session.run(requests, each=False)
-        if result is None:
-            result = EngineCoverage(engine, chosen.version(config), session.files)
-        result.models.append(model.name)
-        result.requests += len(requests)
-        result.setup |= session.setup
-        for keys in hits:
-            result.hits |= keys
-    assert result is not None
-    return result

@@ -4,7 +4,7 @@ GGUF with its .gcda files sent to a folder of the session's own (GCOV_PREFIX), t
 gcov's JSON output over the listed sources only.
 
 gcov counts what a whole process ran, so one session is one server process: the matrix's union
-takes one start per model; per-request sets (engine.reached) one start per request."""
+takes one start per model; per-request sets (engine_layers.reached) one start per request."""
 
 from __future__ import annotations
 

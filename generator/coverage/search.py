@@ -106,9 +106,9 @@ def engine_signal(name: str, model, source, config, candidates: list[Candidate])
     """The matrix's coverage of engine `name`'s request layer, and each candidate's reached
     engine keys (every variant's request) added to it, all in one engine session."""
     from generator.config.cases import model_cases
-    from generator.coverage import engine
+    from generator.coverage import engine, engine_layers
 
-    chosen = engine.layer(name)
+    chosen = engine_layers.layer(name)
     flat = [request for candidate in candidates for request in candidate.requests]
     with chosen.session(model, source, config) as session:
         matrix = session.run([case.request for case in model_cases(model)], each=False)

@@ -29,6 +29,7 @@ import re
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from generator import files
 from generator import markdown as md
@@ -486,3 +487,37 @@ def diff(root: Path, rev: str = "HEAD", markdown: bool = False, context: int = 3
     if markdown:
         return render_markdown(changes, rev, context, sources)
     return render_text(changes, rev, context, full, sources)
+
+
+def document(changes, rev: str, sources: dict[str, list[str]] | None = None) -> dict[str, Any]:
+    """`goldens diff --json` (`goldens.diff/1`): every golden (or ledger entry) changed against `rev`, in the order the text view reads
+    them: tokens moved first."""
+    first, second, _ = arrange(changes)
+    ordered = first + second + [c for c in changes if c not in first and c not in second]
+    shown: dict[tuple, str] = {}
+    items = []
+    for change in ordered:
+        old, new = change.old, change.new
+        key = change_key(change)
+        same = shown.get(key) if key is not None else None
+        if key is not None and same is None:
+            shown[key] = change.name
+        items.append({
+            "name": change.name,
+            "path": change.path,
+            "kind": "ledger entry" if change.ledger else "golden",
+            "status": "added" if old is None else "removed" if new is None else "changed",
+            "tokens_moved": moved(change),
+            "metadata_only": old is not None and new is not None and metadata_only(change),
+            "first_moved_token": first_moved_token(change),
+            "old_tokens": None if old is None else len(old.ids),
+            "new_tokens": None if new is None else len(new.ids),
+            "fields": _field_changes(old, new) if old is not None and new is not None else [],
+            "summary": summary(change),
+            "same_change_as": same,
+        })
+    return {"against": rev, "changed": len(changes), "tokens_moved": sum(1 for c in changes if moved(c)),
+            "goldens": items,
+            # each model whose template or tokenizer changed: the text view's lines (template diff,
+            # BOS/EOS and special tokens, the effect on ids a client re-encodes)
+            "sources": sources or {}}

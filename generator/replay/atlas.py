@@ -16,7 +16,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from generator import documents
 from generator.config import engine_registry
 from generator.config.models import Config
 from generator.errors import GoldensError
@@ -157,7 +156,7 @@ def entry(result: search.History, versions, old: dict[str, Any], follows_newest:
     """The atlas file of one engine: what stays the same between runs that find the same (no
     timings, no cache state), and the reviewed explanations kept by release."""
     explained = old.get("explanations", {})
-    document = documents.history(result, versions)
+    document = search.document(result, versions)
     changes = []
     for change in document["change_points"]:
         for group in change["groups"]:

@@ -28,7 +28,8 @@ from generator.engines.pool import EnginePool, check_available
 from generator.engines.remote import Connection
 from generator.errors import GoldensError, one_line
 from generator.replay import causes
-from generator.replay.judge import Outcome, load_goldens, replay
+from generator.replay.judge import replay
+from generator.replay.outcome import Outcome, load_goldens
 from generator.replay.report import surrogate_note
 from generator.replay.results import Group, Plan, Results, fingerprint
 from generator.sources.source import Source, resolve

@@ -20,6 +20,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from generator.config.cases import Case
 from generator.config.models import Config
@@ -312,3 +313,43 @@ def summary_lines(result: History, versions) -> list[str]:
                  f"{result.seconds:.0f} s wall ({sum(v.seconds for v in visits):.0f} s making releases ready); "
                  f"any search asks at least {lower_bound(len(result.span), result.changes, order)}")
     return lines
+
+
+def document(result, versions) -> dict[str, Any]:
+    """A `goldens history` run as data (`goldens.history/1`): the range, every release asked (how it was made ready, how many
+    answers came from the cache), every change point with its cases grouped by first edit and
+    its release's tag, and what the search cost beside the floor any search pays."""
+    label = versions.label
+    order = {version: position for position, version in enumerate(result.span)}
+    visits = list(result.visits.values())
+    return {
+        "engine": result.engine, "from": result.first, "to": result.last,
+        "releases": [label(v) for v in result.span], "jobs": result.jobs, "exhaustive": result.exhaustive,
+        "rounds": result.rounds, "cases": [case.id for case in result.cases],
+        "asked": [{"release": v.version, "label": label(v.version), "round": v.round,
+                   "ready_seconds": round(v.seconds, 1), "cache": v.cache, "answers_from_cache": v.remembered}
+                  for v in sorted(visits, key=lambda v: order[v.version])],
+        "unavailable": [{"release": v, "label": label(v), "reason": why}
+                        for v, why in sorted(result.unavailable.items(), key=lambda item: order[item[0]])],
+        "change_points": [change_point(c, versions) for c in result.changes],
+        "cost": {"releases_in_range": len(result.span), "asked": len(visits),
+                 "built": sum(1 for v in visits if v.made == "built"),
+                 "installed": sum(1 for v in visits if v.made == "installed"),
+                 "ready_seconds": round(sum(v.seconds for v in visits), 1),
+                 "answers_replayed": sum(len(result.cases) - v.remembered for v in visits),
+                 "answers_from_cache": sum(v.remembered for v in visits),
+                 "floor": lower_bound(len(result.span), result.changes, order),
+                 "wall_seconds": round(result.seconds, 1)},
+        "exit_code": 1 if result.changes else 0,
+    }
+
+
+def change_point(change, versions) -> dict[str, Any]:
+    """One change point as data (`goldens.history/1` and the atlas)."""
+    url = getattr(versions, "release_url", lambda version: None)
+    return {"release": change.release, "label": versions.label(change.release), "url": url(change.release),
+            "before": change.before, "before_label": versions.label(change.before),
+            "skipped": [versions.label(v) for v in change.skipped], "cases": change.cases,
+            "groups": [{"cases": g.cases, "first_divergent_token": g.index,
+                        "removed": [list(t) for t in g.removed], "added": [list(t) for t in g.added],
+                        "summary": g.summary, "detail": g.detail} for g in change.groups]}

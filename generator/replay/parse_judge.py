@@ -403,7 +403,7 @@ def verdict(item: golden_file.Golden, entry: Entry | None, label: str, observed:
             causes: Sequence[Cause] = ()):
     """THE judgement of an engine's parse against a parse golden, its reviewed entry (the case's
     own, first) and the reviewed parse causes covering this engine and model."""
-    from generator.replay.judge import Outcome
+    from generator.replay.outcome import Outcome
 
     found = problems(item, observed)
     if entry is not None:
@@ -443,7 +443,7 @@ def _klass(used: Sequence[Cause]) -> str | None:
 
 def judge(engine: Any, item: golden_file.Golden, root: Path, label: str | None = None):
     """Replay one parse golden through one engine: every plan, judged once."""
-    from generator.replay.judge import Outcome
+    from generator.replay.outcome import Outcome
 
     label = label or engine.name
     if item.outcome != "ok":  # the reference made no output: nothing to parse (regenerate keeps none)
@@ -482,7 +482,7 @@ def record_cause(root: Path, config, pool, name: str, kinds: Sequence[str], engi
     finding no case shows."""
     scope = Cause(name, (), (), (), "", cases=tuple(cases))
     from generator.config.cases import parse_cases_of
-    from generator.replay.judge import load_goldens
+    from generator.replay.outcome import load_goldens
     from generator.sources.source import resolve
 
     if not reason.strip():

@@ -114,7 +114,7 @@ def _checked(data: Any) -> dict:
     (a case id with a newline would print a raw `::error` line under GitHub Actions), its
     status and kind ones the judge gives (an unknown `bogus` must not pass the gate), the
     status the one its kind counts under, and each field of its type."""
-    from generator.replay.judge import KIND_STATUS
+    from generator.replay.outcome import KIND_STATUS
 
     if not isinstance(data, dict):
         raise TypeError("an outcome is not an object")

@@ -21,6 +21,25 @@ from importlib import metadata
 from pathlib import Path
 
 from generator import installed
+from generator.files import cache_dir
+
+PACKAGE = Path(__file__).resolve().parents[1]  # the generator package itself
+
+
+def _import_root() -> Path:
+    """A directory holding only `generator` (a symlink to this package), for the worker's
+    PYTHONPATH: the project's own site-packages must not shadow the venv's Transformers."""
+    key = hashlib.sha256(str(PACKAGE).encode()).hexdigest()[:16]  # one per checkout sharing the cache
+    root = cache_dir() / "transformers-worker-path" / key
+    link = root / "generator"
+    if not (link.is_symlink() and Path(os.readlink(link)) == PACKAGE):
+        root.mkdir(parents=True, exist_ok=True)
+        tmp = root / f".generator.{os.getpid()}"
+        tmp.unlink(missing_ok=True)
+        tmp.symlink_to(PACKAGE, target_is_directory=True)
+        os.replace(tmp, link)
+    return root
+
 
 # Each release that shapes golden bytes, at the version the committed goldens were rendered with
 # (pyproject.toml's `reference` extra says the same; tests/test_reference_stack.py holds them equal).
@@ -88,8 +107,6 @@ def reference_python():
 
 
 def _check() -> str:
-    from generator.servers.transformers_venv import _import_root
-
     # the check imports generator.reference from this package, as the re-run will
     return f"import sys; sys.path.insert(0, {str(_import_root())!r})\n" + CHECK
 
@@ -102,8 +119,6 @@ def rerun_at_pins(argv: list[str]) -> None:
     differ = moved()
     if not differ:
         return
-    from generator.servers.transformers_venv import _import_root
-
     python = reference_python()
     shown = ", ".join(f"{name} {here or 'absent'} (pinned {PINS[name]})" for name, here in differ.items())
     print(f"goldens: the reference stack here differs from its pins: {shown}; running in {python.parent.parent}",
@@ -131,8 +146,6 @@ def render_at_pins(config_path: Path, model: str) -> dict[str, str]:
     """A model's goldens, each as the text `goldens regenerate` writes, rendered in the venv at
     the pins (for `pytest --goldens`, which cannot re-run itself there)."""
     from generator.errors import GoldensError, one_line
-    from generator.servers.transformers_venv import _import_root
-
     python = reference_python()
     env = {**os.environ, INSIDE: "1", "PYTHONPATH": str(_import_root()), "TRANSFORMERS_VERBOSITY": "error",
            "TRANSFORMERS_NO_ADVISORY_WARNINGS": "1"}

