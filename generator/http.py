@@ -69,6 +69,11 @@ class Transport:
         """A transport for a run of `run` seconds from now whose requests last at most `request`."""
         return cls(cap=request, until=None if run is None else time.monotonic() + run)
 
+    def bounded_by(self, run: float | None = None, request: float | None = None) -> Transport:
+        """This transport (of whatever kind) for a run of `run` seconds from now whose requests
+        last at most `request`."""
+        return dataclasses.replace(self, cap=request, until=None if run is None else time.monotonic() + run)
+
     def with_timeout(self, timeout: float) -> Transport:
         """The same bounds (and the same kind of transport), with another per-request timeout
         (a health probe, a model listing)."""
@@ -84,10 +89,14 @@ class Transport:
         return status, raw
 
     def exchange(self, method: str, url: str, body: Any = None, *, where: str,
-                 headers: dict[str, str] | None = None) -> tuple[int, dict[str, str], bytes]:
+                 headers: dict[str, str] | None = None, accept: str = "application/json",
+                 sink: Callable[[dict[str, str], bytes], None] | None = None) -> tuple[int, dict[str, str], bytes]:
         """One exchange: (status, the reply's headers lower-cased, body). Every request made
-        through a Transport comes here; override it to answer them another way."""
-        return _exchange(method, url, body, where=where, budget=self.budget(), headers=headers)
+        through a Transport comes here (engines, health polls, the package index's pages and
+        files); override it to answer them another way. With `sink`, a 2xx body is handed to it
+        (with the reply's headers) and not returned."""
+        return _exchange(method, url, body, where=where, budget=self.budget(), headers=headers,
+                         accept=accept, sink=sink)
 
     def post_json(self, url: str, body: dict[str, Any], *, where: str) -> dict[str, Any]:
         """POST a JSON body and return the JSON object that comes back. A status `failure` calls
@@ -130,7 +139,8 @@ class HandlerTransport(Transport):
     handler: Callable[[Exchange], Reply] | None = None
 
     def exchange(self, method: str, url: str, body: Any = None, *, where: str,
-                 headers: dict[str, str] | None = None) -> tuple[int, dict[str, str], bytes]:
+                 headers: dict[str, str] | None = None, accept: str = "application/json",
+                 sink: Callable[[dict[str, str], bytes], None] | None = None) -> tuple[int, dict[str, str], bytes]:
         assert self.handler is not None, "HandlerTransport needs a handler"
         parts = urllib.parse.urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
@@ -146,9 +156,13 @@ class HandlerTransport(Transport):
         status, raw, replied = (*reply, {}) if len(reply) == 2 else reply
         if not isinstance(raw, bytes):
             raw = json.dumps(raw, ensure_ascii=False).encode("utf-8")
+        replied = {str(k).lower(): str(v) for k, v in replied.items()}
+        if sink is not None and 200 <= status < 300:  # streamed: no size bound, nothing kept
+            sink(replied, raw)
+            return status, replied, b""
         if len(raw) > MAX_REPLY:
             raise EngineError(f"{where}: reply larger than {MAX_REPLY // 2**20} MB")
-        return status, {str(k).lower(): str(v) for k, v in replied.items()}, raw
+        return status, replied, raw
 
 
 _idle: dict[tuple, list[http.client.HTTPConnection]] = {}  # route -> idle connections
@@ -393,7 +407,8 @@ MAX_REDIRECTS = 5
 
 
 def fetch(url: str, *, where: str, accept: str = "*/*", timeout: float = DOWNLOAD_TIMEOUT,
-          sink: Callable[[dict[str, str], bytes], None] | None = None) -> tuple[int, bytes]:
+          sink: Callable[[dict[str, str], bytes], None] | None = None,
+          transport: Transport = DEFAULT) -> tuple[int, bytes]:
     """GET what is not an engine's JSON (a package index page, a file of 100+ MB streamed into
     `sink`) the way every request here is made: one deadline, the proxy settings, kept-alive
     connections; redirects followed (at most MAX_REDIRECTS); file: URLs read from disk (pip's
@@ -403,8 +418,8 @@ def fetch(url: str, *, where: str, accept: str = "*/*", timeout: float = DOWNLOA
         parts = urllib.parse.urlsplit(url)
         if parts.scheme == "file":
             return _read_file(url, where=where, sink=sink)
-        status, headers, raw = _exchange("GET", url, where=where, budget=deadline - time.monotonic(),
-                                         accept=accept, sink=sink)
+        left = transport.with_timeout(max(0.001, deadline - time.monotonic()))
+        status, headers, raw = left.exchange("GET", url, where=where, accept=accept, sink=sink)
         if status not in REDIRECTS or not headers.get("location"):
             return status, raw
         url = urllib.parse.urljoin(url, headers["location"])

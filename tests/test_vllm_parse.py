@@ -195,8 +195,8 @@ class Recording(http.Transport):
 
     seen: list = field(default_factory=list)
 
-    def exchange(self, method, url, body=None, *, where, headers=None):
-        status, replied, raw = super().exchange(method, url, body, where=where, headers=headers)
+    def exchange(self, method, url, body=None, *, where, headers=None, **options):
+        status, replied, raw = super().exchange(method, url, body, where=where, headers=headers, **options)
         try:
             reply = json.loads(raw)
         except ValueError:

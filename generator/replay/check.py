@@ -110,12 +110,15 @@ def run(config: Config, root: Path, engines: tuple[str, ...] = (), models: tuple
         confirm: bool = True, timeout: float | None = None,
         request_timeout: float | None = None,
         connection: Connection | None = None, only: set[int] | None = None,
-        shard: tuple[int, int] | None = None, pool: EnginePool | None = None, axis: str = "both") -> Results:
+        shard: tuple[int, int] | None = None, pool: EnginePool | None = None, axis: str = "both",
+        transport: http.Transport | None = None) -> Results:
     """Every (model, engine) group of the plan (those indexed in `only`, when given), judged.
     `confirm` sends each case down the serving path of engines read through a stand-in;
     `timeout` bounds the whole run and `request_timeout` each request to an engine, in seconds.
     `pool` lends the run servers its owner keeps (a test session's): the run then stops, after
-    each model, only the vLLM servers (about 3.5 GB each) it started itself, never the owner's."""
+    each model, only the vLLM servers (about 3.5 GB each) it started itself, never the owner's.
+    `transport` carries every request to an engine (a HandlerTransport answers them in this
+    process); the run's bounds are put on it."""
     work = plan(config, engines, models, urls)
     parts = groups(config, work, axis, urls)
     chosen = [i for i in range(len(parts)) if only is None or i in only]
@@ -134,7 +137,7 @@ def run(config: Config, root: Path, engines: tuple[str, ...] = (), models: tuple
         by_model.setdefault(parts[i][0], []).append(i)
     lent = pool is not None
     owners = pool.running() if lent else frozenset()
-    transport = http.Transport.bounded(run=timeout, request=request_timeout)
+    transport = (transport or http.DEFAULT).bounded_by(run=timeout, request=request_timeout)
     with budget.run(transport.until), (
             contextlib.nullcontext(pool) if lent else
             EnginePool(config.date, urls, on_start=note, connection=connection,

@@ -27,9 +27,10 @@ def urls(values: tuple[str, ...]) -> dict[str, str]:
     return out
 
 
-def probe(url_map: dict[str, str], timeout: float) -> None:
+def probe(url_map: dict[str, str], timeout: float, transport=None) -> None:
     """Every --url must name a known engine and answer before the run: one line, not an error
-    per case. Any HTTP answer will do (a health page, a 404): the server is there."""
+    per case. Any HTTP answer will do (a health page, a 404): the server is there. `transport`:
+    how it is asked (http.DEFAULT unless given)."""
     from generator import http
     from generator.config import engine_registry
     from generator.engines import EngineError
@@ -39,7 +40,8 @@ def probe(url_map: dict[str, str], timeout: float) -> None:
         engine_registry.lookup(engine, f"--url {engine}=...")
         url = check_url(engine, url)
         try:
-            http.request("GET", url, where=f"{engine}: cannot reach {url}", timeout=min(timeout, 30.0))
+            (transport or http.DEFAULT).with_timeout(min(timeout, 30.0)).request(
+                "GET", url, where=f"{engine}: cannot reach {url}")
         except EngineError as error:
             raise GoldensError(str(error)) from None
 

@@ -95,7 +95,11 @@ class ManagedServer:
         startup_timeout: float = 120.0,
         host: str = HOST,
         port: int | None = None,
+        transport=None,
     ):
+        from generator import http  # servers/ import it lazily: a process needs no HTTP until polled
+
+        self.transport = transport or http.DEFAULT  # how the health page is polled
         self.argv = [os.fspath(a) for a in argv]
         self.name = name
         self.env = dict(env or {})
@@ -183,7 +187,7 @@ class ManagedServer:
                     f"log {self.log_path}, last lines:\n{tail}"
                 )
             try:
-                status, _ = http.request("GET", health, where=self.name, timeout=2.0)
+                status, _ = self.transport.with_timeout(2.0).request("GET", health, where=self.name)
                 if status == 200:
                     return
                 last = f"HTTP {status}"

@@ -129,7 +129,7 @@ def simple_index() -> str:
 
 
 @functools.lru_cache(maxsize=None)
-def _listing(project: str) -> dict:
+def _listing(project: str, transport=None) -> dict:
     from generator import http
     from generator.errors import EngineError
     from generator.json_reader import load_json
@@ -138,7 +138,8 @@ def _listing(project: str) -> dict:
     heavy.require(f"{project}: reading the package index")
     try:
         status, raw = http.fetch(url, where=f"{project}: cannot read the package index {simple_index()}",
-                                 timeout=120, accept="application/vnd.pypi.simple.v1+json")
+                                 timeout=120, accept="application/vnd.pypi.simple.v1+json",
+                                 transport=transport or http.DEFAULT)
     except EngineError as error:
         raise GoldensError(str(error)) from None
     if status == 404:
@@ -151,9 +152,10 @@ def _listing(project: str) -> dict:
     return listing
 
 
-def files(project: str) -> list[File]:
-    """Every non-yanked file of `project`, with the version its filename carries."""
-    listing = _listing(project)
+def files(project: str, transport=None) -> list[File]:
+    """Every non-yanked file of `project`, with the version its filename carries (`transport`:
+    how the index is asked, http.DEFAULT unless given)."""
+    listing = _listing(project, transport)
     found = []
     for entry in listing.get("files", []):
         if entry.get("yanked"):
@@ -202,7 +204,7 @@ def require_published(project: str, version: str, *, label: str | None = None) -
     )
 
 
-def download(file: File, into: Path) -> Path:
+def download(file: File, into: Path, transport=None) -> Path:
     """`file` saved under `into`, its sha256 checked against the index's (progress on stderr:
     a llama.cpp sdist is 100+ MB)."""
     from generator import http, progress
@@ -222,7 +224,8 @@ def download(file: File, into: Path) -> Path:
                 size = int(headers.get("content-length") or 0)
                 work.update(f"{done / 1e6:.0f} MB" + (f" of {size / 1e6:.0f} MB" if size else ""))
 
-            status, _ = http.fetch(file.url, where=f"{file.filename}: cannot download", sink=write)
+            status, _ = http.fetch(file.url, where=f"{file.filename}: cannot download", sink=write,
+                                   transport=transport or http.DEFAULT)
             if status != 200:
                 raise GoldensError(f"{file.filename}: cannot download (HTTP {status})")
     except EngineError as error:
