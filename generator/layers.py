@@ -29,6 +29,7 @@ LAYERS: tuple[str, ...] = (
     "progress",
     "markdown",
     "heavy",
+    "workers",
     "config",
     "sources",
     "render_worker",

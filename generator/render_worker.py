@@ -15,10 +15,7 @@ time): this interpreter's for `here()`, shared by the whole process, or another 
 from __future__ import annotations
 
 import atexit
-import json
 import os
-import select
-import subprocess
 import sys
 import threading
 from pathlib import Path
@@ -26,33 +23,34 @@ from typing import Any
 
 from generator import budget
 from generator.errors import EngineError, GoldensError
+from generator.workers import JsonLinesWorker, WorkerError, WorkerTimeout
 
 PACKAGE = Path(__file__).resolve().parent  # the generator package itself
 MODULE = "generator.servers.transformers_worker"
 
 
 class RenderWorker:
-    """One worker process; `ask` is thread-safe (one request at a time)."""
+    """One worker process (the one JSON-lines client, generator/workers.py); `ask` is
+    thread-safe (one request at a time)."""
 
     def __init__(self, python: Path, label: str, import_root: Path | None = None):
         self.python = Path(python)
         self.label = label
         self.import_root = import_root or PACKAGE.parent
-        self._lock = threading.Lock()
-        self._process: subprocess.Popen | None = None
-        self._busy = False
-        self.versions: dict[str, str] = {}
-
-    def start(self) -> RenderWorker:
         env = {**os.environ, "PYTHONPATH": str(self.import_root), "TRANSFORMERS_VERBOSITY": "error",
                "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
-        from generator.files import cache_dir
+        self._worker = JsonLinesWorker([self.python, "-m", MODULE], label, env=env)
+        self._lock = threading.Lock()
 
-        self._process = subprocess.Popen(
-            [str(self.python), "-m", MODULE], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL, text=True, encoding="utf-8", env=env, cwd=str(cache_dir()),
-        )
-        self.versions = self._read() or {}
+    @property
+    def versions(self) -> dict[str, str]:
+        return self._worker.versions
+
+    def start(self) -> RenderWorker:
+        try:
+            self._worker.start()
+        except WorkerError as error:
+            raise GoldensError(str(error)) from None
         return self
 
     def ask(self, job: dict[str, Any]) -> dict:
@@ -60,64 +58,24 @@ class RenderWorker:
         HARD_GRACE; past that the worker is killed and the deadline's error raised. An answer
         the worker could not give for this machine's limits ({"unjudged"}) raises the same."""
         with self._lock:
-            if self._process is None:
+            if not self._worker.running:
                 self.start()
-            assert self._process is not None and self._process.stdin is not None
             seconds, expired, message = budget.limit()
             try:
-                self._process.stdin.write(json.dumps(job, ensure_ascii=False) + "\n")
-                self._process.stdin.flush()
-            except OSError as error:
-                self._kill()
-                raise GoldensError(f"{self.label}: the render worker died ({error})") from None
-            self._busy = True
-            try:
-                answer = self._read(seconds + budget.HARD_GRACE)
-            finally:
-                self._busy = False
-            if answer is None:  # past its deadline and the grace: ended, whatever it was doing
-                self._kill()
-                raise expired(message)
+                answer = self._worker.ask(job, seconds + budget.HARD_GRACE)
+            except WorkerTimeout:  # past its deadline and the grace: ended, whatever it was doing
+                raise expired(message) from None
+            except WorkerError as error:
+                raise GoldensError(str(error)) from None
         if "unjudged" in answer:  # the worker's own deadline or memory: this machine's limits
             kind = {"RenderDeadline": budget.RenderDeadline, "OutOfMemory": budget.OutOfMemory}
             raise kind.get(answer.get("kind"), EngineError)(answer["unjudged"])
         return answer
 
-    def _read(self, timeout: float | None = None) -> dict | None:
-        """The worker's next line as data; None when `timeout` seconds pass without one."""
-        process = self._process
-        assert process is not None and process.stdout is not None
-        if timeout is not None and not select.select([process.stdout], [], [], timeout)[0]:
-            return None
-        line = process.stdout.readline()
-        if not line:
-            code = process.poll()
-            self._kill()
-            raise GoldensError(f"{self.label}: the render worker exited (code {code})")
-        return json.loads(line)
-
-    def _kill(self) -> None:
-        process, self._process = self._process, None
-        if process is not None:
-            process.kill()
-            process.wait()
-
     def stop(self) -> None:
         """End the worker: at once when a render is in flight (Ctrl-C, SIGTERM, a pool closing
         mid-run), else by closing its input."""
-        if self._busy:
-            self._kill()
-            return
-        process, self._process = self._process, None
-        if process is None:
-            return
-        if process.stdin is not None:
-            process.stdin.close()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        self._worker.stop()
 
 
 _here: RenderWorker | None = None

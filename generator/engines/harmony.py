@@ -14,18 +14,15 @@ TIKTOKEN_ENCODINGS_BASE: rebuilt from npm js-tiktoken and checked against harmon
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import threading
 from pathlib import Path
 
-from generator.engines import EngineBase, EngineContext, EngineError, Ids, Refused, Request, strict_ids
+from generator.engines import EngineBase, EngineContext, Ids, Refused, Request, strict_ids
 from generator.engines import parse as parse_api
 from generator import heavy
 from generator.errors import GoldensError
-from generator.files import cache_dir
 from generator.servers import venv
+from generator.workers import JsonLinesWorker
 
 PACKAGE, VERSION = "openai-harmony", "0.0.8"
 WORKER = Path(__file__).resolve().parents[1] / "servers" / "harmony_worker.py"
@@ -44,7 +41,8 @@ def harmony_python() -> Path:
 
 
 class HarmonyWorker:
-    """One worker process; `render` is thread-safe (one request at a time)."""
+    """One worker process (the one JSON-lines client, generator/workers.py); `render` is
+    thread-safe (one request at a time)."""
 
     def __init__(self, date: str):
         from generator.sources.tiktoken_ranks import o200k_base_dir
@@ -52,39 +50,17 @@ class HarmonyWorker:
         heavy.require("starting harmony's worker")
         self.date = date
         env = {**os.environ, "TIKTOKEN_ENCODINGS_BASE": str(o200k_base_dir()), "PYTHONPATH": ""}
-        self._lock = threading.Lock()
-        self._process = subprocess.Popen(
-            [str(harmony_python()), str(WORKER)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE, text=True, encoding="utf-8", env=env, cwd=str(cache_dir()),
-        )
-        self.versions = self._read()
+        self._worker = JsonLinesWorker([harmony_python(), WORKER], "harmony: the worker", env=env).start()
+        self.versions = self._worker.versions
 
     def render(self, request: Request) -> dict:
         return self.ask({"request": request, "date": self.date})
 
     def ask(self, job: dict) -> dict:
-        with self._lock:
-            assert self._process.stdin is not None
-            try:
-                self._process.stdin.write(json.dumps(job, ensure_ascii=False) + "\n")
-                self._process.stdin.flush()
-            except OSError as error:
-                raise EngineError(f"harmony: the worker died ({error})") from None
-            return self._read()
-
-    def _read(self) -> dict:
-        assert self._process.stdout is not None
-        line = self._process.stdout.readline()
-        if not line:
-            code = self._process.wait()
-            error = (self._process.stderr.read() if self._process.stderr else "").strip().splitlines()
-            raise EngineError(f"harmony: the worker exited (code {code}): {error[-1] if error else 'no output'}")
-        return json.loads(line)
+        return self._worker.ask(job)
 
     def stop(self) -> None:
-        from generator.servers.process import close_worker
-
-        close_worker(self._process)
+        self._worker.stop()
 
 
 class HarmonyEngine(EngineBase):

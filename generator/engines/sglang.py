@@ -18,10 +18,7 @@ reasoning}}`.
 
 from __future__ import annotations
 
-import json
 import os
-import queue
-import subprocess
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -33,6 +30,7 @@ from generator.engines import parse as parse_api
 from generator.errors import GoldensError
 from generator.files import cache_dir, file_lock
 from generator.servers import venv
+from generator.workers import JsonLinesWorker
 
 PACKAGE = "sglang"
 DEFAULT = "0.5.23"
@@ -175,9 +173,9 @@ def light_requirements(metadata: str) -> list[str]:
 
 
 class SglangWorker:
-    """One worker process: one SGLang release, one model's parsers. `call` is thread-safe (one
-    job at a time) and bounded: a worker that does not answer within TIMEOUT is killed, and the
-    next call starts another."""
+    """One worker process: one SGLang release, one model's parsers (the one JSON-lines client,
+    generator/workers.py). `call` is thread-safe (one job at a time) and bounded: a worker that
+    does not answer within TIMEOUT is killed, and the next call starts another."""
 
     def __init__(self, version: str, model: str, tokenizer_dir: Path, template: str,
                  tool: str | None, reasoning: str | None):
@@ -188,8 +186,7 @@ class SglangWorker:
                       "model_type": MODEL_TYPES.get(tool or reasoning or "", ""),
                       "stop": list(TURN_ENDS.get(tool or reasoning or "", ()))}
         self._lock = threading.Lock()
-        self._process: subprocess.Popen | None = None
-        self._lines: queue.Queue[str | None] = queue.Queue()
+        self._worker: JsonLinesWorker | None = None
         self.versions: dict[str, str] = {}
         self.facts: dict[str, Any] = {}
 
@@ -203,72 +200,30 @@ class SglangWorker:
         python = sglang_python(self.release)
         env = {**os.environ, "PYTHONPATH": "", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
                "TRANSFORMERS_VERBOSITY": "error", "TOKENIZERS_PARALLELISM": "false"}
-        self._process = subprocess.Popen(
-            [str(python), str(WORKER)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL, text=True, encoding="utf-8", env=env, cwd=str(cache_dir()))
-        self._lines = queue.Queue()
-        threading.Thread(target=self._pump, args=(self._process, self._lines), daemon=True).start()
-        self.versions = self._read(OPEN_TIMEOUT)
-        answer = self._exchange(self.setup, OPEN_TIMEOUT)
+        self._worker = JsonLinesWorker([python, WORKER], f"sglang@{self.release}", env=env,
+                                       start_seconds=OPEN_TIMEOUT, setup=self.setup).start()
+        self.versions, answer = self._worker.versions, self._worker.ready
         if "model" not in answer:
             self._stop()
             raise GoldensError(f"sglang@{self.release}: cannot open {self.model_name}: "
                                f"{answer.get('error') or answer}")
         self.facts = answer["model"]
 
-    @staticmethod
-    def _pump(process: subprocess.Popen, lines: queue.Queue) -> None:
-        assert process.stdout is not None
-        try:
-            for line in process.stdout:
-                lines.put(line)
-        except (OSError, ValueError):
-            pass
-        lines.put(None)
-
     def call(self, job: dict) -> dict:
         with self._lock:
-            if self._process is None or self._process.poll() is not None:
+            if self._worker is None or not self._worker.running:
                 self._start()
-            return self._exchange(job)
+            assert self._worker is not None
+            return self._worker.ask(job, TIMEOUT)
 
-    def _exchange(self, job: dict, timeout: float = TIMEOUT) -> dict:
-        assert self._process is not None and self._process.stdin is not None
-        try:
-            self._process.stdin.write(json.dumps(job, ensure_ascii=False) + "\n")
-            self._process.stdin.flush()
-        except OSError as error:
-            self._stop()
-            raise EngineError(f"sglang@{self.release}: the worker died ({error})") from None
-        return self._read(timeout)
-
-    def _read(self, timeout: float) -> dict:
-        try:
-            line = self._lines.get(timeout=timeout)
-        except queue.Empty:
-            self._stop()
-            raise EngineError(f"sglang@{self.release}: no answer within {timeout:.0f} s (the worker was "
-                              "stopped)") from None
-        if line is None:
-            code = self._process.wait() if self._process is not None else None
-            self._stop()
-            raise EngineError(f"sglang@{self.release}: the worker exited (code {code})")
-        return json.loads(line)
-
-    def _stop(self, kill: bool = True) -> None:
-        """End the worker: killed at once after a failed exchange (it may be the one that does
-        not answer), else asked to finish (stdin closed) and given close_worker's 10 s."""
-        from generator.servers.process import close_worker
-
-        process, self._process = self._process, None
-        if process is not None:
-            if kill and process.poll() is None:
-                process.kill()
-            close_worker(process)
+    def _stop(self) -> None:
+        worker, self._worker = self._worker, None
+        if worker is not None:
+            worker.stop()
 
     def stop(self) -> None:
         with self._lock:
-            self._stop(kill=False)
+            self._stop()
 
 
 def make_worker(model, source, version: str, on_start) -> SglangWorker:

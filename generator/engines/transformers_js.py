@@ -11,16 +11,13 @@ continue_final_message; only the named special tokens a config spells out).
 
 from __future__ import annotations
 
-import json
 import shutil
-import subprocess
-import threading
 from pathlib import Path
 
-from generator.engines import EngineBase, EngineContext, EngineError, Ids, Refused, Request, strict_ids
+from generator.engines import EngineBase, EngineContext, Ids, Refused, Request, strict_ids
 from generator import heavy
 from generator.errors import GoldensError
-from generator.files import cache_dir
+from generator.workers import JsonLinesWorker
 from generator.sources import pack
 
 JINJA = pack.Artifact("npm", "@huggingface/jinja", "0.5.13",
@@ -31,7 +28,8 @@ WORKER = Path(__file__).resolve().parents[1] / "servers" / "transformers_js_work
 
 
 class NodeWorker:
-    """One Node process for one model; `render` is thread-safe (one request at a time)."""
+    """One Node process for one model (the one JSON-lines client, generator/workers.py); `render`
+    is thread-safe (one request at a time). Its first job opens the model, at every start."""
 
     def __init__(self, tokenizer_dir: Path, template: str, date: str):
         node = shutil.which("node")
@@ -39,41 +37,16 @@ class NodeWorker:
             raise GoldensError("transformers-js: node is not installed (it runs transformers.js's render)")
         heavy.require("starting transformers-js' Node worker")
         packages = [pack.fetch(artifact) / "package" for artifact in (JINJA, TOKENIZERS)]
-        self._lock = threading.Lock()
-        self._process = subprocess.Popen(
-            [node, str(WORKER), *map(str, packages)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE, text=True, encoding="utf-8", cwd=str(cache_dir()),
-        )
-        self._send({"tokenizer_dir": str(tokenizer_dir), "template": template, "date": date})
-        self.versions = self._read()
+        self._worker = JsonLinesWorker(
+            [node, WORKER, *packages], "transformers-js: the Node worker", greeting=False,
+            setup={"tokenizer_dir": str(tokenizer_dir), "template": template, "date": date}).start()
+        self.versions = self._worker.ready
 
     def render(self, request: Request) -> dict:
-        with self._lock:
-            self._send({"request": request})
-            return self._read()
-
-    def _send(self, job: dict) -> None:
-        assert self._process.stdin is not None
-        try:
-            self._process.stdin.write(json.dumps(job, ensure_ascii=False) + "\n")
-            self._process.stdin.flush()
-        except OSError as error:
-            raise EngineError(f"transformers-js: the Node worker died ({error})") from None
-
-    def _read(self) -> dict:
-        assert self._process.stdout is not None
-        line = self._process.stdout.readline()
-        if not line:
-            code = self._process.wait()
-            error = (self._process.stderr.read() if self._process.stderr else "").strip().splitlines()
-            shown = next((text for text in error if "Error" in text), error[-1] if error else "no output")
-            raise EngineError(f"transformers-js: the Node worker exited (code {code}): {shown}")
-        return json.loads(line)
+        return self._worker.ask({"request": request})
 
     def stop(self) -> None:
-        from generator.servers.process import close_worker
-
-        close_worker(self._process)
+        self._worker.stop()
 
 
 class TransformersJsEngine(EngineBase):

@@ -170,8 +170,6 @@ class ManagedServer:
         handle_signals()
 
     def _wait_healthy(self) -> None:
-        from generator import http  # the one HTTP seam; here, as every command imports this module
-
         deadline = time.monotonic() + self.startup_timeout
         health = self.url + self.health_path
         last = "no answer yet"
@@ -236,22 +234,6 @@ class ManagedServer:
 
 class _PortTaken(Exception):
     pass
-
-
-def close_worker(process: subprocess.Popen) -> None:
-    """End a worker that reads requests on stdin: close its stdin (its signal to finish), give
-    it 10 s, then kill it; its pipes are closed either way."""
-    if process.poll() is None:
-        if process.stdin is not None:
-            process.stdin.close()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-    for stream in (process.stdout, process.stderr):
-        if stream is not None:
-            stream.close()
 
 
 def _group_alive(group: int) -> bool:
