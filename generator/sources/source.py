@@ -308,8 +308,8 @@ def _template(spec: TemplateSpec, directory: Path, gguf_path: Path | None, base:
         path = directory / filename
         if not path.exists():
             continue
-        data = _config_json(_read_text(path, str(path)).encode("utf-8"), path)
-        raw = data.get("chat_template") if isinstance(data, dict) else None
+        raw = remembered(path, "its chat_template value", _chat_template_value,
+                         lambda known: isinstance(known, dict) and set(known) == {"value"})["value"]
         if raw is None:
             continue
         if isinstance(raw, str):
@@ -323,6 +323,13 @@ def _template(spec: TemplateSpec, directory: Path, gguf_path: Path | None, base:
     raise GoldensError(
         "no chat template: none in the tokenizer files; set `template:` (file, pack or inline) in models.yaml"
     )
+
+
+def _chat_template_value(path: Path) -> dict[str, Any]:
+    """{"value": the file's chat_template}, remembered under the file's identity: a
+    tokenizer_config.json with a large added_tokens_decoder is parsed once per change, not per run."""
+    data = _config_json(_read_text(path, str(path)).encode("utf-8"), path)
+    return {"value": data.get("chat_template") if isinstance(data, dict) else None}
 
 
 def _pick(templates: dict[str, str], name: str, where: str) -> str:
