@@ -31,6 +31,8 @@ def cache_dir() -> Path:
         os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "goldens"
     )
     path = Path(root)
+    if os.path.isdir(root):  # asked hundreds of times a run: one stat, not a mkdir that fails
+        return path
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as error:

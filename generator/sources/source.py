@@ -89,18 +89,21 @@ def _config_json(data: bytes, path: Path) -> Any:
 def tokenizer_fingerprint(directory: Path) -> str:
     """sha256 of the tokenizer itself: its files, with any chat template taken out of the config
     (the template has its own pin, so a template bump does not look like a vocab change). Each
-    file's digest is remembered under its identity, so a no-change run reads no vocabulary."""
-    digest = hashlib.sha256()
-    for name in FINGERPRINT_FILES:
-        path = directory / name
-        if not path.exists():
-            continue
-        if name == "tokenizer_config.json":
-            known = remembered(path, "config without its chat template", _config_sha256, is_sha256)
-        else:
-            known = sha256_hex(path)
-        digest.update(name.encode() + b"\0" + bytes.fromhex(known))
-    return digest.hexdigest()
+    file's digest is remembered under its identity, so a no-change run reads no vocabulary; and
+    the whole under all of theirs, so it reads one memo, not one per file."""
+    paths = [directory / name for name in FINGERPRINT_FILES if (directory / name).exists()]
+
+    def compute(_paths) -> str:
+        digest = hashlib.sha256()
+        for path in paths:
+            if path.name == "tokenizer_config.json":
+                known = remembered(path, "config without its chat template", _config_sha256, is_sha256)
+            else:
+                known = sha256_hex(path)
+            digest.update(path.name.encode() + b"\0" + bytes.fromhex(known))
+        return digest.hexdigest()
+
+    return files_.remembered_all(paths, "the tokenizer fingerprint of these files", compute, is_sha256)
 
 
 def _config_sha256(path: Path) -> str:
