@@ -138,12 +138,18 @@ def library_versions() -> dict[str, str]:
 def tokenizer_extras(directory: Path) -> str:
     """sha256 of the tokenizer directory's files that the provenance fingerprint leaves out
     (added_tokens.json, config.json, a chat_template.jinja, ...), weights excepted."""
-    digest = hashlib.sha256()
-    for path in sorted(Path(directory).iterdir()):
-        if path.name in FINGERPRINT_FILES or path.name.endswith(WEIGHTS) or not path.is_file():
-            continue
-        digest.update(path.name.encode() + b"\0" + files.sha256_hex(path).encode())  # remembered: a stat
-    return digest.hexdigest()
+    paths = [path for path in sorted(Path(directory).iterdir())
+             if path.name not in FINGERPRINT_FILES and not path.name.endswith(WEIGHTS) and path.is_file()]
+
+    def compute(_paths) -> str:
+        digest = hashlib.sha256()
+        for path in paths:
+            digest.update(path.name.encode() + b"\0" + files.sha256_hex(path).encode())
+        return digest.hexdigest()
+
+    # remembered under the files' identities (one memo read, a stat each), and each file's digest
+    # under its own: a no-change run reads none of them
+    return files.remembered_all(paths, "the tokenizer's other files", compute, files.is_sha256)
 
 
 def model_inputs(model: ModelSpec, source: Source, config: Config, cases: list[Case],
@@ -196,12 +202,13 @@ def cases_fingerprint(package: Path = PACKAGE) -> str:
 
 
 def inputs_and_cases(model: ModelSpec, source: Source, config: Config, stamp: Mapping[str, str], code: str,
-                     versions: Mapping[str, str]) -> tuple[str, list[str]]:
+                     versions: Mapping[str, str], cases_code: str | None = None) -> tuple[str, list[str]]:
     """(model_inputs, the ids of the model's cases in order), remembered under everything the
     cases are built from: the model as parsed (its value, requests and lock entries included), the
     code and data that build them (`code`, cases_fingerprint) and the rest of model_inputs' inputs.
     A run with nothing changed builds no case and hashes no request: a memo hit, whatever the
-    matrix's size. Anything that moves a case moves the key, so a hit is never stale."""
+    matrix's size. Anything that moves a case moves the key, so a hit is never stale.
+    `cases_code`: cases_fingerprint(), when the caller asks it once for many models."""
     from generator.config.cases import all_cases
 
     def compute(_paths=()) -> dict[str, Any]:
@@ -217,7 +224,7 @@ def inputs_and_cases(model: ModelSpec, source: Source, config: Config, stamp: Ma
         found = compute()
     else:
         key = canonical.digest([
-            FORMAT, code, cases_fingerprint(), spec, sorted(versions.items()), config.date.isoformat(),
+            FORMAT, code, cases_code or cases_fingerprint(), spec, sorted(versions.items()), config.date.isoformat(),
             sorted(stamp.items()), source.tokenizer_sha256, tokenizer_extras(source.tokenizer_dir),
             source.template_sha256,
             processor.fingerprint(model.processor) if model.processor is not None else None,

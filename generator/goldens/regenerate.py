@@ -352,12 +352,12 @@ def regenerate(config: Config, out: Path, model_names: tuple[str, ...] = (), upd
     models = parse_goldens.refresh(config, models, sources)
     models = choose_dialects(config, models, sources, rechoose_dialects)
     saved = index.load(out)
-    code, versions = index.code_fingerprint(), index.library_versions()
+    code, versions, cases_code = index.code_fingerprint(), index.library_versions(), index.cases_fingerprint()
     inputs, case_ids, stale = {}, {}, []
     for model in models:  # a memo hit each when nothing changed: no case built, no request hashed
         source = sources[model.name]
         inputs[model.name], case_ids[model.name] = index.inputs_and_cases(
-            model, source, config, provenance(source, config), code, versions)
+            model, source, config, provenance(source, config), code, versions, cases_code)
         if force or not saved.fresh(model.name, inputs[model.name], case_ids[model.name], out):
             stale.append((model, source))
     if stale and advance is not None:  # nothing to render: no bar (progress.py makes it on first use)
