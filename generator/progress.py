@@ -25,27 +25,32 @@ def progress_bar(total: int | Callable[[], int], label: str) -> Iterator[Callabl
     # The bar is made on the first advance: a run that advances nothing (a regenerate with
     # nothing to render) counts nothing and imports no rich.
     state: dict[str, Any] = {}
+    making = threading.Lock()  # a replay advances from its job threads
 
     def advance(item: str) -> None:
-        if "bar" not in state:
-            count = total() if callable(total) else total
-            if count == 0:
-                state["bar"] = None
-            else:
-                from rich.progress import (
-                    BarColumn,
-                    MofNCompleteColumn,
-                    Progress,
-                    TextColumn,
-                    TimeElapsedColumn,
-                )
-
-                columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                           TimeElapsedColumn(), TextColumn("{task.fields[item]}"))
-                state["bar"] = stack.enter_context(Progress(*columns, transient=True))
-                state["task"] = state["bar"].add_task(label, total=count, item="")
+        with making:
+            if "bar" not in state:
+                make()
         if state["bar"] is not None:
             state["bar"].update(state["task"], advance=1, item=item)
+
+    def make() -> None:
+        count = total() if callable(total) else total
+        if count == 0:
+            state["bar"] = None
+            return
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+        )
+
+        columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                   TimeElapsedColumn(), TextColumn("{task.fields[item]}"))
+        state["bar"] = stack.enter_context(Progress(*columns, transient=True))
+        state["task"] = state["bar"].add_task(label, total=count, item="")
 
     with contextlib.ExitStack() as stack:
         yield advance

@@ -177,7 +177,7 @@ def model_inputs(model: ModelSpec, source: Source, config: Config, cases: list[C
 # What builds a model's cases (config/cases.py all_cases) beside the render's code (RENDER holds
 # config/cases.py, dialects.py, models.py, parse_cases.py, polyfill.py, shapes.py): the modules
 # that also run, the data the dialects are made from, and this module (how inputs are hashed).
-# tests/test_index.py traces all_cases over every shape, variant and dialect and fails on a
+# tests/test_no_change.py traces all_cases over every shape, variant and dialect and fails on a
 # module or file that ran or was read and is not listed here or in RENDER.
 CASES_CODE = ("config/derived.py", "config/images.py", "config/request.py", "canonical.py", "goldens/index.py")
 CASES_DATA = ("requests/derived.lock", "requests/schema.json")  # relative to the package's parent
