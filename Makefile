@@ -35,8 +35,9 @@ test-fast: setup         ## the one-minute tier: no server, build, venv install 
 check: setup             ## the CI gate: replay the matrix, write JUnit and Markdown reports
 	$(BIN)/goldens check --junit out/goldens.xml --report out/goldens.md
 
-bench: setup             ## speed against the floor of the same run: regenerate, replay, venvs, builds, a first check, coverage, bisect, history, vLLM's render server, the output side, shards (tests/test_bench.py smoke-runs them); each writes its section of $(BENCH_PAGE)
+bench: setup             ## speed against the floor of the same run: regenerate (and with nothing changed), replay, venvs, builds, a first check, coverage, bisect, history, vLLM's render server, the output side, shards (tests/test_bench.py smoke-runs them); each writes its section of $(BENCH_PAGE)
 	$(BIN)/python bench/regenerate.py --page $(BENCH_PAGE)
+	$(BIN)/python bench/no_change.py --page $(BENCH_PAGE)
 	$(BIN)/python bench/replay.py --page $(BENCH_PAGE)
 	$(BIN)/python bench/venv.py --cold --page $(BENCH_PAGE)
 	$(BIN)/python bench/build.py --page $(BENCH_PAGE)

@@ -26,6 +26,7 @@ PAGE = ROOT / "docs" / "benchmarks.md"
 # The page's sections in their order: each bench script's name (bench/NAME.py) and its title.
 SECTIONS = {
     "regenerate": "goldens regenerate against its floor",
+    "no_change": "A no-change goldens regenerate, at the matrix and at twice its goldens",
     "replay": "Replay throughput against llama-server's capacity",
     "venv": "Making a Transformers venv ready",
     "build": "Building llama-server",

@@ -31,6 +31,8 @@ def cache_dir() -> Path:
         os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "goldens"
     )
     path = Path(root)
+    if os.path.isdir(root):  # asked hundreds of times a run: one stat, not a mkdir that fails
+        return path
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as error:
@@ -51,10 +53,11 @@ def config_path(base: Path, value: str | os.PathLike) -> Path:
     one rule for all of them: a config is often a pull request's, and a template or a request
     file at /proc/self/environ (or `../outside/*.json`, or a link to either) would put the CI's
     environment in the goldens and the PR comment."""
-    path = (Path(base) / os.path.expanduser(str(value))).resolve()
-    if not path.exists():
+    path = Path(os.path.realpath(os.path.join(base, os.path.expanduser(str(value)))))
+    if not os.path.exists(path):
         raise GoldensError(f"{value}: no such file or directory")
-    roots = [Path(base).resolve()] + [Path(p).resolve() for p in os.environ.get(ALLOW_PATHS, "").split(os.pathsep) if p]
+    roots = [Path(os.path.realpath(base))] + [Path(os.path.realpath(p))
+                                              for p in os.environ.get(ALLOW_PATHS, "").split(os.pathsep) if p]
     if not any(path == root or path.is_relative_to(root) for root in roots):
         raise GoldensError(f"{value}: outside the folder of models.yaml ({roots[0]}); name a folder "
                            f"elsewhere in {ALLOW_PATHS} to read from it")
@@ -379,16 +382,16 @@ def _intact(root: Path, again: bool = False) -> str | None:
     if not isinstance(entries, dict) or not all(
             isinstance(e, list) and len(e) == 3 for e in entries.values()):
         return f"{MANIFEST} unreadable"
-    for name, entry in entries.items():
-        path = root / name
+    base = os.fspath(root)
+    for name, entry in entries.items():  # a stat per file, as strings: thousands in llama.cpp's tree
         try:
-            info = path.lstat()
-        except OSError:
+            info = os.lstat(os.path.join(base, name))
+        except (OSError, TypeError, ValueError):
             return f"{name} is missing"
         size, mtime, digest = entry
         if not stat.S_ISREG(info.st_mode) or info.st_size != size:
             return f"{name} changed size"
-        if info.st_mtime_ns != mtime and sha256_of(path) != digest:
+        if info.st_mtime_ns != mtime and sha256_of(root / name) != digest:
             return f"{name} changed"
     _verified.add(str(root))
     return None
@@ -420,12 +423,21 @@ def remembered_all(paths: Sequence[Path], what: str, compute: Callable[[Sequence
                    valid: Callable[[Any], bool]) -> Any:
     """compute(paths), remembered under the identities of all of them (see remembered): one
     changed file computes it again."""
-    parts = []
+    parts, folders = [], {}
     try:
-        for path in paths:
-            info = Path(path).stat()
-            parts.append(f"{Path(path).resolve()}\0{info.st_ino}\0{info.st_size}\0{info.st_mtime_ns}")
-    except OSError:
+        for path in paths:  # a stat each (hundreds of goldens): the folder resolved once, not per file
+            text = os.path.abspath(path)
+            info = os.lstat(text)
+            if stat.S_ISLNK(info.st_mode):
+                real = os.path.realpath(text)
+                info = os.stat(real)
+            else:
+                folder, name = os.path.split(text)
+                if folder not in folders:
+                    folders[folder] = os.path.realpath(folder)
+                real = os.path.join(folders[folder], name)
+            parts.append(f"{real}\0{info.st_ino}\0{info.st_size}\0{info.st_mtime_ns}")
+    except (OSError, ValueError):
         return compute(paths)
     identity = "\0".join([*parts, what])
     memo = cache_dir() / "file-memos" / hashlib.sha256(identity.encode("utf-8", "surrogateescape")).hexdigest()
@@ -457,4 +469,5 @@ def sha256_of(path: Path) -> str:
 
 
 def is_sha256(value: Any) -> bool:
-    return isinstance(value, str) and len(value) == 64 and all(c in "0123456789abcdef" for c in value)
+    # strip in C, not a loop per character: a no-change run checks one digest per golden
+    return isinstance(value, str) and len(value) == 64 and not value.strip("0123456789abcdef")

@@ -11,6 +11,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
+from typing import Any
 
 
 @contextlib.contextmanager
@@ -21,23 +22,38 @@ def progress_bar(total: int | Callable[[], int], label: str) -> Iterator[Callabl
     if not sys.stderr.isatty() or os.environ.get("CI"):
         yield lambda item: None
         return
-    total = total() if callable(total) else total
-    if total == 0:
-        yield lambda item: None
-        return
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-    )
+    # The bar is made on the first advance: a run that advances nothing (a regenerate with
+    # nothing to render) counts nothing and imports no rich.
+    state: dict[str, Any] = {}
+    making = threading.Lock()  # a replay advances from its job threads
 
-    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-               TimeElapsedColumn(), TextColumn("{task.fields[item]}"))
-    with Progress(*columns, transient=True) as bar:
-        task = bar.add_task(label, total=total, item="")
-        yield lambda item: bar.update(task, advance=1, item=item)
+    def advance(item: str) -> None:
+        with making:
+            if "bar" not in state:
+                make()
+        if state["bar"] is not None:
+            state["bar"].update(state["task"], advance=1, item=item)
+
+    def make() -> None:
+        count = total() if callable(total) else total
+        if count == 0:
+            state["bar"] = None
+            return
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+        )
+
+        columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                   TimeElapsedColumn(), TextColumn("{task.fields[item]}"))
+        state["bar"] = stack.enter_context(Progress(*columns, transient=True))
+        state["task"] = state["bar"].add_task(label, total=count, item="")
+
+    with contextlib.ExitStack() as stack:
+        yield advance
 
 
 # Seconds between plain progress lines when stderr is not a terminal (CI logs, pipes).

@@ -25,6 +25,8 @@ SMOKE = {
                 ["2 published releases, 1 case(s), 1 change point(s) (5.21.0)",
                  "second run (answers remembered): 1 rounds, 2 of 2 releases asked, 0 built, 0 installed",
                  "0 answers replayed", "floor: 2 releases"]),
+    "no_change": (["--repeat", "1"], ["no change, today", "no change, doubled", "the run's imports only",
+                                       "beyond the imports floor"]),
     "parse": (["--engine", "harmony"], ["parse/render CPU", "harmony", "all engines: parse CPU"]),
     "regenerate": (["--model", "phi3.5", "--repeat", "1"], ["full / floor:", "no change / floor:"]),
     "replay": (["--model", "phi3.5", "--rounds", "1", "--repeat", "1", "--jobs", "2"],

@@ -21,6 +21,7 @@ again. docs/dialects.md lists the axis, the chosen sets and what the engines mad
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import re
 from collections.abc import Callable
@@ -573,14 +574,19 @@ def request(name: str, chat_template_kwargs: dict[str, Any]) -> Request:
 
 def candidates(shapes: tuple[str, ...], dialects: tuple[str, ...]) -> list[str]:
     """Every dialect case the model's shapes and selected dialects make, in DIALECTS order."""
+    return list(_candidates(tuple(shapes), tuple(dialects)))
+
+
+@functools.lru_cache(maxsize=64)  # every models.yaml load asks it per model; most share their shapes
+def _candidates(shapes: tuple[str, ...], dialects: tuple[str, ...]) -> tuple[str, ...]:
     out = []
     for dialect in DIALECTS.values():
         if dialect.name not in dialects:
             continue
-        for shape in dialect.shapes:
-            if shape in shapes and dialect.apply(build_shape(shape, {})) is not None:
+        for shape in dialect.shapes:  # built afresh: the transform may rewrite it, no copy needed
+            if shape in shapes and dialect.transform(build_shape(shape, {})) is not None:
                 out.append(case_name(shape, dialect.name))
-    return out
+    return tuple(out)
 
 
 # ------------------------------------------------------------------ the choice

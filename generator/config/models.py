@@ -229,12 +229,14 @@ def load(path: str | Path) -> Config:
     path = Path(path)
     text = files.read_text(path)
     try:
-        data = yaml.load(text, Loader=_StrictLoader)  # noqa: S506 (a SafeLoader)
+        data = yaml.load(text, Loader=_LOADER)  # noqa: S506 (a SafeLoader)
     except _KeyError as error:
         raise GoldensError(f"{path.name}: line {error.line}: {error.message}") from None
     except RecursionError:
         raise GoldensError(f"{path.name}: nested too deeply to be a models.yaml") from None
     except yaml.YAMLError as error:
+        if "maximum nesting depth" in str(getattr(error, "problem", "")):  # libyaml's own limit
+            raise GoldensError(f"{path.name}: nested too deeply to be a models.yaml") from None
         mark = getattr(error, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark else ""
         problem = getattr(error, "problem", None) or first_line(error)
@@ -758,7 +760,7 @@ class _KeyError(Exception):
         self.line, self.message = line, message
 
 
-class _StrictLoader(yaml.SafeLoader):
+class _Strict:
     """safe_load, minus two YAML surprises that would silently change the matrix: a key given
     twice (YAML keeps the last) and a plain key YAML reads as a boolean (`off:`, `no:`, `yes:`)."""
 
@@ -790,7 +792,19 @@ class _StrictLoader(yaml.SafeLoader):
             raise _KeyError(node.start_mark.line + 1, f"{node.value!r} is not a date ({error})") from None
 
 
-_StrictLoader.add_constructor("tag:yaml.org,2002:timestamp", _StrictLoader.construct_yaml_timestamp)
+class _StrictLoader(_Strict, yaml.SafeLoader):
+    """The pure-Python parser: what runs where PyYAML was built without libyaml."""
+
+
+_StrictLoader.add_constructor("tag:yaml.org,2002:timestamp", _Strict.construct_yaml_timestamp)
+_LOADER = _StrictLoader
+if getattr(yaml, "__with_libyaml__", False):
+    class _StrictCLoader(_Strict, yaml.CSafeLoader):
+        """libyaml's parser (about five times faster on models.yaml, read on every command), with
+        the same constructor: the same values and the same refusals."""
+
+    _StrictCLoader.add_constructor("tag:yaml.org,2002:timestamp", _Strict.construct_yaml_timestamp)
+    _LOADER = _StrictCLoader
 
 
 class _Where:

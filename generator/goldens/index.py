@@ -22,8 +22,10 @@ starts with a dot, so nothing that lists goldens picks it up.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
+import os
 import platform
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -34,7 +36,6 @@ from generator import canonical, files, installed
 from generator.config.cases import Case
 from generator.config.models import Config, ModelSpec
 from generator.errors import GoldensError
-from generator.goldens.golden_file import golden_path
 from generator.sources import processor
 from generator.sources.source import FINGERPRINT_FILES, Source
 
@@ -137,12 +138,18 @@ def library_versions() -> dict[str, str]:
 def tokenizer_extras(directory: Path) -> str:
     """sha256 of the tokenizer directory's files that the provenance fingerprint leaves out
     (added_tokens.json, config.json, a chat_template.jinja, ...), weights excepted."""
-    digest = hashlib.sha256()
-    for path in sorted(Path(directory).iterdir()):
-        if path.name in FINGERPRINT_FILES or path.name.endswith(WEIGHTS) or not path.is_file():
-            continue
-        digest.update(path.name.encode() + b"\0" + sha256(path.read_bytes()).encode())
-    return digest.hexdigest()
+    paths = [path for path in sorted(Path(directory).iterdir())
+             if path.name not in FINGERPRINT_FILES and not path.name.endswith(WEIGHTS) and path.is_file()]
+
+    def compute(_paths) -> str:
+        digest = hashlib.sha256()
+        for path in paths:
+            digest.update(path.name.encode() + b"\0" + files.sha256_hex(path).encode())
+        return digest.hexdigest()
+
+    # remembered under the files' identities (one memo read, a stat each), and each file's digest
+    # under its own: a no-change run reads none of them
+    return files.remembered_all(paths, "the tokenizer's other files", compute, files.is_sha256)
 
 
 def model_inputs(model: ModelSpec, source: Source, config: Config, cases: list[Case],
@@ -167,13 +174,76 @@ def model_inputs(model: ModelSpec, source: Source, config: Config, cases: list[C
     return canonical.digest(inputs, keep_order=True)
 
 
+# What builds a model's cases (config/cases.py all_cases) beside the render's code (RENDER holds
+# config/cases.py, dialects.py, models.py, parse_cases.py, polyfill.py, shapes.py): the modules
+# that also run, the data the dialects are made from, and this module (how inputs are hashed).
+# tests/test_no_change.py traces all_cases over every shape, variant and dialect and fails on a
+# module or file that ran or was read and is not listed here or in RENDER.
+CASES_CODE = ("config/derived.py", "config/images.py", "config/request.py", "canonical.py", "goldens/index.py")
+CASES_DATA = ("requests/derived.lock", "requests/schema.json")  # relative to the package's parent
+
+
+def cases_fingerprint(package: Path = PACKAGE) -> str:
+    """sha256 of the bytes of CASES_CODE and CASES_DATA (a missing file hashed as missing),
+    remembered under their identities: a stat each on a run with nothing changed."""
+    paths = [package / name for name in CASES_CODE] + [package.parent / name for name in CASES_DATA]
+
+    def compute(_paths) -> str:
+        digest = hashlib.sha256()
+        for path in paths:
+            try:
+                data = files.sha256_of(path)
+            except GoldensError:
+                data = "missing"
+            digest.update(path.name.encode() + b"\0" + data.encode())
+        return digest.hexdigest()
+
+    return files.remembered_all(paths, "the cases' code and data", compute, files.is_sha256)
+
+
+def inputs_and_cases(model: ModelSpec, source: Source, config: Config, stamp: Mapping[str, str], code: str,
+                     versions: Mapping[str, str], cases_code: str | None = None) -> tuple[str, list[str]]:
+    """(model_inputs, the ids of the model's cases in order), remembered under everything the
+    cases are built from: the model as parsed (its value, requests and lock entries included), the
+    code and data that build them (`code`, cases_fingerprint) and the rest of model_inputs' inputs.
+    A run with nothing changed builds no case and hashes no request: a memo hit, whatever the
+    matrix's size. Anything that moves a case moves the key, so a hit is never stale.
+    `cases_code`: cases_fingerprint(), when the caller asks it once for many models."""
+    from generator.config.cases import all_cases
+
+    def compute(_paths=()) -> dict[str, Any]:
+        cases = all_cases(model)
+        return {"inputs": model_inputs(model, source, config, cases, stamp, code, versions),
+                "cases": [case.id for case in cases]}
+
+    # its value: dataclasses, dicts in file order and strings, stable across runs; capabilities in
+    # sorted order (polyfill.py looks them up, never iterates them), so a model just probed and the
+    # same model read back from the lock are one key
+    spec = repr(dataclasses.replace(model, capabilities=dict(sorted(model.capabilities.items()))))
+    if " at 0x" in spec:  # something with no value repr: no key names it, so no memo
+        found = compute()
+    else:
+        key = canonical.digest([
+            FORMAT, code, cases_code or cases_fingerprint(), spec, sorted(versions.items()), config.date.isoformat(),
+            sorted(stamp.items()), source.tokenizer_sha256, tokenizer_extras(source.tokenizer_dir),
+            source.template_sha256,
+            processor.fingerprint(model.processor) if model.processor is not None else None,
+        ], keep_order=True)
+        found = files.remembered_all([], f"a model's inputs and case ids, key {key}", compute,
+                                     lambda known: isinstance(known, dict) and files.is_sha256(known.get("inputs"))
+                                     and isinstance(known.get("cases"), list)
+                                     and all(isinstance(c, str) for c in known["cases"]))
+    return found["inputs"], found["cases"]
+
+
 def on_disk(out: Path, case_ids: list[str]) -> list[str]:
     """The sha256 of each case's golden file under `out`, in order, read only for files whose
     identity changed since they were last hashed; a missing or unreadable one is an error."""
     def digests(paths) -> list[str]:
         return [sha256(files.read_bytes(path)) for path in paths]
 
-    return files.remembered_all([golden_path(out, case_id) for case_id in case_ids], "goldens' sha256",
+    base = os.fspath(out)  # golden_path's paths as strings: a Path each costs more than its stat
+    return files.remembered_all([os.path.join(base, f"{case_id}.json") for case_id in case_ids], "goldens' sha256",
                                 digests, lambda known: isinstance(known, list) and len(known) == len(case_ids)
                                 and all(files.is_sha256(value) for value in known))
 

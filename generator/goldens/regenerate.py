@@ -21,7 +21,7 @@ from pathlib import Path
 from generator import files, machine, reference
 from generator.analysis import capabilities
 from generator.config import engine_registry
-from generator.config.cases import EXPANDED_VIEW, all_cases
+from generator.config.cases import EXPANDED_VIEW
 from generator.config.models import Config, ModelSpec
 from generator.errors import GoldensError
 from generator.goldens import golden_file, index, parse_goldens, pins
@@ -242,12 +242,15 @@ def write(out: Path, goldens: dict[str, golden_file.Golden | None], models: list
     (`owned`); anything else in --out is the user's. On a full run, directories of models
     absent from the config are left alone and reported, unless `prune` (another config pointed
     at the same --out must not empty it)."""
+    from generator.config.models import RESERVED
+
     summary = Summary()
     # a symlink anywhere on the way is refused before anything is written: each golden to write,
     # and the folders of those not rendered (nothing is written to them; a stat per folder, not
     # per golden, keeps a no-change run's cost off the matrix's size)
     to_write = [golden_file.golden_path(out, case_id) for case_id, item in goldens.items() if item is not None]
-    kept = {golden_file.golden_path(out, case_id).parent for case_id, item in goldens.items() if item is None}
+    kept = {Path(out) / folder  # golden_path's folders, a Path per folder, not per golden
+            for folder in {case_id.rpartition("/")[0] for case_id, item in goldens.items() if item is None}}
     for path in [*to_write, *sorted(kept)]:
         files.inside(path, out)
     files.inside(Path(out) / index.NAME, out)
@@ -268,8 +271,9 @@ def write(out: Path, goldens: dict[str, golden_file.Golden | None], models: list
             summary.unchanged += 1
     dirs = [out / m.name for m in models]
     if all_models and out.is_dir():
-        absent = [d for d in sorted(out.iterdir())
-                  if d.is_dir() and not d.is_symlink() and d.name not in known_models and owned(d)]
+        absent = [d for d in sorted(out.iterdir())  # goldens' own folders (causes/) hold no model's goldens
+                  if d.name not in RESERVED and d.name not in known_models and d.is_dir() and not d.is_symlink()
+                  and owned(d)]
         if prune:
             dirs += absent
         else:
@@ -307,17 +311,20 @@ def owned(directory: Path, keep: Callable[[str], bool] | None = None) -> list[tu
     `keep(stem)` true: a file of a case still in the matrix, left out before it is read (a
     no-change run reads no golden)."""
     out = []
-    for path in sorted(directory.glob("*.json")):
+    with os.scandir(directory) as entries:  # what glob("*.json") lists: no hidden file
+        names = sorted(e.name for e in entries if e.name.endswith(".json") and not e.name.startswith("."))
+    for name in names:
+        parts = name[: -len(".json")].split(".")
+        if keep is not None and keep(parts[0]):
+            continue  # a case of the matrix's golden or entry: no stat, no Path (a folder listed once)
+        path = directory / name
         if path.is_symlink() or not path.is_file():
             continue
-        parts = path.name[: -len(".json")].split(".")
         if len(parts) == 1:
             kind = "golden"
         elif (len(parts) == 2 or parts[2:] == ["stand-in"]) and engine_registry.NAME.match(parts[1]):
             kind = "ledger entry"  # `<stem>.<engine>.stand-in.json` too: a stand-in endpoint's
         else:
-            continue
-        if keep is not None and keep(parts[0]):
             continue
         try:
             item = golden_file.read(path)
@@ -345,25 +352,28 @@ def regenerate(config: Config, out: Path, model_names: tuple[str, ...] = (), upd
     models = parse_goldens.refresh(config, models, sources)
     models = choose_dialects(config, models, sources, rechoose_dialects)
     saved = index.load(out)
-    code, versions = index.code_fingerprint(), index.library_versions()
-    cases = {model.name: all_cases(model) for model in models}
-    inputs, stale = {}, []
-    for model in models:
+    code, versions, cases_code = index.code_fingerprint(), index.library_versions(), index.cases_fingerprint()
+    inputs, case_ids, stale = {}, {}, []
+    for model in models:  # a memo hit each when nothing changed: no case built, no request hashed
         source = sources[model.name]
-        inputs[model.name] = index.model_inputs(model, source, config, cases[model.name],
-                                                provenance(source, config), code, versions)
-        if force or not saved.fresh(model.name, inputs[model.name], [c.id for c in cases[model.name]], out):
+        inputs[model.name], case_ids[model.name] = index.inputs_and_cases(
+            model, source, config, provenance(source, config), code, versions, cases_code)
+        if force or not saved.fresh(model.name, inputs[model.name], case_ids[model.name], out):
             stale.append((model, source))
-        elif advance is not None:
-            for case in cases[model.name]:
-                advance(case.id)
+    if stale and advance is not None:  # nothing to render: no bar (progress.py makes it on first use)
+        rendering = {model.name for model, _ in stale}
+        for name in (model.name for model in models if model.name not in rendering):
+            for case_id in case_ids[name]:
+                advance(case_id)
     rendered = render_models(config, stale, advance, workers)
     refuse_all_refused(rendered)
     # None: a golden whose inputs and bytes on disk are what the index recorded; not rendered.
-    goldens: dict[str, golden_file.Golden | None] = {
-        case.id: rendered[model.name][position] if model.name in rendered else None
-        for model in models for position, case in enumerate(cases[model.name])
-    }
+    goldens: dict[str, golden_file.Golden | None] = {}
+    for model in models:
+        if model.name in rendered:
+            goldens.update((item.case, item) for item in rendered[model.name])
+        else:
+            goldens.update(dict.fromkeys(case_ids[model.name]))
     summary = write(out, goldens, models, all_models=not model_names, known_models=set(config.models),
                     prune=prune)
     for model, _ in stale:

@@ -89,18 +89,21 @@ def _config_json(data: bytes, path: Path) -> Any:
 def tokenizer_fingerprint(directory: Path) -> str:
     """sha256 of the tokenizer itself: its files, with any chat template taken out of the config
     (the template has its own pin, so a template bump does not look like a vocab change). Each
-    file's digest is remembered under its identity, so a no-change run reads no vocabulary."""
-    digest = hashlib.sha256()
-    for name in FINGERPRINT_FILES:
-        path = directory / name
-        if not path.exists():
-            continue
-        if name == "tokenizer_config.json":
-            known = remembered(path, "config without its chat template", _config_sha256, is_sha256)
-        else:
-            known = sha256_hex(path)
-        digest.update(name.encode() + b"\0" + bytes.fromhex(known))
-    return digest.hexdigest()
+    file's digest is remembered under its identity, so a no-change run reads no vocabulary; and
+    the whole under all of theirs, so it reads one memo, not one per file."""
+    paths = [directory / name for name in FINGERPRINT_FILES if (directory / name).exists()]
+
+    def compute(_paths) -> str:
+        digest = hashlib.sha256()
+        for path in paths:
+            if path.name == "tokenizer_config.json":
+                known = remembered(path, "config without its chat template", _config_sha256, is_sha256)
+            else:
+                known = sha256_hex(path)
+            digest.update(path.name.encode() + b"\0" + bytes.fromhex(known))
+        return digest.hexdigest()
+
+    return files_.remembered_all(paths, "the tokenizer fingerprint of these files", compute, is_sha256)
 
 
 def _config_sha256(path: Path) -> str:
@@ -308,8 +311,8 @@ def _template(spec: TemplateSpec, directory: Path, gguf_path: Path | None, base:
         path = directory / filename
         if not path.exists():
             continue
-        data = _config_json(_read_text(path, str(path)).encode("utf-8"), path)
-        raw = data.get("chat_template") if isinstance(data, dict) else None
+        raw = remembered(path, "its chat_template value", _chat_template_value,
+                         lambda known: isinstance(known, dict) and set(known) == {"value"})["value"]
         if raw is None:
             continue
         if isinstance(raw, str):
@@ -323,6 +326,13 @@ def _template(spec: TemplateSpec, directory: Path, gguf_path: Path | None, base:
     raise GoldensError(
         "no chat template: none in the tokenizer files; set `template:` (file, pack or inline) in models.yaml"
     )
+
+
+def _chat_template_value(path: Path) -> dict[str, Any]:
+    """{"value": the file's chat_template}, remembered under the file's identity: a
+    tokenizer_config.json with a large added_tokens_decoder is parsed once per change, not per run."""
+    data = _config_json(_read_text(path, str(path)).encode("utf-8"), path)
+    return {"value": data.get("chat_template") if isinstance(data, dict) else None}
 
 
 def _pick(templates: dict[str, str], name: str, where: str) -> str:
