@@ -136,7 +136,6 @@ def test_engines_lists_the_plugin_with_its_package(venv):
     assert "not usable" not in by_name["broken"]  # its import fails only when it is used
 
 
-@pytest.mark.integration
 def moved_as_sent(model: str) -> set[str]:
     """The cases of `model` the reference rendered after normalizing the body, where the body
     as sent is refused by the template or renders another prompt (recorded in each golden)."""
@@ -149,6 +148,7 @@ def moved_as_sent(model: str) -> set[str]:
     return moved
 
 
+@pytest.mark.integration
 def test_the_plugin_is_replayed_like_any_engine(venv, tmp_path):
     result = goldens(venv, "check", "--config", ROOT / "models.yaml", "--goldens", GOLDENS,
                      "--engine", "in-house", "--model", "qwen3", "--junit", tmp_path / "out.xml",
