@@ -181,15 +181,39 @@ def qwen3_llama_server(pool):
     return server_of(pool, "llama-server", "qwen3")
 
 
-# Fixtures that cost seconds by themselves (each renders a whole matrix or loads every model's
-# tokenizer): a test that uses one is `slow` whatever its own body costs. Decided by the fixtures
-# a test asks for, so a new test on them leaves the fast tier without anyone remembering a marker.
+# ------------------------------------------------------------------------ tiers by fixture
+
+def tier(*marks):
+    """Under `@pytest.fixture`: every test that uses this fixture, directly or through another
+    fixture, carries `marks` (`pytest.mark.slow` for a fixture that costs seconds by itself, such
+    as one that renders a whole matrix; `pytest.mark.integration` for one that makes a venv or
+    starts a server). The fixture says what it costs, once, so a new test on it leaves the fast
+    tier without anyone remembering a marker."""
+    def declare(function):
+        function.goldens_tier = getattr(function, "goldens_tier", ()) + marks
+        return function
+    return declare
+
+
+# Heavy fixtures defined where this suite's tier rule cannot decorate them (a file another change
+# owns): by name, as `tier(pytest.mark.slow)` would mark them.
 SLOW_FIXTURES = frozenset({"full_run"})
 
 
+def fixture_marks(item) -> list:
+    """The marks the fixtures `item` uses declare (`tier`), the ones it gets in this run."""
+    info = getattr(item, "_fixtureinfo", None)
+    marks = [pytest.mark.slow] if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())) else []
+    for name in getattr(item, "fixturenames", ()):
+        definitions = info.name2fixturedefs.get(name) if info is not None else None
+        if definitions:  # the last definition is the one this item gets (a closer one overrides)
+            marks.extend(getattr(definitions[-1].func, "goldens_tier", ()))
+    return marks
+
+
 def pytest_itemcollected(item):
-    if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
-        item.add_marker(pytest.mark.slow)
+    for mark in fixture_marks(item):
+        item.add_marker(mark)
 
 
 @pytest.hookimpl(trylast=True)

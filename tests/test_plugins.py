@@ -25,7 +25,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from conftest import GOLDENS, ROOT, refusal_count, render_count
+from conftest import GOLDENS, ROOT, refusal_count, render_count, tier
 
 from generator.config import engine_registry
 from generator.goldens import golden_file
@@ -84,6 +84,7 @@ def build_wheel(directory: Path, pyproject: dict, modules: dict[str, str]) -> Pa
 
 
 @pytest.fixture(scope="module")
+@tier(pytest.mark.integration)  # a venv made with uv and a wheel installed into it
 def venv(tmp_path_factory) -> Path:
     """A fresh venv with docs/engines.md's example package (plus test-only broken entries) installed."""
     root = tmp_path_factory.mktemp("plugin")
