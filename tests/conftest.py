@@ -45,6 +45,12 @@ def golden_of(case_id: str) -> golden_file.Golden:
     return golden_file.read(golden_file.golden_path(GOLDENS, case_id))
 
 
+def token_count(case_id: str) -> int:
+    """How many tokens the committed golden of a case holds: what a test expects of a render, an
+    engine's count or a report line on that case (never a length copied from today's golden)."""
+    return len(golden_of(case_id).ids)
+
+
 def render_count(*names: str) -> int:
     """How many render cases the committed matrix holds for these models: what a test expects
     of a whole-model run, derived from models.yaml (never copied from today's matrix)."""
