@@ -84,14 +84,8 @@ def test_views_of_the_gemma3_cases():
     assert views["image-expanded"] == EXPANDED_VIEW == views["image-expanded-wide"]
 
 
-@pytest.fixture(scope="module")
-@tier(pytest.mark.slow)  # Transformers' Gemma3Processor over Gemma 3's 262k-token tokenizer: seconds
-def gemma3_processor():
-    """Gemma 3's processor, loaded once (reference.load_processor keeps it for the session)."""
-    return reference.load_processor(source_of("gemma3").processor_dir)
-
-
-def test_gemma3_expands_its_image_marker_into_256_soft_tokens(gemma3_processor):
+@pytest.mark.slow
+def test_gemma3_expands_its_image_marker_into_256_soft_tokens():
     """Gemma3Processor replaces the template's <start_of_image> with \\n\\n, the marker, 256 soft
     tokens, <end_of_image>, \\n\\n; the newlines merge with the template's own."""
     source = source_of("gemma3")
@@ -276,7 +270,9 @@ def test_a_framing_the_server_does_not_use_is_an_error_not_a_guess(fewer_tokens_
                           ).ids(shapes.build("image-expanded", {}))
 
 
-def test_render_command_expands_an_image_request(tmp_path, gemma3_processor):
+def test_render_command_expands_an_image_request(tmp_path):
+    """Gemma 3's processor: loaded once per session (test_replay_transformers renders the image
+    goldens in the fast tier too)."""
     body = tmp_path / "body.json"
     body.write_text(json.dumps(shapes.build("image-expanded", {})), encoding="utf-8")
     result = CliRunner().invoke(main, ["render", "--config", str(ROOT / "models.yaml"), "--model", "gemma3",
