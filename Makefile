@@ -31,7 +31,8 @@ sources: setup           ## download what the matrix's sources read (tokenizers,
 
 # Bytecode, pytest's rewritten test modules included, is cached under .venv even where the
 # environment says PYTHONDONTWRITEBYTECODE: without it every run, and every `goldens` process a
-# test starts, compiles the project again (about 5 s of the fast tier's CPU).
+# test starts, compiles the project again (measured: collection 4.6 s of CPU without, 2.2 s with;
+# the tests' child processes 13.1 s without, 11.3 s with).
 PYCACHE := PYTHONDONTWRITEBYTECODE= PYTHONPYCACHEPREFIX=$(CURDIR)/$(VENV)/pycache
 
 test-fast: setup         ## the one-minute tier: no server, build, venv install or download (GOLDENS_LIGHT refuses them), nothing `slow`
