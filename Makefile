@@ -35,7 +35,7 @@ sources: setup           ## download what the matrix's sources read (tokenizers,
 # the tests' child processes 13.1 s without, 11.3 s with).
 PYCACHE := PYTHONDONTWRITEBYTECODE= PYTHONPYCACHEPREFIX=$(CURDIR)/$(VENV)/pycache
 
-test-fast: setup         ## the one-minute tier: no server, build, venv install or download (GOLDENS_LIGHT refuses them), nothing `slow`
+test-fast: setup         ## the fast tier: no server, build, venv install or download (GOLDENS_LIGHT refuses them), nothing `slow`
 	$(PYCACHE) GOLDENS_LIGHT=1 $(BIN)/pytest -m "not integration and not slow" -q
 
 check: setup             ## the CI gate: replay the matrix, write JUnit and Markdown reports
