@@ -29,8 +29,14 @@ test: setup              ## replay the goldens through every engine (builds/star
 sources: setup           ## download what the matrix's sources read (tokenizers, templates, the llama.cpp source, harmony's vocabulary): the fast tier needs them and downloads nothing
 	$(BIN)/python -m generator.sources.warm
 
-test-fast: setup         ## the one-minute tier: no server, build, venv install or download (GOLDENS_LIGHT refuses them), nothing `slow`
-	GOLDENS_LIGHT=1 $(BIN)/pytest -m "not integration and not slow" -q
+# Bytecode, pytest's rewritten test modules included, is cached under .venv even where the
+# environment says PYTHONDONTWRITEBYTECODE: without it every run, and every `goldens` process a
+# test starts, compiles the project again (measured: collection 4.6 s of CPU without, 2.2 s with;
+# the tests' child processes 13.1 s without, 11.3 s with).
+PYCACHE := PYTHONDONTWRITEBYTECODE= PYTHONPYCACHEPREFIX=$(CURDIR)/$(VENV)/pycache
+
+test-fast: setup         ## the fast tier: no server, build, venv install or download (GOLDENS_LIGHT refuses them), nothing `slow`
+	$(PYCACHE) GOLDENS_LIGHT=1 $(BIN)/pytest -m "not integration and not slow" -q
 
 check: setup             ## the CI gate: replay the matrix, write JUnit and Markdown reports
 	$(BIN)/goldens check --junit out/goldens.xml --report out/goldens.md

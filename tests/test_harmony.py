@@ -13,7 +13,7 @@ import dataclasses
 import json
 
 import pytest
-from conftest import CONFIG, golden_of, source_of
+from conftest import CONFIG, golden_of, source_of, tier
 
 from generator.engines import EngineContext, Refused
 from generator.engines.harmony import HarmonyEngine
@@ -46,6 +46,7 @@ def test_rebuilt_o200k_base_carries_harmonys_sha256():
 
 
 @pytest.fixture(scope="module")
+@tier(pytest.mark.integration)  # harmony's worker in its own venv
 def harmony():
     engine = HarmonyEngine(EngineContext(name="harmony", model="gpt-oss", source=source_of("gpt-oss"),
                                          date=CONFIG.date))

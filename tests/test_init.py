@@ -62,7 +62,7 @@ def test_init_then_regenerate_with_nothing_edited(team):
     # the same tokenizer as the built-in qwen3: the same ids for the same request
     ours = golden_file.read(team / "goldens" / "qwen3" / "plain.json")
     builtin = golden_file.read(golden_file.golden_path(Path(CONFIG.path).parent / "goldens", "qwen3/plain"))
-    assert ours.ids == builtin.ids and len(ours.ids) == 25
+    assert ours.ids == builtin.ids and builtin.outcome == "ok" and ours.ids
 
     result = run("check", "--config", team / "models.yaml", "--goldens", team / "goldens", "--engine", "minijinja")
     assert result.exit_code == 0, result.output

@@ -11,7 +11,7 @@ import sys
 
 import httpx
 import pytest
-from conftest import server_of, source_of, tokenizer_of
+from conftest import server_of, source_of, tier, tokenizer_of
 from transformers.utils import get_json_schema
 
 from generator.engines import EngineError, first_divergence
@@ -69,6 +69,7 @@ def llama_source():
 
 
 @pytest.fixture(scope="session")
+@tier(pytest.mark.integration)  # the pinned llama.cpp build
 def binary():
     return llama_server_binary()
 
@@ -84,11 +85,13 @@ def gemma_tokenizer():
 
 
 @pytest.fixture
+@tier(pytest.mark.integration)  # a llama-server started
 def gemma_server(pool):
     return server_of(pool, "llama-server", "gemma3")
 
 
 @pytest.fixture
+@tier(pytest.mark.integration)  # a llama-server started
 def phi35_server(pool):
     return server_of(pool, "llama-server", "phi3.5")
 

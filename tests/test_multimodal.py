@@ -17,7 +17,7 @@ import zlib
 import pytest
 import yaml
 from click.testing import CliRunner
-from conftest import CONFIG, GOLDENS, ROOT, refusal_count, render_count, source_of
+from conftest import CONFIG, GOLDENS, ROOT, refusal_count, render_count, source_of, tier
 from PIL import Image
 
 from generator import reference
@@ -199,6 +199,7 @@ def gemma3_text_gguf():
 
 
 @pytest.fixture(scope="module")
+@tier(pytest.mark.integration)  # a llama-server started on a tiny GGUF and a projector built for it
 def fewer_tokens_server(gemma3_text_gguf):
     """llama-server on the managed gemma3 text GGUF with a projector built for 64 tokens."""
     from generator.servers.llama_cpp import LlamaServer
@@ -239,7 +240,6 @@ def test_an_image_seq_length_that_does_not_tile_the_image_is_an_error():
         tiny_mmproj("gemma3", _processor(200), 64)
 
 
-@pytest.mark.integration
 def test_llama_server_with_a_changed_projector_drifts_at_the_first_image_token(fewer_tokens_server):
     """The same server build and text model, a projector made for 64 tokens: the replay moves
     from its reviewed ledger entry at token 4 + 1, the first image position."""
@@ -255,7 +255,6 @@ def test_llama_server_with_a_changed_projector_drifts_at_the_first_image_token(f
     assert outcome.divergence.index == 3 and (outcome.divergence.expected_len, outcome.divergence.actual_len) == (271, 78)
 
 
-@pytest.mark.integration
 def test_a_framing_the_server_does_not_use_is_an_error_not_a_guess(fewer_tokens_server):
     from generator.engines import EngineError
     from generator.engines.llama_server import LlamaServerEngine
@@ -272,13 +271,22 @@ def test_a_framing_the_server_does_not_use_is_an_error_not_a_guess(fewer_tokens_
 
 
 def test_render_command_expands_an_image_request(tmp_path):
+    """Gemma 3's processor: loaded once per session (test_replay_transformers renders the image
+    goldens in the fast tier too)."""
     body = tmp_path / "body.json"
     body.write_text(json.dumps(shapes.build("image-expanded", {})), encoding="utf-8")
     result = CliRunner().invoke(main, ["render", "--config", str(ROOT / "models.yaml"), "--model", "gemma3",
                                        "--request", str(body)])
     assert result.exit_code == 0, result.output
     out = json.loads(result.stdout)
-    assert len(out["ids"]) == 271 and out["ids"].count(SOFT) == 256
+    golden = golden_file.read(golden_file.golden_path(GOLDENS, "gemma3/image-expanded"))
+    assert out["ids"] == golden.ids  # the committed golden of the same body
+    assert out["ids"].count(SOFT) == CONFIG.models["gemma3"].processor.processor_config["image_seq_length"]
+
+
+def test_render_command_refuses_an_image_for_a_model_without_a_processor(tmp_path):
+    body = tmp_path / "body.json"
+    body.write_text(json.dumps(shapes.build("image-expanded", {})), encoding="utf-8")
     refused = CliRunner().invoke(main, ["render", "--config", str(ROOT / "models.yaml"), "--model", "qwen3",
                                         "--request", str(body)])
     assert refused.exit_code == 2
@@ -309,7 +317,6 @@ def test_build_once_builds_a_cached_file_once_and_leaves_nothing_on_failure(tmp_
     assert sorted(p.name for p in other.parent.iterdir()) == [".other.bin.lock", ".thing.bin.lock", "thing.bin"]
 
 
-@pytest.mark.integration
 def test_goldens_check_against_a_server_with_a_changed_projector(fewer_tokens_server, tmp_path):
     """The gate as a user runs it, --url at a llama-server whose projector gives 64 positions:
     exit 1, both image goldens drift at their first image token, everything else still holds."""

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from conftest import GOLDENS, ROOT, refusal_count, render_count
+from conftest import GOLDENS, ROOT, refusal_count, render_count, tier
 
 from generator.cli import main
 from generator.engines import EngineError, Ids, PromptCount
@@ -38,6 +38,7 @@ def qwen3_template() -> str:
 
 
 @pytest.fixture(scope="module")
+@tier(pytest.mark.integration)  # a llama-server started
 def llama(tmp_path_factory):
     """llama-server on the tiny Qwen3 GGUF, accepting only KEY."""
     keys = tmp_path_factory.mktemp("keys") / "keys.txt"

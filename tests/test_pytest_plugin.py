@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 from click.testing import CliRunner
-from conftest import source_of
+from conftest import source_of, tier
 
 from generator.cli import main
 
@@ -30,6 +30,7 @@ def pytest_in(directory: Path, *args: str, cache: bool = False) -> subprocess.Co
 
 
 @pytest.fixture(scope="module")
+@tier(pytest.mark.slow)  # a matrix regenerated, then pytest in its own process on it
 def made(tmp_path_factory) -> Path:
     """A team folder: Qwen3's tokenizer files, a models.yaml of three shapes, its goldens."""
     repo = tmp_path_factory.mktemp("plugin") / "team"
@@ -54,7 +55,6 @@ def passed(result) -> list[str]:
     return sorted(line.split(" ", 1)[1] for line in result.stdout.splitlines() if line.startswith("PASSED "))
 
 
-@pytest.mark.slow
 def test_one_test_per_case_per_engine_and_the_reference(team):
     result = pytest_in(team, "--goldens", "-v")  # -v undoes -q: the header says what was collected
     assert result.returncode == 0, result.stdout + result.stderr
@@ -67,7 +67,6 @@ def test_one_test_per_case_per_engine_and_the_reference(team):
                                        "models.yaml::q[minijinja group]"])
 
 
-@pytest.mark.slow
 def test_a_moved_token_fails_each_engine_with_its_first_divergence(team):
     path = team / "goldens" / "q" / "plain.json"
     path.write_text(path.read_text(encoding="utf-8").replace('[8948, "system"]', '[8949, "system"]', 1),
@@ -83,7 +82,6 @@ def test_a_moved_token_fails_each_engine_with_its_first_divergence(team):
     # the invariants and the minijinja group
 
 
-@pytest.mark.slow
 def test_snapshot_update_writes_what_regenerate_writes(team, made):
     goldens = team / "goldens" / "q"
     (goldens / "tools.json").unlink()
@@ -97,7 +95,6 @@ def test_snapshot_update_writes_what_regenerate_writes(team, made):
     assert result.stdout.splitlines()[-1] == f"0 written, {len(SHAPES)} unchanged, 0 removed"
 
 
-@pytest.mark.slow
 def test_a_missing_golden_says_how_to_make_it(team):
     (team / "goldens" / "q" / "tools.json").unlink()
     result = pytest_in(team, "--goldens", "-k", "tools")
@@ -105,7 +102,6 @@ def test_a_missing_golden_says_how_to_make_it(team):
     assert "goldens/q/tools.json: no golden; run `goldens regenerate`" in result.stdout
 
 
-@pytest.mark.slow
 def test_a_bad_matrix_is_one_line(team):
     (team / "models.yaml").write_text("models: {q: {tokenizer: {dir: tok}, engines: [nope]}}\n", encoding="utf-8")
     result = pytest_in(team, "--goldens")
@@ -122,7 +118,6 @@ def test_a_bad_matrix_is_one_line(team):
     (["--goldens-durations", "."], "is a directory, not a report file"),
     (["--goldens-durations", "/proc/durations.json"], "/proc/durations.json"),
 ])
-@pytest.mark.slow
 def test_a_bad_option_is_one_usage_error_before_any_test(team, option, needle):
     """Issue 44: `transformers@99.0.0` was 20 test errors, `--goldens-dir /nonexistent` 40
     failures, `--goldens-durations DIR` a traceback after every test had passed."""
@@ -134,11 +129,15 @@ def test_a_bad_option_is_one_usage_error_before_any_test(team, option, needle):
     assert "Traceback" not in result.stdout + result.stderr and "passed" not in result.stdout
 
 
-def test_without_the_flag_the_plugin_only_lends_its_fixtures(team):
-    (team / "test_mine.py").write_text(
+def test_without_the_flag_the_plugin_only_lends_its_fixtures(tmp_path):
+    """No goldens, no tokenizer read: without --goldens the plugin only reads the matrix."""
+    matrix = {"date": "2026-01-15", "models": {"q": {
+        "tokenizer": {"dir": "tok"}, "shapes": SHAPES, "engines": ["transformers", "minijinja"]}}}
+    (tmp_path / "models.yaml").write_text(yaml.safe_dump(matrix, sort_keys=False), encoding="utf-8")
+    (tmp_path / "test_mine.py").write_text(
         "def test_matrix(goldens_config):\n"
         "    assert list(goldens_config.models) == ['q']\n", encoding="utf-8")
-    result = pytest_in(team)
+    result = pytest_in(tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
     assert passed(result) == ["test_mine.py::test_matrix"]
 
@@ -172,7 +171,6 @@ def move_a_token(team: Path) -> None:
                     encoding="utf-8")
 
 
-@pytest.mark.slow
 def test_a_printed_node_id_passed_back_selects_its_test(team):
     result = pytest_in(team, "--goldens", "models.yaml::q/tools[minijinja]", "models.yaml::q/plain[reference]", "-v")
     assert result.returncode == 0, result.stdout + result.stderr
@@ -180,7 +178,6 @@ def test_a_printed_node_id_passed_back_selects_its_test(team):
     assert "collected 2 items" in result.stdout
 
 
-@pytest.mark.slow
 def test_last_failed_reruns_only_the_failures_and_failed_first_orders_them(team):
     move_a_token(team)
     first = pytest_in(team, "--goldens", cache=True)
@@ -197,7 +194,6 @@ def test_last_failed_reruns_only_the_failures_and_failed_first_orders_them(team)
 
 
 @pytest.mark.parametrize("flag", ["--snapshot-update", "--force-regen"])
-@pytest.mark.slow
 def test_an_update_does_what_regenerate_does_and_says_it(team, made, flag):
     """Written, unchanged, removed (an orphan of a shape no longer listed), the index recorded:
     the next `goldens regenerate` renders nothing and writes nothing."""
@@ -227,7 +223,6 @@ def test_an_update_does_what_regenerate_does_and_says_it(team, made, flag):
     assert index.read_bytes() == recorded  # the same line regenerate records
 
 
-@pytest.mark.slow
 def test_stale_goldens_are_one_error_naming_the_fix_not_failures(team):
     import json
 
@@ -246,7 +241,6 @@ def test_stale_goldens_are_one_error_naming_the_fix_not_failures(team):
     assert pytest_in(team, "--goldens").returncode == 0
 
 
-@pytest.mark.slow
 def test_a_durations_file_spreads_the_shared_setup_for_pytest_split(team):
     """The first test of a model carries its tokenizer load, of an engine its start, in its setup
     phase; the durations file gives each test sharing that setup an equal part of it, so a

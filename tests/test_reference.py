@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from conftest import matrix_marks
+from conftest import golden_of, matrix_marks, token_count
 
 from generator import reference
 from generator.cli import main
@@ -239,7 +239,7 @@ def test_apply_chat_template_returns_batchencoding_unless_return_dict_false(reso
     as_dict = tokenizer.apply_chat_template(messages, chat_template=source.template,
                                             add_generation_prompt=True, tokenize=True)
     assert isinstance(as_dict, BatchEncoding)
-    assert len(as_dict["input_ids"]) == 25
+    assert len(as_dict["input_ids"]) == token_count("qwen3/plain")
     as_list = tokenizer.apply_chat_template(messages, chat_template=source.template,
                                             add_generation_prompt=True, tokenize=True, return_dict=False)
     assert isinstance(as_list, list) and all(type(i) is int for i in as_list)
@@ -262,7 +262,7 @@ def test_render_command_prints_ids_pieces_prompt(tmp_path, resolved):
     assert result.exit_code == 0, result.stderr
     data = json.loads(result.stdout)
     assert set(data) == {"ids", "pieces", "prompt"}
-    assert len(data["ids"]) == 25 and data["ids"][:9] == QWEN3_PLAIN_HEAD
+    assert data["ids"] == golden_of("qwen3/plain").ids  # the plain shape's body: its golden
     assert "".join(data["pieces"]) == data["prompt"]
 
     body["chat_template_kwargs"] = {"enable_thinking": False}
@@ -272,4 +272,4 @@ def test_render_command_prints_ids_pieces_prompt(tmp_path, resolved):
     )
     assert result.exit_code == 0, result.stderr
     ids = json.loads(result.stdout)["ids"]
-    assert len(ids) == 29 and ids[-4:] == QWEN3_THINKING_OFF_TAIL
+    assert ids == golden_of("qwen3/plain--thinking-off").ids and ids[-4:] == QWEN3_THINKING_OFF_TAIL

@@ -5,7 +5,7 @@ computes today is test_reference.py's snapshot comparison.)
 
 from __future__ import annotations
 
-from conftest import CONFIG, golden_of, tokenizer_of
+from conftest import CONFIG, golden_of, token_count, tokenizer_of
 
 from generator.analysis import roundtrip
 from generator.config.cases import TEMPLATE_VIEW, matrix
@@ -25,7 +25,7 @@ def test_gemma3_defaults_add_a_second_bos():
     record = roundtrip.record(tokenizer_of("gemma3"), item.ids)
     assert record["special_parsed"] == "same"
     assert record["defaults"] == {
-        "at": 1, "tokens": "22 -> 23", "shared": "<bos>",
+        "at": 1, "tokens": f"{len(item.ids)} -> {len(item.ids) + 1}", "shared": "<bos>",
         "golden": "<start_of_turn>user\nYou are", "round_trip": "<bos><start_of_turn>user\nYou",
     }
 
@@ -66,4 +66,5 @@ def test_affected_models_and_shapes():
     assert affected == expected
     assert {c.split("/")[0] for c in expected} >= {"gemma3", "llama3"}
     assert all(": defaults differs at token 1 " in line for line in lines)
-    assert "gemma3/plain: defaults differs at token 1 (22 -> 23 tokens): " in "\n".join(lines)
+    n = token_count("gemma3/plain")  # the round trip adds one <bos>
+    assert f"gemma3/plain: defaults differs at token 1 ({n} -> {n + 1} tokens): " in "\n".join(lines)

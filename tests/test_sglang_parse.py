@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import CONFIG, source_of, tokenizer_of
+from conftest import CONFIG, source_of, tier, tokenizer_of
 
 from generator import reference
 from generator.config import engine_registry
@@ -115,11 +115,13 @@ def test_models_name_sglang_parsers_its_registries_hold():
 
 
 @pytest.fixture(scope="module")
+@tier(pytest.mark.integration)  # SGLang's worker in its own venv
 def qwen3(goldens_pool):
     return goldens_pool.engine("sglang", CONFIG.models["qwen3"], source_of("qwen3"))
 
 
 @pytest.fixture(scope="module")
+@tier(pytest.mark.integration)  # SGLang's worker in its own venv
 def gpt_oss(goldens_pool):
     return goldens_pool.engine("sglang", CONFIG.models["gpt-oss"], source_of("gpt-oss"))
 

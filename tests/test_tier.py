@@ -7,6 +7,7 @@ from __future__ import annotations
 import threading
 
 import pytest
+from conftest import SLOW_FIXTURES, tier
 
 from generator import heavy
 from generator.engines import harmony, transformers_js
@@ -77,3 +78,47 @@ def test_an_ordinary_run_is_not_light(monkeypatch):
     heavy.require("anything")  # no error
     monkeypatch.setenv("GOLDENS_LIGHT", "0")
     assert not heavy.light()
+
+
+# ------------------------------------------------------------------ a fixture says its tier
+
+PROBE = "ignore:goldens-tier-probe"  # a real mark, harmless, that nothing else in the suite carries
+
+
+@pytest.fixture
+@tier(pytest.mark.filterwarnings(PROBE))
+def declared():
+    return "declared"
+
+
+@pytest.fixture
+def through(declared):
+    return declared
+
+
+def probes(node) -> list:
+    return [m for m in node.iter_markers("filterwarnings") if m.args == (PROBE,)]
+
+
+def test_a_fixture_that_declares_its_tier_marks_the_test_that_uses_it(declared, request):
+    assert len(probes(request.node)) == 1
+
+
+def test_the_mark_reaches_a_test_that_uses_the_fixture_through_another(through, request):
+    assert len(probes(request.node)) == 1
+
+
+def test_a_test_without_the_fixture_has_no_mark(request):
+    assert probes(request.node) == []
+
+
+def test_the_heavy_fixtures_declare_their_tiers():
+    """What makes a fixture heavy is said where it is defined: the plugin venv is built with uv,
+    the shared servers start llama-server and vLLM (integration); the whole-matrix render, in a
+    file another change owns, by name."""
+    import conftest
+    import test_plugins
+
+    for fixture in (test_plugins.venv, conftest.qwen3_llama_server, conftest.vllm_serving):
+        assert pytest.mark.integration in fixture._get_wrapped_function().goldens_tier, fixture
+    assert "full_run" in SLOW_FIXTURES

@@ -4,7 +4,7 @@ against the reference: one worker per model for the module, real packages from n
 from __future__ import annotations
 
 import pytest
-from conftest import CONFIG, golden_of, source_of
+from conftest import CONFIG, golden_of, source_of, tier
 
 from generator.engines import EngineContext, Refused
 from generator.engines import transformers_js
@@ -23,6 +23,7 @@ def test_without_node_the_engine_is_one_line(monkeypatch):
 
 
 @pytest.fixture(scope="module")
+@tier(pytest.mark.integration)  # Node workers
 def engines():
     opened = {}
 

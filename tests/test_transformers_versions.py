@@ -15,7 +15,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 from click.testing import CliRunner
-from conftest import CONFIG, GOLDENS, ROOT, source_of
+from conftest import CONFIG, GOLDENS, ROOT, source_of, tier
 
 from generator.cli import main
 from generator.config.cases import matrix
@@ -26,6 +26,7 @@ RELEASE = "4.57.6"
 
 
 @pytest.fixture(scope="module")
+@tier(pytest.mark.integration)  # a transformers@V worker in its own venv
 def worker():
     worker = TransformersWorker(RELEASE).start()
     yield worker

@@ -17,7 +17,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-from conftest import (CONFIG, GOLDENS, ROOT, asked_count, engine_of, golden_of, render_count, server_of, source_of,
+from conftest import (CONFIG, GOLDENS, ROOT, asked_count, engine_of, golden_of, render_count, server_of, source_of, tier,
                       tokenizer_of)
 from transformers.utils import get_json_schema
 
@@ -90,6 +90,7 @@ def render(tokenizer, request) -> list[int]:
 
 
 @pytest.fixture
+@tier(pytest.mark.integration)  # vLLM's render server from its own venv
 def vllm(pool):
     return engine_of(pool, "vllm", "qwen3")
 
