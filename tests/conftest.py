@@ -121,9 +121,22 @@ IN_PROCESS_ENGINES = frozenset({"transformers", "minijinja", "mistral-common"})
 FAST_SHAPES = frozenset({"plain", "tools", "tool-result", "multi-turn", "prefill"})
 
 
+# The models whose cases the fast tier renders and replays: cheap tokenizers, and every engine
+# that runs in this process among them (mistral-common through Mistral NeMo). Every other model's
+# cases are `slow`: a whole matrix rendered or replayed is the full suite's, not the fast tier's
+# (loading fourteen tokenizers alone cost the fast tier some 20 s of CPU).
+FAST_MODELS = frozenset({"qwen3", "llama3", "mistral-nemo"})
+
+
 def matrix_marks(case) -> list:
-    """`slow` for a case of the committed matrix outside FAST_SHAPES' default-kwargs cases."""
-    return [] if case.variant == "" and case.shape in FAST_SHAPES else [pytest.mark.slow]
+    """`slow` for a case of the committed matrix outside FAST_MODELS' FAST_SHAPES default-kwargs cases."""
+    fast = case.model in FAST_MODELS and case.variant == "" and case.shape in FAST_SHAPES
+    return [] if fast else [pytest.mark.slow]
+
+
+def model_marks(model: str) -> list:
+    """`slow` for every case of a model outside FAST_MODELS."""
+    return [] if model in FAST_MODELS else [pytest.mark.slow]
 
 
 def engine_marks(engine: str) -> list:

@@ -290,6 +290,7 @@ print(json.dumps([sorted(ran), sorted(read)]))
 """
 
 
+@pytest.mark.slow  # traces every case builder over every model's shapes, dialects and polyfills
 def test_cases_are_built_only_from_hashed_code_and_data():
     """inputs_and_cases is keyed by the render's code and CASES_CODE / CASES_DATA: building every
     shape, dialect case and polyfill of the matrix runs no other module of this project and reads

@@ -36,14 +36,23 @@ def config():
     return models.load(MODELS_YAML)
 
 
+class _Resolved(dict):
+    """model name -> (Source, tokenizer), each loaded on first use and kept for the module: the
+    fast tier asks three models, and fourteen tokenizers cost some 12 s of CPU to load."""
+
+    def __init__(self, config):
+        super().__init__()
+        self.config = config
+
+    def __missing__(self, name):
+        source = sources.resolve(self.config.models[name], self.config)
+        self[name] = value = (source, reference.load_tokenizer(source.tokenizer_dir))
+        return value
+
+
 @pytest.fixture(scope="module")
 def resolved(config):
-    """model name -> (Source, tokenizer), loaded once for the whole module."""
-    out = {}
-    for name, model in config.models.items():
-        source = sources.resolve(model, config)
-        out[name] = (source, reference.load_tokenizer(source.tokenizer_dir))
-    return out
+    return _Resolved(config)
 
 
 def _render(resolved, config, model: str, shape: str, variant: str = ""):

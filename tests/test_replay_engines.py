@@ -12,7 +12,7 @@ test_replay_transformers.py has its smoke test.
 from __future__ import annotations
 
 import pytest
-from conftest import CONFIG, GOLDENS, engine_marks, engine_of, golden_of
+from conftest import CONFIG, GOLDENS, engine_marks, engine_of, golden_of, model_marks
 
 from generator.config import engine_registry
 from generator.config.cases import matrix, replays
@@ -27,7 +27,7 @@ def _memory_bound(engine: str):
 
 REPLAYED = [
     pytest.param(case, engine, id=f"{case.id}@{engine}",
-                 marks=engine_marks(engine)
+                 marks=(engine_marks(engine) or model_marks(case.model))
                  + ([pytest.mark.server(server.kind, case.model)] if (server := _memory_bound(engine)) else []))
     for case in matrix(CONFIG)
     for engine in CONFIG.models[case.model].engines

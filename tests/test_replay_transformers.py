@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 
 import pytest
-from conftest import CONFIG, GOLDENS, source_of
+from conftest import CONFIG, GOLDENS, matrix_marks, source_of
 
 from generator import files
 from generator.config.cases import matrix
@@ -30,7 +30,7 @@ def _stamp(model: str) -> dict[str, str]:
     return provenance(source_of(model), CONFIG)
 
 
-@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+@pytest.mark.parametrize("case", [pytest.param(c, id=c.id, marks=matrix_marks(c)) for c in CASES])
 def test_reference_golden(case, snapshot):
     """The reference's golden is the committed file, byte for byte (or rewrites it under
     --snapshot-update, in the bytes `goldens regenerate` writes)."""

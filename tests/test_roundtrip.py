@@ -5,6 +5,7 @@ computes today is test_reference.py's snapshot comparison.)
 
 from __future__ import annotations
 
+import pytest
 from conftest import CONFIG, golden_of, token_count, tokenizer_of
 
 from generator.analysis import roundtrip
@@ -47,6 +48,7 @@ def test_a_divergent_round_trip_reports_where_it_first_differs():
                                "round_trip": " are terse."}
 
 
+@pytest.mark.slow  # every golden of the matrix against its model's tokenizer: all fourteen loaded
 def test_affected_models_and_shapes():
     """Who is affected: exactly the goldens that start with the BOS their template wrote, of a
     tokenizer that adds BOS itself by default (gemma3, llama3, mistral-nemo, command-r); each

@@ -69,6 +69,7 @@ def test_matrix_gguf_models_pass_their_vectors(model, gguf_vocab):
     assert vectors.check(model_dir(model), gguf.llama_cpp_vocab(gguf_vocab)) == []
 
 
+@pytest.mark.slow  # loads every model's tokenizer through AutoTokenizer: the whole matrix's
 def test_every_matrix_model_resolves_to_a_loadable_fast_tokenizer():
     for model in CONFIG.models:
         directory = model_dir(model)
