@@ -7,6 +7,7 @@
 #
 #   sh run.sh            the first batch, bodies/ (results: out/outside.json)
 #   sh run.sh bodies2    the second batch, bodies2/ (results: out/outside-bodies2.json)
+#   sh run.sh bodies4    the fourth, captured from client libraries (capture/; out/outside-bodies4.json)
 #   sh run.sh unwired    the bodies the loader once refused (results: out/outside-unwired.json)
 set -e
 cd "$(dirname "$0")"
