@@ -126,9 +126,12 @@ def run(config: Config, root: Path, engines: tuple[str, ...] = (), models: tuple
     results = Results(plan=selection(config, work, axis, urls), groups=[], shard=shard,
                       notes=[] if confirm else [NO_CONFIRM])
     started = time.monotonic()
+    # the run's one deadline: the transport carries it to every request, budget.run to every
+    # in-process render, and halt() reads it between cases
+    transport = (transport or http.DEFAULT).bounded_by(run=timeout, request=request_timeout)
 
     def halt() -> str | None:
-        if timeout is not None and time.monotonic() - started >= timeout:
+        if transport.until is not None and time.monotonic() >= transport.until:
             return f"not judged: the run's --timeout of {timeout:g}s was reached"
         return None
 
@@ -137,7 +140,6 @@ def run(config: Config, root: Path, engines: tuple[str, ...] = (), models: tuple
         by_model.setdefault(parts[i][0], []).append(i)
     lent = pool is not None
     owners = pool.running() if lent else frozenset()
-    transport = (transport or http.DEFAULT).bounded_by(run=timeout, request=request_timeout)
     with budget.run(transport.until), (
             contextlib.nullcontext(pool) if lent else
             EnginePool(config.date, urls, on_start=note, connection=connection,
