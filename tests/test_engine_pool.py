@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import CONFIG, golden_of, source_of
+from conftest import CONFIG, FAST_MODELS, golden_of, source_of
 from generator.engines import pool as pool_module
 from generator.engines.pool import EnginePool
 from generator.errors import GoldensError
@@ -49,7 +49,8 @@ def node_children() -> int:
 
 
 def _check_cap(monkeypatch, engine_name: str, cap: int, running=lambda: 0) -> None:
-    names = models_with(engine_name)[:cap + 1]  # one engine past the cap is enough to close one
+    # one engine past the cap is enough to close one; the fast tier's models first (cheap tokenizers)
+    names = sorted(models_with(engine_name), key=lambda name: name not in FAST_MODELS)[:cap + 1]
     assert len(names) > cap, f"the matrix has too few {engine_name} models to test a cap of {cap}"
     monkeypatch.setenv(pool_module.OPEN_MOST, str(cap))
     with EnginePool(CONFIG.date) as pool:

@@ -152,6 +152,7 @@ def test_phi35_adds_no_bos_while_the_phi3_gguf_says_it_does():
     assert _auto(vocab_dir("phi-3")).encode("Hi")[0] == 1
 
 
+@pytest.mark.slow  # loads a vocabulary of some 256k tokens, of no other use to the fast tier (2-3 s)
 def test_command_r_keeps_every_id_and_no_padding_placeholder_is_matched():
     tokenizer = _auto(model_dir("command-r"))
     assert len(tokenizer) == 256000
@@ -162,6 +163,7 @@ def test_command_r_keeps_every_id_and_no_padding_placeholder_is_matched():
     assert turn == [255000, 255006]
 
 
+@pytest.mark.slow  # loads a vocabulary of some 256k tokens, of no other use to the fast tier (2-3 s)
 def test_gemma4_chat_tokens_are_single_and_bos_comes_from_the_template():
     tokenizer = _auto(model_dir("gemma4"))
     assert tokenizer.encode("<|turn>user\n", add_special_tokens=False)[0] == 105
