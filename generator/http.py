@@ -67,7 +67,7 @@ class Transport:
     @classmethod
     def bounded(cls, run: float | None = None, request: float | None = None) -> Transport:
         """A transport for a run of `run` seconds from now whose requests last at most `request`."""
-        return cls(cap=request, until=None if run is None else time.monotonic() + run)
+        return cls().bounded_by(run, request)
 
     def bounded_by(self, run: float | None = None, request: float | None = None) -> Transport:
         """This transport (of whatever kind) for a run of `run` seconds from now whose requests

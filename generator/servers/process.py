@@ -97,9 +97,7 @@ class ManagedServer:
         port: int | None = None,
         transport=None,
     ):
-        from generator import http  # servers/ import it lazily: a process needs no HTTP until polled
-
-        self.transport = transport or http.DEFAULT  # how the health page is polled
+        self.transport = transport  # how the health page is polled (None: http.DEFAULT)
         self.argv = [os.fspath(a) for a in argv]
         self.name = name
         self.env = dict(env or {})
@@ -170,6 +168,9 @@ class ManagedServer:
         handle_signals()
 
     def _wait_healthy(self) -> None:
+        from generator import http  # the one HTTP seam; here, as every command imports this module
+
+        transport = (self.transport or http.DEFAULT).with_timeout(2.0)
         deadline = time.monotonic() + self.startup_timeout
         health = self.url + self.health_path
         last = "no answer yet"
@@ -185,7 +186,7 @@ class ManagedServer:
                     f"log {self.log_path}, last lines:\n{tail}"
                 )
             try:
-                status, _ = self.transport.with_timeout(2.0).request("GET", health, where=self.name)
+                status, _ = transport.request("GET", health, where=self.name)
                 if status == 200:
                     return
                 last = f"HTTP {status}"
