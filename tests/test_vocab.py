@@ -231,9 +231,9 @@ def test_llama31_template_renders_with_single_header_tokens():
 
 
 def test_tekken_encodes_like_mistral_common():
-    from mistral_common.tokens.tokenizers.mistral import MistralTokenizer
+    from generator.engines.mistral_common import load_tekken
 
-    reference = MistralTokenizer.from_file(str(source_of("mistral-nemo").tekken)).instruct_tokenizer.tokenizer
+    reference = load_tekken(str(source_of("mistral-nemo").tekken)).instruct_tokenizer.tokenizer
     tokenizer = _auto(model_dir("mistral-nemo"))
     texts = [text for text, _ in vectors.read(gguf.llama_cpp_vocab("llama-bpe"))] + [
         "你好，世界！", "😀🦙 emoji", "[INST] control text [/INST]", "[TOOL_CALLS][{\"name\": 1}]",
@@ -253,9 +253,10 @@ def test_tekken_encodes_like_mistral_common():
 def test_nemo_template_matches_mistral_common_chat_encoding():
     from mistral_common.protocol.instruct.messages import SystemMessage, UserMessage
     from mistral_common.protocol.instruct.request import ChatCompletionRequest
-    from mistral_common.tokens.tokenizers.mistral import MistralTokenizer
 
-    reference = MistralTokenizer.from_file(str(source_of("mistral-nemo").tekken))
+    from generator.engines.mistral_common import load_tekken
+
+    reference = load_tekken(str(source_of("mistral-nemo").tekken))
     request = ChatCompletionRequest(messages=[SystemMessage(content=CONVERSATION[0]["content"]),
                                               UserMessage(content=CONVERSATION[1]["content"])])
     expected = reference.encode_chat_completion(request).tokens

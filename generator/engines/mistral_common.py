@@ -17,6 +17,7 @@ is not 9 alphanumerics on a v3 tokenizer).
 
 from __future__ import annotations
 
+import functools
 import json
 from typing import Any
 
@@ -26,20 +27,27 @@ from generator.errors import first_line
 from generator.sources.source import Source
 
 
+@functools.lru_cache(maxsize=None)
+def load_tekken(path: str):
+    """One MistralTokenizer per tekken file: loading one takes most of a second of CPU, and an
+    engine is opened again for each model, run and pool (encoding keeps no state between calls)."""
+    from mistral_common.tokens.tokenizers.mistral import MistralTokenizer
+
+    return MistralTokenizer.from_file(path)
+
+
 class MistralCommonEngine(EngineBase):
     name = "mistral-common"
 
     def __init__(self, source: Source):
         """Encodes with the tekken file the source's tokenizer was built from, so the reference
         and mistral-common read the same vocabulary."""
-        from mistral_common.tokens.tokenizers.mistral import MistralTokenizer
-
         if source.tekken is None:
             raise EngineError(f"{self.name}: {source.model}: its tokenizer is not built from a tekken file "
                               "(use tokenizer: {pack: \"mistral-common:tekken\"})")
         self.source = source
         try:
-            self.tokenizer = MistralTokenizer.from_file(str(source.tekken))
+            self.tokenizer = load_tekken(str(source.tekken))
         except (OSError, ValueError, KeyError, TypeError) as error:
             raise EngineError(f"{self.name}: {source.tekken}: cannot load the tekken file ({first_line(error)})") from None
 
