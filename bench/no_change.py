@@ -41,7 +41,7 @@ from generator.errors import GoldensError  # noqa: E402
 
 SUFFIX = "-b"
 NEUTRAL = Path(tempfile.mkdtemp(prefix="goldens-bench-cwd-")) / "cwd"  # made empty by main
-LOCKS = ("dialects.lock", "models.capabilities.lock")  # beside models.yaml, keyed by model name
+LOCKS = ("models.dialects.lock", "models.capabilities.lock")  # beside models.yaml (generator/locks.py)
 
 
 def copy_matrix(config: Path, goldens: Path, into: Path) -> tuple[Path, Path]:
@@ -73,14 +73,12 @@ def double(config: Path, goldens: Path, into: Path) -> tuple[Path, Path]:
     names = list(raw["models"])
     raw["models"].update({name + SUFFIX: raw["models"][name] for name in names})
     config.write_text(yaml.safe_dump(raw, sort_keys=False, allow_unicode=True), encoding="utf-8")
-    lock = dialects.read_lock(dialects.lock_path(config))
+    lock = dialects.read_lock(config)
     if lock:
-        dialects.write_lock(dialects.lock_path(config), {**lock, **{n + SUFFIX: lock[n] for n in names if n in lock}})
-    path = polyfill.lock_path(config)
-    if path.is_file():
-        entries = json.loads(path.read_text(encoding="utf-8"))
-        entries.update({n + SUFFIX: entries[n] for n in names if n in entries})
-        path.write_text(polyfill.dumps_lock(entries), encoding="utf-8")
+        dialects.write_lock(config, {**lock, **{n + SUFFIX: lock[n] for n in names if n in lock}})
+    entries = polyfill.load_lock(config)
+    if entries:
+        polyfill.write_lock(config, {**entries, **{n + SUFFIX: entries[n] for n in names if n in entries}})
 
     loaded = models.load(config)
     copies = loaded.select([name + SUFFIX for name in names])

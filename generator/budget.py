@@ -6,7 +6,9 @@ inside `deadline()` and hands its prompt to `bounded()` before anything tokenize
 hostile template costs its run one line, never a hung gate or a killed process.
 
 - Time: `GOLDENS_RENDER_DEADLINE` seconds per render (30 by default), never past the run's own
-  deadline (`run(until)`, set by `goldens check --timeout`). A render runs on a process's main
+  deadline (`until`, set by `goldens check --timeout`). The run's deadline is a value handed down
+  (the run's http.Transport carries it, an engine reads it from its EngineContext and passes it
+  to every render), never a process global: two runs in one process each keep their own. A render runs on a process's main
   thread only, where SIGALRM interrupts it: Python delivers a signal's handler between two
   bytecodes and also inside the long C calls a template can reach (big-integer arithmetic checks
   for signals as it goes, `7 ** 300000000` included), and so do Ctrl-C and SIGTERM. An
@@ -77,30 +79,15 @@ def render_seconds() -> float:
     return seconds
 
 
-_run_until: float | None = None  # time.monotonic() by which the current run must end
-
-
-@contextlib.contextmanager
-def run(until: float | None):
-    """Renders inside this block end by `until` (a time.monotonic() value) too."""
-    global _run_until
-    previous, _run_until = _run_until, until
-    try:
-        yield
-    finally:
-        _run_until = previous
-
-
 def on_main_thread() -> bool:
     """Whether a render here can be bounded in this process (else it goes to a worker)."""
     return threading.current_thread() is threading.main_thread()
 
 
-def limit() -> tuple[float, type[EngineError], str]:
+def limit(until: float | None = None) -> tuple[float, type[EngineError], str]:
     """The seconds the next render may take, and what to raise when they are spent: the render
-    deadline, or what is left of the run's when that is sooner."""
+    deadline, or what is left of the run's (`until`, a time.monotonic() value) when that is sooner."""
     seconds = render_seconds()
-    until = _run_until
     if until is not None and until - time.monotonic() < seconds:
         return (max(0.001, until - time.monotonic()), RunDeadline,
                 "not judged: the run's --timeout was reached while the template rendered")
@@ -110,16 +97,16 @@ def limit() -> tuple[float, type[EngineError], str]:
 
 
 @contextlib.contextmanager
-def deadline():
+def deadline(until: float | None = None):
     """One render on this process's main thread, bounded by the render deadline (RenderDeadline)
-    and the run's (RunDeadline): both say the case was not judged. A MemoryError inside is
+    and the run's, `until` (RunDeadline): both say the case was not judged. A MemoryError inside is
     OutOfMemory. On any other thread this is refused: no bound reaches a C call there."""
     import signal
 
     if not on_main_thread():
         raise EngineError("internal: a template render was started off the main thread, where no deadline "
                           "reaches it; engines send such renders to a worker process (generator/budget.py)")
-    seconds, kind, message = limit()
+    seconds, kind, message = limit(until)
 
     armed = [True]
 

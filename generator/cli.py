@@ -73,7 +73,7 @@ def init_command(**options) -> None:
               help="Also remove the goldens of models no longer in the config (left alone otherwise).")
 @click.option("--force", is_flag=True, help="Render every model, even those whose inputs match the index.")
 @click.option("--rechoose-dialects", is_flag=True,
-              help="Choose each model's dialect cases again and rewrite dialects.lock (docs/dialects.md).")
+              help="Choose each model's dialect cases again and rewrite models.dialects.lock (docs/dialects.md).")
 @click.option("--write-invariants", is_flag=True, help="Write the invariants: review it prints into models.yaml.")
 def regenerate(**options) -> None:
     """Render the models whose inputs changed (every model with --force) and write the goldens

@@ -24,6 +24,7 @@ LAYERS: tuple[str, ...] = (
     "installed",
     "machine",
     "json_reader",
+    "locks",
     "http",
     "budget",
     "progress",

@@ -123,9 +123,10 @@ class Raised(Exception):
     """A template's raise, as a worker process reported it (render_prompt off the main thread)."""
 
 
-def _elsewhere(loaded, template: str, request: dict[str, Any], date: _dt.date, **job) -> dict:
+def _elsewhere(loaded, template: str, request: dict[str, Any], date: _dt.date, until: float | None,
+               **job) -> dict:
     """A render asked off the main thread, where no deadline reaches it: done by a worker
-    process on its own main thread, under the same deadline (generator/render_worker.py)."""
+    process on its own main thread, under the same deadlines (generator/render_worker.py)."""
     from generator import render_worker
 
     where = _LOADED_FROM.get(id(loaded)) or getattr(loaded, "name_or_path", "")
@@ -133,7 +134,7 @@ def _elsewhere(loaded, template: str, request: dict[str, Any], date: _dt.date, *
         raise GoldensError("internal: a render off the main thread needs a tokenizer loaded by load_tokenizer")
     key = "processor_dir" if job.pop("processor", False) else "tokenizer_dir"
     answer = render_worker.here().ask({key: where, "tokenizer_dir": where, "template": template,
-                                       "request": request, "date": date.isoformat(), **job})
+                                       "request": request, "date": date.isoformat(), **job}, until)
     if "fatal" in answer:
         raise GoldensError(f"the reference's render worker: {answer['fatal']}")
     return answer
@@ -144,16 +145,17 @@ def _rendered(answer: dict) -> Rendered:
                     normalization=answer.get("normalization"))
 
 
-def render_prompt(tokenizer, template: str, request: dict[str, Any], date: _dt.date) -> str:
+def render_prompt(tokenizer, template: str, request: dict[str, Any], date: _dt.date,
+                  until: float | None = None) -> str:
     """The prompt string the reference template renders for a request (may raise), within the
-    render deadline (by a worker process when asked off the main thread)."""
+    render deadline and the run's, `until` (by a worker process when asked off the main thread)."""
     if not on_main_thread():
-        answer = _elsewhere(tokenizer, template, request, date, as_is=True)
+        answer = _elsewhere(tokenizer, template, request, date, until, as_is=True)
         if "raised" in answer:
             raise Raised(answer["raised"])
         return answer["prompt"]
     kwargs = dict(request.get("chat_template_kwargs") or {})
-    with frozen_date(date), deadline():  # waiting for the clock is not the template's time
+    with frozen_date(date), deadline(until):  # waiting for the clock is not the template's time
         return tokenizer.apply_chat_template(
             request["messages"],
             tools=request.get("tools"),
@@ -179,16 +181,18 @@ def pieces(tokenizer, ids: list[int]) -> list[str]:
     return out
 
 
-def render(tokenizer, template: str, request: dict[str, Any], date: _dt.date) -> Rendered:
+def render(tokenizer, template: str, request: dict[str, Any], date: _dt.date,
+           until: float | None = None) -> Rendered:
     """The reference's ids for a request as the serving request layer hands it to the template
     (see normalize); a body that needed normalizing also records the template's outcome on it
-    as sent. Off the main thread, a worker process renders it (generator/render_worker.py)."""
+    as sent. `until` is the run's deadline, if it has one (a time.monotonic() value). Off the
+    main thread, a worker process renders it (generator/render_worker.py)."""
     if not on_main_thread():
-        return _rendered(_elsewhere(tokenizer, template, request, date))
+        return _rendered(_elsewhere(tokenizer, template, request, date, until))
     normalized, applied = normalize(request, content_format(template), names_developer(template))
-    result = _render_as_is(tokenizer, template, normalized, date)
+    result = _render_as_is(tokenizer, template, normalized, date, until)
     if applied:
-        as_sent = _render_as_is(tokenizer, template, request, date)
+        as_sent = _render_as_is(tokenizer, template, request, date, until)
         result.normalization = {
             "content_format": content_format(template),
             "applied": applied,
@@ -211,9 +215,10 @@ def _as_sent_ok(as_sent: Rendered, result: Rendered) -> dict[str, Any]:
     return {"outcome": "ok", "same_prompt": False, "token_count": len(as_sent.ids), "ids_sha256": digest}
 
 
-def _render_as_is(tokenizer, template: str, request: dict[str, Any], date: _dt.date) -> Rendered:
+def _render_as_is(tokenizer, template: str, request: dict[str, Any], date: _dt.date,
+                  until: float | None) -> Rendered:
     try:
-        prompt = bounded(render_prompt(tokenizer, template, request, date))
+        prompt = bounded(render_prompt(tokenizer, template, request, date, until))
     except GoldensError:  # the run's own settings or deadline, not the template's doing
         raise
     except Exception as error:  # a template that raises is an outcome to record
@@ -458,13 +463,14 @@ def _tools(tools: Any, applied: list[str]) -> Any:
     return out
 
 
-def render_expanded(processor, template: str, request: dict[str, Any], date: _dt.date) -> Rendered:
+def render_expanded(processor, template: str, request: dict[str, Any], date: _dt.date,
+                    until: float | None = None) -> Rendered:
     """The ids the model's forward pass gets: Transformers' processor.apply_chat_template with
     tokenize=True, which turns OpenAI image_url parts into images, renders the template and
     expands each media placeholder (Gemma 3: <start_of_image> becomes its 256 soft tokens).
     `prompt` is the template's text before expansion."""
     if not on_main_thread():
-        return _rendered(_elsewhere(processor, template, request, date, processor=True))
+        return _rendered(_elsewhere(processor, template, request, date, until, processor=True))
     kwargs = dict(request.get("chat_template_kwargs") or {})
     common = dict(
         tools=request.get("tools"), documents=request.get("documents"), chat_template=template,
@@ -472,7 +478,7 @@ def render_expanded(processor, template: str, request: dict[str, Any], date: _dt
         continue_final_message=request.get("continue_final_message", False), **kwargs,
     )
     try:
-        with frozen_date(date), deadline():
+        with frozen_date(date), deadline(until):
             prompt = bounded(processor.apply_chat_template(copy.deepcopy(request["messages"]), tokenize=False,
                                                            **common))
             out = processor.apply_chat_template(copy.deepcopy(request["messages"]), tokenize=True,
@@ -489,14 +495,15 @@ def render_expanded(processor, template: str, request: dict[str, Any], date: _dt
     return Rendered(ids=ids, pieces=pieces(processor.tokenizer, ids), prompt=prompt)
 
 
-def render_request(source, request: dict[str, Any], date: _dt.date) -> Rendered:
+def render_request(source, request: dict[str, Any], date: _dt.date, until: float | None = None) -> Rendered:
     """The reference's view of a request (`source` is a sources.source.Source): the processor's
-    expanded ids when it carries media data, else the template's ids."""
+    expanded ids when it carries media data, else the template's ids; within the run's deadline
+    `until`, if it has one."""
     from generator.config.request import carries_media
 
     if not carries_media(request):
-        return render(load_tokenizer(source.tokenizer_dir), source.template, request, date)
+        return render(load_tokenizer(source.tokenizer_dir), source.template, request, date, until)
     if source.processor_dir is None:
         return Rendered(error=f"{source.model} has no `processor` settings in models.yaml to expand media with")
-    return render_expanded(load_processor(source.processor_dir), source.template, request, date)
+    return render_expanded(load_processor(source.processor_dir), source.template, request, date, until)
 

@@ -53,14 +53,14 @@ class RenderWorker:
             raise GoldensError(str(error)) from None
         return self
 
-    def ask(self, job: dict[str, Any]) -> dict:
-        """The worker's answer to one job, within the render deadline (or the run's) plus
+    def ask(self, job: dict[str, Any], until: float | None = None) -> dict:
+        """The worker's answer to one job, within the render deadline (or the run's, `until`) plus
         HARD_GRACE; past that the worker is killed and the deadline's error raised. An answer
         the worker could not give for this machine's limits ({"unjudged"}) raises the same."""
         with self._lock:
             if not self._worker.running:
                 self.start()
-            seconds, expired, message = budget.limit()
+            seconds, expired, message = budget.limit(until)
             try:
                 answer = self._worker.ask(job, seconds + budget.HARD_GRACE)
             except WorkerTimeout:  # past its deadline and the grace: ended, whatever it was doing

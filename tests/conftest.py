@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from generator import reference
+from generator import locks, reference
 from generator.config import engine_registry, models
 from generator.config.cases import model_cases
 from generator.engines import Engine
@@ -94,12 +94,13 @@ def config() -> models.Config:
 
 @pytest.fixture
 def workspace(tmp_path: Path) -> Path:
-    """A copy of the committed matrix to edit freely: goldens/, models.yaml, its capabilities
-    lock and the request files it names (paths in models.yaml are relative to it)."""
+    """A copy of the committed matrix to edit freely: goldens/, models.yaml, its locks (the
+    capabilities and the dialect cases chosen) and the request files it names (paths in
+    models.yaml are relative to it)."""
     shutil.copytree(GOLDENS, tmp_path / "goldens")
     shutil.copy(ROOT / "models.yaml", tmp_path / "models.yaml")
-    shutil.copy(ROOT / "models.capabilities.lock", tmp_path / "models.capabilities.lock")
-    shutil.copy(ROOT / "dialects.lock", tmp_path / "dialects.lock")  # the dialect cases chosen
+    for lock in (locks.CAPABILITIES, locks.DIALECTS):
+        shutil.copy(lock.path(ROOT / "models.yaml"), lock.path(tmp_path / "models.yaml"))
     shutil.copytree(ROOT / "requests", tmp_path / "requests")
     return tmp_path
 

@@ -9,6 +9,7 @@ before the template changed under a check would carry it."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -191,8 +192,8 @@ def test_the_deadline_cuts_a_render_inside_one_c_call_on_the_main_thread(monkeyp
 
 def test_the_runs_deadline_is_not_blamed_on_the_template(monkeypatch):
     monkeypatch.setenv("GOLDENS_RENDER_DEADLINE", "60")
-    with budget.run(time.monotonic() + 0.3), pytest.raises(budget.RunDeadline) as caught:
-        with budget.deadline():
+    with pytest.raises(budget.RunDeadline) as caught:
+        with budget.deadline(time.monotonic() + 0.3):
             while True:
                 pass
     assert not isinstance(caught.value, budget.RenderDeadline)
@@ -225,15 +226,15 @@ def test_a_render_asked_from_another_thread_goes_to_a_worker_that_ends_in_time(t
 
     monkeypatch.setenv("GOLDENS_RENDER_DEADLINE", "600")  # the worker's own signal never comes
     config = models.load(_config(tmp_path, POWER) / "models.yaml")
-    engine = TransformersEngine(resolve(config.models["m"], config), config.date)
+    source = resolve(config.models["m"], config)
+    engine = TransformersEngine(source, config.date)
     tools = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]
     seen: list[object] = []
 
     def ask(request: dict, within: float) -> None:
         started = time.monotonic()
-        try:
-            with budget.run(time.monotonic() + within):
-                seen.append(list(engine.ids(request)))
+        try:  # the run's deadline is the engine's own, as EngineContext.until hands it on
+            seen.append(list(TransformersEngine(source, config.date, until=time.monotonic() + within).ids(request)))
         except BaseException as error:  # noqa: BLE001 (what the thread saw is the test)
             seen.append(error)
         seen.append(time.monotonic() - started)
@@ -306,3 +307,79 @@ def test_a_library_that_swallows_the_deadline_is_cut_again(monkeypatch):
                 except Exception:  # noqa: BLE001 (what a careless library does)
                     pass
     assert time.monotonic() - started < 10
+
+
+def test_the_runs_deadline_is_no_process_global():
+    """Issue 43: the run's deadline was a module global (budget.run set it), so two runs in one
+    process (pytest, a library user) saw each other's. It is handed down now: no module of the
+    generator keeps a deadline with a `global` statement, and budget keeps none at all."""
+    import ast
+
+    found = []
+    for path in sorted((ROOT / "generator").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+            if isinstance(node, ast.Global):
+                found += [f"{path.relative_to(ROOT)}: global {name}" for name in node.names
+                          if path.name == "budget.py" or "until" in name.lower() or "deadline" in name.lower()]
+    assert found == []
+    assert not hasattr(budget, "run")
+
+
+def test_two_runs_in_one_process_each_keep_their_own_deadline(tmp_path, monkeypatch):
+    """Engines built for three runs alive at once (an hour's --timeout, one of 0.2 s, none) each
+    render within their own run's deadline, whichever was made last: the deadline reaches a
+    render through the engine's EngineContext (its transport's `until`), not through the process."""
+    from generator import http
+    from generator.config import models
+    from generator.engines import EngineContext
+    from generator.engines.transformers import TransformersEngine, open_engine
+    from generator.sources.source import resolve
+
+    monkeypatch.setenv("GOLDENS_RENDER_DEADLINE", "0.5")
+    config = models.load(_config(tmp_path, LOOP) / "models.yaml")
+    source = resolve(config.models["m"], config)
+
+    def engine(transport: http.Transport) -> TransformersEngine:
+        context = EngineContext(name="transformers", model="m", source=source, date=config.date, transport=transport)
+        built = open_engine(context)
+        assert isinstance(built, TransformersEngine) and built.until == context.until == transport.until
+        return built
+
+    short = engine(http.DEFAULT.bounded_by(run=0.2))
+    far = engine(http.DEFAULT.bounded_by(run=3600))
+    none = engine(http.DEFAULT)
+    assert short.until < far.until and none.until is None
+    looping = {"messages": [{"role": "user", "content": "hi"}],
+               "tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]}
+    for built, expected in [(far, budget.RenderDeadline), (short, budget.RunDeadline),
+                            (none, budget.RenderDeadline), (short, budget.RunDeadline)]:
+        started = time.monotonic()
+        with pytest.raises(EngineError) as caught:
+            built.ids(looping)
+        assert type(caught.value) is expected, (built.until, caught.value)
+        assert time.monotonic() - started < 10
+    assert list(far.ids({"messages": [{"role": "user", "content": "hi"}]}))  # a template that ends still renders
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("lent", [False, True], ids=["own-pool", "lent-pool"])
+def test_a_checks_timeout_bounds_an_in_process_render(hostile, monkeypatch, lent):
+    """`check --timeout` run in this process (as pytest's plugin and a library user run it) ends
+    a render stuck in the template: the run's transport carries the deadline to the engine it
+    opens, a lent pool's too (that pool's own transport has no deadline)."""
+    from generator.config import models
+    from generator.engines.pool import EnginePool
+    from generator.replay import check
+
+    kind, folder = hostile
+    monkeypatch.setenv("GOLDENS_RENDER_DEADLINE", "600")
+    config = models.load(folder / "models.yaml")
+    started = time.monotonic()
+    with contextlib.ExitStack() as stack:
+        pool = stack.enter_context(EnginePool(config.date, {}, versions=config.engine_versions)) if lent else None
+        results = check.run(config, folder / "goldens", engines=("transformers",), timeout=10, pool=pool)
+    elapsed = time.monotonic() - started
+    assert elapsed < 10 + 30, f"check ({kind}) took {elapsed:.1f} s for --timeout 10"
+    stuck = [o for o in results.outcomes if o.case == "m/tools" and o.engine == "transformers"]
+    assert stuck and all(o.status == "error" for o in stuck), stuck
+    assert "not judged: the run's --timeout was reached while the template rendered" in stuck[0].detail

@@ -32,7 +32,7 @@ def run(*args):
 def test_the_probe_names_what_each_template_takes(model, expected):
     found = capabilities.of_source(source_of(model), CONFIG.date, CONFIG.models[model].kwargs)
     assert found == expected
-    assert json.loads((ROOT / "models.capabilities.lock").read_text())[model]["capabilities"] == expected
+    assert json.loads((ROOT / "models.capabilities.lock").read_text())["data"][model]["capabilities"] == expected
 
 
 def test_a_refused_tool_role_gets_a_polyfilled_case_beside_its_refusal():
@@ -102,7 +102,7 @@ def test_a_template_that_refuses_the_system_role_still_gets_most_of_the_matrix(t
     out = tmp_path / "goldens"
     first = run("regenerate", "--config", config, "--goldens", out)
     assert first.exit_code == 0, first.output
-    lock = json.loads((tmp_path / "models.capabilities.lock").read_text())
+    lock = json.loads((tmp_path / "models.capabilities.lock").read_text())["data"]
     assert lock["small"]["capabilities"]["system_role"] == "refused"
     items = [golden_file.read(p) for p in sorted((out / "small").glob("*.json"))]
     refused = [i.case for i in items if i.outcome == "error"]

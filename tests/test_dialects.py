@@ -102,7 +102,7 @@ def test_the_outside_dialects_come_after_the_rest_so_earlier_choices_stay():
            # the bodies the loader once refused (bench/outside/unwired)
            "tool-choice-bare", "function-role"]
     assert names[-len(new):] == new
-    lock = dialects.read_lock(ROOT / dialects.LOCK_NAME)
+    lock = dialects.read_lock(ROOT / "models.yaml")
     for model, entry in lock.items():  # every model keeps the earlier cases first, the new ones after
         cases = entry["cases"]
         firsts = [i for i, c in enumerate(cases) if c.split(dialects.SEPARATOR, 1)[1] in new]
@@ -217,17 +217,18 @@ def test_choose_keeps_a_case_for_an_invariant_finding_its_render_hides():
 
 
 def test_the_lock_is_deterministic_and_read_back(tmp_path):
-    path = tmp_path / dialects.LOCK_NAME
+    config = tmp_path / "models.yaml"
+    path = tmp_path / "models.dialects.lock"
     lock = {"qwen3": {"dialects": ["parts"], "cases": ["multi-turn_parts"]},
             "gemma3": {"dialects": ["parts", "developer"], "cases": []}}
-    assert dialects.write_lock(path, lock) is True
+    assert dialects.write_lock(config, lock) is True
     first = path.read_bytes()
-    assert dialects.write_lock(path, dict(reversed(list(lock.items())))) is False  # same bytes
+    assert dialects.write_lock(config, dict(reversed(list(lock.items())))) is False  # same bytes
     assert path.read_bytes() == first
-    assert dialects.read_lock(path) == lock
+    assert dialects.read_lock(config) == lock
     path.write_text('{"models": {"qwen3": {"cases": "x"}}}')
-    with pytest.raises(GoldensError, match="dialects.lock"):
-        dialects.read_lock(path)
+    with pytest.raises(GoldensError, match="models.dialects.lock"):
+        dialects.read_lock(config)
 
 
 CONFIG = """\
@@ -255,12 +256,12 @@ def test_models_yaml_selects_dialects_and_takes_the_lock_only_for_that_selection
     assert model.dialects == ("parts", "developer") and model.dialect_cases is None  # not chosen yet
     with pytest.raises(GoldensError, match=r"qwen3.dialects\[0\]: unknown dialect 'dev'"):
         load(tmp_path, "", "    dialects: [dev]\n")
-    dialects.write_lock(tmp_path / dialects.LOCK_NAME,
+    dialects.write_lock(tmp_path / "models.yaml",
                         {"qwen3": {"dialects": ["developer"], "cases": ["plain_developer"]}})
     assert load(tmp_path, "", "    dialects: [developer]\n").models["qwen3"].dialect_cases == ("plain_developer",)
     # another selection, or a case the shapes cannot make: chosen again
     assert load(tmp_path, "", "    dialects: [developer, parts]\n").models["qwen3"].dialect_cases is None
-    dialects.write_lock(tmp_path / dialects.LOCK_NAME,
+    dialects.write_lock(tmp_path / "models.yaml",
                         {"qwen3": {"dialects": ["developer"], "cases": ["multi-turn_developer"]}})
     assert load(tmp_path, "", "    dialects: [developer]\n").models["qwen3"].dialect_cases is None
 
@@ -411,8 +412,8 @@ def test_regenerate_chooses_locks_and_then_writes_nothing(tmp_path):
     (tmp_path / "models.yaml").write_text(CONFIG.format(top="", own=own), encoding="utf-8")
     out = tmp_path / "goldens"
     assert invoke("regenerate", "--config", tmp_path / "models.yaml", "--goldens", out) == "6 written, 0 unchanged, 0 removed"
-    lock = tmp_path / dialects.LOCK_NAME
-    chosen = json.loads(lock.read_text())["models"]["qwen3"]
+    lock = tmp_path / "models.dialects.lock"
+    chosen = json.loads(lock.read_text())["data"]["qwen3"]
     # Qwen3 prints neither call ids nor (after normalizing) the string: those two reach nothing new
     assert chosen["cases"] == ["tool-result_args-pretty", "tool-result_content-missing",
                                "tools-reduced_tool-choice-named"]

@@ -388,6 +388,10 @@ READ_OFF_THE_RENDER = {
                                                              "block's line; the pin reaches goldens as their "
                                                              "provenance line, hashed as data",
     "config/request.py: generator.files.MAX_READ": "the size limit of a request file, read before any render",
+    "config/dialects.py: generator.locks.DIALECTS": "where the dialect cases' lock lies and its header; what it "
+                                                    "holds reaches goldens as the model parsed, hashed",
+    "config/polyfill.py: generator.locks.CAPABILITIES": "where the capabilities' lock lies and its header; what it "
+                                                        "holds reaches goldens as the model parsed, hashed",
     "config/shapes.py: generator.config.images.SQUARE": "an image's bytes: in the request, hashed as data",
     "config/shapes.py: generator.config.images.WIDE": "an image's bytes: in the request, hashed as data",
 }

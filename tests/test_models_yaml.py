@@ -286,7 +286,7 @@ def test_models_command_lists_the_committed_matrix():
     qwen3 = CONFIG.models["qwen3"]
     assert qwen3.dialect_cases and len(qwen3.dialect_cases) < len(qwen3.dialects)  # some selected are not kept
     assert (f"  dialects:  {len(qwen3.dialect_cases)} cases kept of {len(qwen3.dialects)} selected "
-            "(dialects.lock)") in result.stdout
+            "(models.dialects.lock)") in result.stdout
     assert "processor: google/gemma-3-4b-it processor_config.json" in result.stdout
     assert "tokenizer: pack:npm:qwen3" in result.stdout
     assert 'tokenizer: pack:llama.cpp:phi-3 with tokenizer_config {"add_bos_token": false}' in result.stdout

@@ -135,7 +135,7 @@ def _matrix_with(tmp_path, edit) -> str:
     path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
     shutil.copytree(ROOT / "requests", tmp_path / "requests")  # the request files it names
     shutil.copy(ROOT / "models.capabilities.lock", tmp_path / "models.capabilities.lock")  # its polyfilled cases
-    shutil.copy(ROOT / "dialects.lock", tmp_path / "dialects.lock")  # its dialect cases
+    shutil.copy(ROOT / "models.dialects.lock", tmp_path / "models.dialects.lock")  # its dialect cases
     return str(path)
 
 

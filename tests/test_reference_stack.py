@@ -77,7 +77,7 @@ def test_goldens_installs_beside_vllm_and_regenerates_the_same_bytes(tmp_path):
     work.mkdir()
     shutil.copy(ROOT / "models.yaml", work / "models.yaml")
     shutil.copy(ROOT / "models.capabilities.lock", work / "models.capabilities.lock")
-    shutil.copy(ROOT / "dialects.lock", work / "dialects.lock")
+    shutil.copy(ROOT / "models.dialects.lock", work / "models.dialects.lock")
     shutil.copytree(ROOT / "goldens", work / "goldens")
     if (ROOT / "requests").is_dir():
         shutil.copytree(ROOT / "requests", work / "requests")

@@ -83,7 +83,6 @@ def refresh(config, models: list, sources: dict, full: bool) -> list:
     selected, so entries of models it no longer has are dropped."""
     import dataclasses
 
-    from generator import files
     from generator.config import polyfill
 
     entries = polyfill.load_lock(config.path)
@@ -103,5 +102,5 @@ def refresh(config, models: list, sources: dict, full: bool) -> list:
         config.models[model.name] = model
         out.append(model)
     if kept != entries:
-        files.atomic_write(polyfill.lock_path(config.path), polyfill.dumps_lock(kept))
+        polyfill.write_lock(config.path, kept)
     return out

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import click
 
+from generator import locks
 from generator.config.cases import model_cases, parse_cases_of
 
 
@@ -49,7 +50,8 @@ def models_command(config_path: Path, do_resolve: bool, as_json: bool) -> None:
         click.echo(f"  variants:  {variants}")
         if model.dialects:
             kept = ("not chosen yet (goldens regenerate chooses them)" if model.dialect_cases is None
-                    else f"{len(model.dialect_cases)} cases kept of {len(model.dialects)} selected (dialects.lock)")
+                    else f"{len(model.dialect_cases)} cases kept of {len(model.dialects)} selected "
+                         f"({locks.DIALECTS.path(config.path).name})")
             click.echo(f"  dialects:  {kept}")
         click.echo(f"  engines:   {', '.join(model.engines)}")
         if model.processor is not None:

@@ -22,7 +22,9 @@ one refused part or keyword would hide every other). The array is built greedily
 seed, so the same catalogue gives the same rows. Each row is a Dialect named
 `gen-<shape initials><NNN>` on its one shape; which of them a model keeps is the dialects'
 choice (dialects.choose: only what reaches something the matrix does not), locked in
-dialects.lock. The hand-written dialects come first in that choice: they are the seeds.
+models.dialects.lock. The hand-written dialects come first in that choice: they are the seeds.
+The rows themselves are locked in requests/schema.derived.lock (generator/locks.py), rewritten
+by `python -m generator.config.derived`.
 """
 
 from __future__ import annotations
@@ -36,6 +38,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from generator import locks
 
 Request = dict[str, Any]
 CATALOGUE = Path(__file__).resolve().parents[2] / "requests" / "schema.json"
@@ -52,7 +56,7 @@ TEXT = "Be brief."
 # where a part type or schema keyword is tried (once): content parts on `plain` (system and user
 # messages), keywords on `tools-reduced`
 SINGLES = {"content": "plain", "parameters": "tools-reduced"}
-LOCK = Path(__file__).resolve().parents[2] / "requests" / "derived.lock"
+LOCK = locks.DERIVED.path(CATALOGUE)  # requests/schema.derived.lock
 
 
 @dataclass(frozen=True)
@@ -514,24 +518,22 @@ def digest(cat: dict[str, Any] | None = None) -> str:
 # ------------------------------------------------------------------ the lock
 
 
-def write_lock(path: Path = LOCK, seed: int = SEED) -> bool:
-    """Generate the rows from the catalogue and write them (deterministic bytes); True when the
-    bytes changed. The lock is what DIALECTS reads: generating takes seconds, reading none."""
-    from generator import files
-
+def write_lock(catalogue_path: Path = CATALOGUE, seed: int = SEED) -> bool:
+    """Generate the rows from the catalogue and write them beside it (generator/locks.py; one row
+    a line, deterministic bytes); True when the bytes changed. The lock is what DIALECTS reads:
+    generating takes seconds, reading none."""
     generated = rows(catalogue(), seed)
-    head = json.dumps({
-        "about": "derived dialects (generator/config/derived.py): rows of a pairwise covering array over "
-                 "the fields of requests/schema.json, and one row per invalid level, part type and schema keyword",
-        "catalogue_sha256": digest(), "seed": seed}, ensure_ascii=False)[:-1]
-    lines = [json.dumps({"name": r.name, "shape": r.shape, "set": [list(a) for a in r.assignment]}, ensure_ascii=False)
-             for r in generated]  # one row a line: a regenerated lock diffs row by row
-    text = head + ', "rows": [\n' + ",\n".join(lines) + "\n]}\n"
-    return files.atomic_write(path, text)
+    return locks.write(locks.DERIVED, catalogue_path, {
+        "catalogue_sha256": digest(), "seed": seed,
+        "rows": [{"name": r.name, "shape": r.shape, "set": [list(a) for a in r.assignment]} for r in generated]})
 
 
-def read_lock(path: Path = LOCK) -> list[Row]:
-    if not path.is_file():
-        return []
-    data = json.loads(path.read_text(encoding="utf-8"))
+def read_lock(catalogue_path: Path = CATALOGUE) -> list[Row]:
+    """The locked rows ([] without a lock): requests/schema.derived.lock, or an older
+    requests/derived.lock (generator/locks.py)."""
+    data = locks.read(locks.DERIVED, catalogue_path) or {}
     return [Row(r["name"], r["shape"], tuple(tuple(a) for a in r["set"])) for r in data.get("rows", [])]
+
+
+if __name__ == "__main__":  # what rewrites the lock (locks.DERIVED.written_by)
+    print(f"{LOCK.name}: {'rewritten' if write_lock() else 'unchanged'}")

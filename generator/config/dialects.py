@@ -13,9 +13,10 @@ its reference render (outcome, ids, error) or its normalization record differs f
 shape's and from every dialect case already kept on that shape, when it shows an invariant
 finding kind (a dropped message or call) none of them shows, or when it carries request fields
 engines act on that the reference cannot see (tool_choice, parallel_tool_calls,
-response_format). The choice is written to the lock file beside models.yaml (LOCK_NAME), so
-`goldens regenerate` is deterministic and fast; `goldens regenerate --rechoose-dialects` chooses
-again. docs/dialects.md lists the axis, the chosen sets and what the engines made of them.
+response_format). The choice is written to the lock beside models.yaml (models.dialects.lock,
+generator/locks.py), so `goldens regenerate` is deterministic and fast; `goldens regenerate
+--rechoose-dialects` chooses again. docs/dialects.md lists the axis, the chosen sets and what
+the engines made of them.
 """
 
 from __future__ import annotations
@@ -34,7 +35,6 @@ from generator.config.shapes import SHAPES
 from generator.config.shapes import build as build_shape
 
 SEPARATOR = "_"  # <shape>_<dialect>: built-in shape and dialect names hold no '_'
-LOCK_NAME = "dialects.lock"
 Request = dict[str, Any]
 
 
@@ -522,7 +522,7 @@ DIALECTS: dict[str, Dialect] = {d.name: d for d in (
 
 
 def _derived() -> dict[str, Dialect]:
-    """The derived dialects of requests/derived.lock (derived.py), after the hand-written ones:
+    """The derived dialects of requests/schema.derived.lock (derived.py), after the hand-written ones:
     those are the generator's seeds, chosen first."""
     from generator.config import derived
 
@@ -694,36 +694,28 @@ def _baseline_atoms(shapes, kwargs, matrix, kept, render, kinds, lines) -> set:
 # ------------------------------------------------------------------ the lock file
 
 
-def lock_path(config_path: Path) -> Path:
-    return Path(config_path).parent / LOCK_NAME
-
-
-def read_lock(path: Path) -> dict[str, dict[str, list[str]]]:
-    """model -> {"dialects": the selection chosen from, "cases": the kept cases}; {} without a file."""
-    from generator import files
+def read_lock(config_path: Path) -> dict[str, dict[str, list[str]]]:
+    """model -> {"dialects": the selection chosen from, "cases": the kept cases}, from the lock
+    beside the config (generator/locks.py: models.dialects.lock, or an older dialects.lock); {}
+    without one."""
+    from generator import locks
     from generator.errors import GoldensError
-    from generator.json_reader import load_json
 
-    if not path.is_file():
+    models = locks.read(locks.DIALECTS, config_path)
+    if models is None:
         return {}
-    data = load_json(files.read_text(path), path.name)
-    models = data.get("models") if isinstance(data, dict) else None
     if not isinstance(models, dict) or not all(
         isinstance(entry, dict) and all(isinstance(entry.get(k), list) for k in ("dialects", "cases"))
         for entry in models.values()
     ):
-        raise GoldensError(f"{path.name}: expected {{\"models\": {{model: {{dialects: [...], cases: [...]}}}}}}; "
-                           "delete it and run goldens regenerate --rechoose-dialects")
+        raise GoldensError(f"{locks.DIALECTS.found(config_path).name}: expected {{model: {{dialects: [...], "
+                           "cases: [...]}}; delete it and run goldens regenerate --rechoose-dialects")
     return models
 
 
-def write_lock(path: Path, models: dict[str, dict[str, list[str]]]) -> bool:
-    """Write the lock (sorted models, deterministic bytes); True when the bytes changed."""
-    from generator import files
+def write_lock(config_path: Path, models: dict[str, dict[str, list[str]]]) -> bool:
+    """Write the lock beside the config (sorted models, deterministic bytes); True when the
+    bytes changed."""
+    from generator import locks
 
-    text = json.dumps({
-        "about": "dialect cases kept per model (generator/config/dialects.py, docs/dialects.md); "
-                 "written by goldens regenerate, chosen again only with --rechoose-dialects",
-        "models": {name: models[name] for name in sorted(models)},
-    }, indent=2, ensure_ascii=False) + "\n"
-    return files.atomic_write(path, text)
+    return locks.write(locks.DIALECTS, config_path, {name: models[name] for name in sorted(models)})

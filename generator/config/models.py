@@ -295,7 +295,7 @@ def parse(data: Any, path: Path) -> Config:
             raise GoldensError(f"{path.name}: models.{name}: {name!r} is the name of a file or folder goldens keeps "
                                "in the goldens folder; choose another model name")
         models[name] = _parse_model(name, raw, where, key, default_dialects)
-    lock = dialects.read_lock(dialects.lock_path(path)) if any(m.dialects for m in models.values()) else {}
+    lock = dialects.read_lock(path) if any(m.dialects for m in models.values()) else {}
     for name, model in models.items():
         models[name] = with_lock(model, lock.get(name))
     return Config(path=path, date=date, models=models, engine_versions=engine_versions,

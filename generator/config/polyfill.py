@@ -1,5 +1,5 @@
 """Shapes inside a template's capabilities: what a template takes (probed by
-generator/analysis/capabilities.py, recorded in `<config>.capabilities.lock` beside models.yaml)
+generator/analysis/capabilities.py, recorded in `models.capabilities.lock` beside models.yaml)
 and, for a shape that needs what the template refuses, a form it takes, as minja's polyfills
 give one (llama.cpp's generic chat path applies them): the system text moved into the first user
 turn, tool results as user turns, tool calls as assistant text, no tool definitions.
@@ -17,7 +17,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-from generator import files
 from generator.errors import GoldensError
 
 # What a template may lack, in the order a polyfill applies; each is "yes" (rendered), "ignored"
@@ -44,7 +43,10 @@ def attach(config):
 
 
 def lock_path(config_path: Path) -> Path:
-    return Path(config_path).with_suffix(".capabilities.lock")
+    """`models.capabilities.lock` beside `models.yaml` (generator/locks.py)."""
+    from generator import locks
+
+    return locks.CAPABILITIES.path(config_path)
 
 
 def needs(request: dict[str, Any]) -> set[str]:
@@ -155,25 +157,28 @@ def apply(request: dict[str, Any], capabilities: dict[str, str]) -> tuple[dict[s
 
 
 def load_lock(config_path: Path) -> dict[str, dict[str, Any]]:
-    """model -> {"template_sha256": ..., "capabilities": {name: state}}; {} when there is none."""
-    path = lock_path(config_path)
-    if not path.is_file():
+    """model -> {"template_sha256": ..., "capabilities": {name: state}, "parse": ...}, from the lock
+    beside the config (generator/locks.py); {} when there is none."""
+    from generator import locks
+
+    data = locks.read(locks.CAPABILITIES, config_path)
+    if data is None:
         return {}
-    try:
-        data = json.loads(files.read_text(path))
-    except ValueError as error:
-        raise GoldensError(f"{path.name}: not JSON ({error}); delete it and run `goldens regenerate`") from None
+    name = lock_path(config_path).name
     if not isinstance(data, dict) or not all(isinstance(v, dict) for v in data.values()):
-        raise GoldensError(f"{path.name}: expected {{model: {{template_sha256, capabilities}}}}; "
+        raise GoldensError(f"{name}: expected {{model: {{template_sha256, capabilities}}}}; "
                            "delete it and run `goldens regenerate`")
     for model, entry in data.items():
         caps = entry.get("capabilities")
         if not isinstance(caps, dict) or any(k not in CAPABILITIES or v not in STATES for k, v in caps.items()):
-            raise GoldensError(f"{path.name}: {model}: capabilities must map {', '.join(CAPABILITIES)} "
+            raise GoldensError(f"{name}: {model}: capabilities must map {', '.join(CAPABILITIES)} "
                                f"to {'/'.join(STATES)}; delete it and run `goldens regenerate`")
     return data
 
 
-def dumps_lock(entries: dict[str, dict[str, Any]]) -> str:
-    """The lock's bytes: canonical, so an unchanged probe rewrites nothing."""
-    return json.dumps(entries, indent=2, sort_keys=True) + "\n"
+def write_lock(config_path: Path, entries: dict[str, dict[str, Any]]) -> bool:
+    """Write the lock beside the config, keys sorted (canonical: an unchanged probe rewrites
+    nothing); True when it changed."""
+    from generator import locks
+
+    return locks.write(locks.CAPABILITIES, config_path, json.loads(json.dumps(entries, sort_keys=True)))

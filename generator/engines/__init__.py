@@ -171,12 +171,20 @@ class EngineContext:
     processor: Any = None  # the model's processor settings (ModelSpec.processor), for media
     server: Callable[[], Any] | None = field(default=None, repr=False)
     connection: Any = field(default=None, repr=False)  # engines.remote.Connection: retries, redaction
-    transport: Any = field(default=None, repr=False)  # generator.http.Transport: the run's deadlines
+    transport: Any = field(default=None, repr=False)  # generator.http.Transport: the run's deadlines (`until`)
     on_start: Callable[[str], None] = field(default=lambda message: None, repr=False)
     # the output side (engines/parse.py): this engine's parser names for the model (models.yaml
     # `parsers: {<engine>: {tool, reasoning, ...}}`) and the tokens the model ends a turn with
     parsers: dict[str, str] = field(default_factory=dict)
     end: tuple[str, ...] = ()
+
+    @property
+    def until(self) -> float | None:
+        """The run's deadline (a time.monotonic() value, None without `--timeout`) that every
+        render this engine does in-process must end by: the transport's, where a run keeps it,
+        handed on to the reference's render functions and the render worker, never read from a
+        process global (two runs in one process each keep their own)."""
+        return getattr(self.transport, "until", None)
 
     def managed(self) -> Any:
         """The entry's managed server, started on first use."""

@@ -419,7 +419,8 @@ def open_client(context: EngineContext) -> ClientCompletionEngine:
     url = context.url or context.managed().url
     tokenizer = reference.load_tokenizer(context.source.tokenizer_dir)
     return ClientCompletionEngine(
-        url, lambda request: reference.render_prompt(tokenizer, context.source.template, request, context.date),
+        url, lambda request: reference.render_prompt(tokenizer, context.source.template, request, context.date,
+                                                     context.until),
         context.transport)
 
 

@@ -149,7 +149,10 @@ class EnginePool:
         info = owners[0]
         return self._server(info.server, model, source, self._version(info, None))
 
-    def engine(self, name: str | EngineSpec, model: ModelSpec, source: Source) -> Engine:
+    def engine(self, name: str | EngineSpec, model: ModelSpec, source: Source,
+               transport: http.Transport | None = None) -> Engine:
+        """The engine, built from its registry entry; `transport` (a run's, carrying its deadlines)
+        replaces the pool's own, so a lent pool's engines keep to the run that asks for them."""
         spec = name if isinstance(name, EngineSpec) else engine_spec.parse(name)
         if spec.version is not None and spec.name in self.urls:
             raise GoldensError(f"--engine {spec.label}: a --url for {spec.name} already names the server")
@@ -165,7 +168,7 @@ class EnginePool:
             served_model=self.connection.served.get(model.name), headers=self.connection.all_headers(),
             jobs=self.connection.jobs, version=version, processor=model.processor,
             server=None if server is None else (lambda: self._server(server, model, source, version)),
-            connection=self.connection, transport=self.transport, on_start=self.on_start,
+            connection=self.connection, transport=transport or self.transport, on_start=self.on_start,
             parsers={kind: name for kind in ("tool", "reasoning", "response")
                      if (name := model.parser(info.name, kind)) is not None},
             end=model.parse.end if model.parse is not None else (),

@@ -294,7 +294,7 @@ class SglangEngine(EngineBase):
         with self._tails_lock:
             if key in self._tails:
                 return self._tails[key]
-        rendered = reference.render_request(self.context.source, request, self.context.date)
+        rendered = reference.render_request(self.context.source, request, self.context.date, self.context.until)
         if rendered.error is not None:
             raise Refused(f"{self.name}: the reference cannot render the request the output answers: "
                           f"{rendered.error}")

@@ -23,9 +23,10 @@ class TransformersEngine(EngineBase):
     renders_here = True  # replay asks it from the main thread: no worker process needed there
 
     def __init__(self, source: Source, date: _dt.date, parsers: dict[str, str] | None = None,
-                 end: tuple[str, ...] = ()):
+                 end: tuple[str, ...] = (), until: float | None = None):
         self.source = source
         self.date = date
+        self.until = until  # the run's deadline (EngineContext.until), for every render here
         self.tokenizer = reference.load_tokenizer(source.tokenizer_dir)
         self._parse = (parsers or {}).get("response"), end
         self._parser = None
@@ -35,7 +36,7 @@ class TransformersEngine(EngineBase):
         if self._parser is None:
             from generator.engines.transformers_parse import TransformersParser
 
-            self._parser = TransformersParser(self.source, self.date, *self._parse)
+            self._parser = TransformersParser(self.source, self.date, *self._parse, until=self.until)
         return self._parser.parse(request, output, chunks)
 
     def version(self) -> str:
@@ -44,7 +45,7 @@ class TransformersEngine(EngineBase):
         return transformers.__version__
 
     def ids(self, request: Request) -> Ids:
-        result = reference.render_request(self.source, request, self.date)
+        result = reference.render_request(self.source, request, self.date, self.until)
         if result.error is not None:
             raise Refused(f"{self.name}: template refused the request: {result.error}")
         return Ids(result.ids, prompt=result.prompt, pieces=result.pieces)
@@ -56,10 +57,11 @@ class WorkerTransformersEngine(EngineBase):
 
     name = "transformers"
 
-    def __init__(self, worker, source: Source, date: _dt.date):
+    def __init__(self, worker, source: Source, date: _dt.date, until: float | None = None):
         self.worker = worker
         self.source = source
         self.date = date
+        self.until = until  # the run's deadline (EngineContext.until): the worker is killed past it
 
     def version(self) -> str:
         return self.worker.versions.get("transformers", "")
@@ -76,7 +78,7 @@ class WorkerTransformersEngine(EngineBase):
                               f"to expand media with")
             processor = self.source.processor_dir
         answer = self.worker.render(self.source.tokenizer_dir, self.source.template, request,
-                                    self.date.isoformat(), processor)
+                                    self.date.isoformat(), processor, self.until)
         if "fatal" in answer:
             raise EngineError(f"{self.name}@{self.worker.release}: {answer['fatal']}")
         if answer["error"] is not None:
@@ -95,8 +97,8 @@ def installed() -> str:
 def open_engine(context: EngineContext) -> TransformersEngine | WorkerTransformersEngine:
     """The installed Transformers, or another release through a worker in its own venv."""
     if context.version is None or context.version == installed():
-        return TransformersEngine(context.source, context.date, context.parsers, context.end)
-    return WorkerTransformersEngine(context.managed(), context.source, context.date)
+        return TransformersEngine(context.source, context.date, context.parsers, context.end, context.until)
+    return WorkerTransformersEngine(context.managed(), context.source, context.date, context.until)
 
 
 def make_worker(model, source, version: str, on_start):

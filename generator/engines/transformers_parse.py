@@ -51,9 +51,10 @@ class TransformersParser:
     """The parse path of `transformers serve` for one model (its tokenizer, template and
     model_type)."""
 
-    def __init__(self, source, date, model_type: str | None, end: tuple[str, ...]):
+    def __init__(self, source, date, model_type: str | None, end: tuple[str, ...], until: float | None = None):
         self.source = source
         self.date = date
+        self.until = until  # the run's deadline, for the reference's render of the prompt
         self.tokenizer = reference.load_tokenizer(source.tokenizer_dir)
         self.model = SimpleNamespace(config=SimpleNamespace(model_type=model_type or ""))
         self.ends = parse_api.end_ids(source, end)
@@ -72,7 +73,7 @@ class TransformersParser:
 
         key = canonical.digest(request)
         if key not in self._prompts:
-            rendered = reference.render_request(self.source, request, self.date)
+            rendered = reference.render_request(self.source, request, self.date, self.until)
             if rendered.error is not None:
                 raise Refused(f"transformers: template refused the request: {rendered.error}")
             self._prompts = {key: rendered.ids}

@@ -180,7 +180,7 @@ def model_inputs(model: ModelSpec, source: Source, config: Config, cases: list[C
 # tests/test_no_change.py traces all_cases over every shape, variant and dialect and fails on a
 # module or file that ran or was read and is not listed here or in RENDER.
 CASES_CODE = ("config/derived.py", "config/images.py", "config/request.py", "canonical.py", "goldens/index.py")
-CASES_DATA = ("requests/derived.lock", "requests/schema.json")  # relative to the package's parent
+CASES_DATA = ("requests/schema.derived.lock", "requests/schema.json")  # relative to the package's parent
 
 
 def cases_fingerprint(package: Path = PACKAGE) -> str:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from generator import files, parse_reference, reference
+from generator import parse_reference, reference
 from generator.config import parse_cases, polyfill
 from generator.config.cases import Case
 from generator.config.models import Config, ModelSpec
@@ -98,5 +98,5 @@ def refresh(config: Config, models: list[ModelSpec], sources: dict[str, Source])
         config.models[model.name] = model
         out.append(model)
     if moved:
-        files.atomic_write(polyfill.lock_path(config.path), polyfill.dumps_lock(entries))
+        polyfill.write_lock(config.path, entries)
     return out

@@ -84,8 +84,8 @@ def resolve_sources(config: Config, models: list[ModelSpec], update_pins: bool =
 
 def choose_dialects(config: Config, models: list[ModelSpec], sources: dict[str, Source],
                     rechoose: bool = False) -> list[ModelSpec]:
-    """The selected models with their dialect cases chosen: from the lock file beside
-    models.yaml, or, for a model it holds no choice for (or every model with `rechoose`), by
+    """The selected models with their dialect cases chosen: from the lock beside models.yaml
+    (models.dialects.lock), or, for a model it holds no choice for (or every model with `rechoose`), by
     rendering each candidate with the reference (config/dialects.py `choose`) and writing the
     choice to the lock. config.models is updated in place; the returned list replaces `models`."""
     import dataclasses
@@ -95,8 +95,7 @@ def choose_dialects(config: Config, models: list[ModelSpec], sources: dict[str, 
     todo = [m for m in models if m.dialects and (rechoose or m.dialect_cases is None)]
     if not todo:
         return models
-    path = dialects.lock_path(config.path)
-    lock = dialects.read_lock(path)
+    lock = dialects.read_lock(config.path)
     for model in todo:
         source = sources[model.name]
         matrix = [model.request(shape, model.kwargs) for shape in model.requests]
@@ -110,7 +109,7 @@ def choose_dialects(config: Config, models: list[ModelSpec], sources: dict[str, 
         lock[model.name] = {"dialects": list(model.dialects), "cases": kept}
         config.models[model.name] = dataclasses.replace(model, dialect_cases=tuple(kept))
     lock = {name: entry for name, entry in lock.items() if name in config.models}
-    dialects.write_lock(path, lock)
+    dialects.write_lock(config.path, lock)
     return [config.models[m.name] for m in models]
 
 

@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from generator import budget, http, reference
+from generator import http, reference
 from generator.config import engine_registry, engine_spec
 from generator.config.cases import all_cases, is_parse_case, replays
 from generator.config.engine_spec import EngineSpec
@@ -126,8 +126,8 @@ def run(config: Config, root: Path, engines: tuple[str, ...] = (), models: tuple
     results = Results(plan=selection(config, work, axis, urls), groups=[], shard=shard,
                       notes=[] if confirm else [NO_CONFIRM])
     started = time.monotonic()
-    # the run's one deadline: the transport carries it to every request, budget.run to every
-    # in-process render, and halt() reads it between cases
+    # the run's one deadline: the transport carries it to every request and, through each
+    # engine's EngineContext.until, to every in-process render; halt() reads it between cases
     transport = (transport or http.DEFAULT).bounded_by(run=timeout, request=request_timeout)
 
     def halt() -> str | None:
@@ -140,17 +140,16 @@ def run(config: Config, root: Path, engines: tuple[str, ...] = (), models: tuple
         by_model.setdefault(parts[i][0], []).append(i)
     lent = pool is not None
     owners = pool.running() if lent else frozenset()
-    with budget.run(transport.until), (
-            contextlib.nullcontext(pool) if lent else
-            EnginePool(config.date, urls, on_start=note, connection=connection,
-                       versions=config.engine_versions, transport=transport)) as pool:
+    with (contextlib.nullcontext(pool) if lent else
+          EnginePool(config.date, urls, on_start=note, connection=connection,
+                     versions=config.engine_versions, transport=transport)) as pool:
         if not lent:  # a first run: builds and venvs start now, beside the cases that need none
             preparing = pool.prepare(dict.fromkeys(parts[i][1] for i in chosen))
             if preparing and note is not None:
                 note(f"making ready in the background: {', '.join(preparing)}")
         for model_name, indices in by_model.items():
             model = config.models[model_name]
-            source = resolve(model, config)
+            source = resolve(model, config, transport.until)  # compiling the template is a render too
             if model.surrogate:  # every report marks its lines (replay/report.py)
                 results.notes.append(surrogate_note(model.name, model.tokenizer.family or model.name))
             case_ids = list(dict.fromkeys(c for i in indices for c in parts[i][2]))
@@ -164,7 +163,7 @@ def run(config: Config, root: Path, engines: tuple[str, ...] = (), models: tuple
                 chosen_goldens = [goldens[c] for c in cases]
                 engine, reason = None, halt()
                 if reason is None:
-                    engine, reason = _open(pool, spec, model, source)
+                    engine, reason = _open(pool, spec, model, source, transport)
                 if reason is not None:
                     for item in chosen_goldens:
                         group.outcomes.append(Outcome(item.case, spec.label, "error", reason))
@@ -194,13 +193,13 @@ def run(config: Config, root: Path, engines: tuple[str, ...] = (), models: tuple
     return results
 
 
-def _open(pool: EnginePool, spec: EngineSpec, model: ModelSpec,
-          source: Source) -> tuple[Engine | None, str | None]:
+def _open(pool: EnginePool, spec: EngineSpec, model: ModelSpec, source: Source,
+          transport: http.Transport) -> tuple[Engine | None, str | None]:
     """The engine, or in one line why it is unavailable: a server that cannot start costs its
     own cases, not the run."""
     name = spec.label
     try:
-        return pool.engine(spec, model, source), None
+        return pool.engine(spec, model, source, transport), None
     except Exception as error:
         text = str(error) if isinstance(error, GoldensError) else f"internal error: {type(error).__name__}: {error}"
         return None, f"{name} unavailable for {model.name}: {one_line(text)}"

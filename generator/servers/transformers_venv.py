@@ -86,8 +86,10 @@ class TransformersWorker(RenderWorker):
         return self
 
     def render(self, tokenizer_dir: Path, template: str, request: dict[str, Any], date: str,
-               processor_dir: Path | None = None) -> dict:
+               processor_dir: Path | None = None, until: float | None = None) -> dict:
         """One request rendered by the reference in this release; with `processor_dir` (a
-        request that carries media) by the model's processor, as generator.reference does."""
+        request that carries media) by the model's processor, as generator.reference does; within
+        the render deadline and the run's, `until`."""
         return self.ask({"tokenizer_dir": str(tokenizer_dir), "template": template, "request": request,
-                         "date": date, "processor_dir": None if processor_dir is None else str(processor_dir)})
+                         "date": date, "processor_dir": None if processor_dir is None else str(processor_dir)},
+                        until)

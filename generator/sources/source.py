@@ -114,8 +114,9 @@ def _config_sha256(path: Path) -> str:
     return canonical.digest(config)
 
 
-def resolve(model: ModelSpec, config: Config) -> Source:
-    """Fetch or locate the model's tokenizer and template; errors name the model and source."""
+def resolve(model: ModelSpec, config: Config, until: float | None = None) -> Source:
+    """Fetch or locate the model's tokenizer and template; errors name the model and source. The
+    template is compiled within the render deadline and the run's, `until`, if it has one."""
     base = config.path.parent
     spec = model.tokenizer
     files: dict[str, Path] = {}  # the GGUF or tekken file the directory was built from
@@ -133,7 +134,7 @@ def resolve(model: ModelSpec, config: Config) -> Source:
             directory, origin = _surrogate(spec, directory, origin)
             files = {}  # the nearest's GGUF or tekken file is not this tokenizer: every engine reads the dir
         template, template_origin = _template(model.template, directory, files.get("gguf"), base)
-        _compiles(template, template_origin)
+        _compiles(template, template_origin, until)
         processor = None
         if model.processor is not None:
             from generator.sources.processor import processor_dir
@@ -167,7 +168,7 @@ def _surrogate(spec: Any, nearest: Path, origin: str) -> tuple[Path, str]:
     return directory, f"surrogate for {spec.family}: {origin} plus its template's special tokens"
 
 
-def _compiles(template: str, origin: str) -> None:
+def _compiles(template: str, origin: str, until: float | None = None) -> None:
     """A template that does not compile is an error of the config, not an outcome per case: the
     reference would record the same syntax error for every request and a check would then pass
     on nothing. Compiled by the reference's own Jinja environment (Transformers', cached there),
@@ -183,7 +184,7 @@ def _compiles(template: str, origin: str) -> None:
     from generator import budget
 
     try:
-        with budget.deadline():  # Jinja folds constants while compiling: `{{ 'x' * 2000000000 }}` runs here
+        with budget.deadline(until):  # Jinja folds constants while compiling: `{{ 'x' * 2000000000 }}` runs here
             _compile_jinja_template(template)
         atomic_write(stamp, origin + "\n")
     except (budget.RenderDeadline, budget.RunDeadline, budget.OutOfMemory) as error:  # this machine's limits
