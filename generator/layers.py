@@ -37,6 +37,7 @@ LAYERS: tuple[str, ...] = (
     "parse_reference",
     "encoder",
     "servers",
+    "measure",
     "engines",
     "analysis",
     "coverage",
