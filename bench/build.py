@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # runnable from a checkout without the editable install
 
 from generator.files import cache_dir  # noqa: E402
-from generator.servers import llama_cpp  # noqa: E402
+from generator.engines.llama_server import llama_cpp  # noqa: E402
 from generator.sources import pack  # noqa: E402
 
 

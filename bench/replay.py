@@ -30,13 +30,13 @@ sys.path.insert(0, str(ROOT))  # runnable from a checkout without the editable i
 from generator import machine  # noqa: E402
 from generator.config import models  # noqa: E402
 from generator.config.cases import model_cases  # noqa: E402
-from generator.engines.llama_server import LlamaServerEngine, _chat_body  # noqa: E402
+from generator.engines.llama_server.engine import LlamaServerEngine, _chat_body  # noqa: E402
 from generator.errors import GoldensError  # noqa: E402
 from generator.goldens import golden_file  # noqa: E402
 from generator.replay.judge import replay  # noqa: E402
 from generator.replay.outcome import load_goldens  # noqa: E402
-from generator.servers.llama_cpp import LlamaServer  # noqa: E402
-from generator.servers.tiny_gguf import tiny_gguf  # noqa: E402
+from generator.engines.llama_server.llama_cpp import LlamaServer  # noqa: E402
+from generator.engines.llama_server.tiny_gguf import tiny_gguf  # noqa: E402
 from generator.sources import pack  # noqa: E402
 from generator.sources.source import resolve  # noqa: E402
 

@@ -45,7 +45,7 @@ sys.path.insert(0, str(ROOT))  # runnable from a checkout without the editable i
 from generator import machine  # noqa: E402
 from generator.servers import venv  # noqa: E402
 
-from generator.servers.transformers_venv import CHECK  # noqa: E402
+from generator.engines.transformers.venv import CHECK  # noqa: E402
 
 
 def children_cpu() -> float:
@@ -72,7 +72,7 @@ def make(version: str, installer: str, cache: Path, cold: Path | None) -> tuple[
     if cold is not None:
         shutil.rmtree(cold, ignore_errors=True)
         env["UV_CACHE_DIR" if installer == "uv" else "PIP_CACHE_DIR"] = str(cold)
-    script = f"from generator.servers.transformers_venv import transformers_python; transformers_python({version!r})"
+    script = f"from generator.engines.transformers.venv import transformers_python; transformers_python({version!r})"
     return timed([sys.executable, "-c", script], env)
 
 

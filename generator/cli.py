@@ -305,8 +305,8 @@ def history_command(**options) -> None:
               help="Also write the Markdown view here (one table, the spans folded).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
 @click.option("--engine", "engine_names", multiple=True,
-              help="Measure this engine's request layer instead (repeatable): vllm, mistral-common, "
-                   "minijinja, llama-server.")
+              help="Measure this engine's request layer instead (repeatable): "
+                   + ", ".join(engine_registry.measured()) + ".")
 def coverage(**options) -> None:
     """Per model, the share of its template's code the matrix's reference renders execute, with
     every never-executed span; with --engine, the share of each engine's request layer

@@ -140,7 +140,7 @@ def models_from(directory: Path, hf: tuple[str, ...] = (), gguf: tuple[str, ...]
 
 
 def models_yaml(models: list[Model], engines: tuple[str, ...], date: _dt.date) -> str:
-    from generator.servers.vllm import VLLM_VERSION
+    from generator.engines.vllm.server import VLLM_VERSION
     from generator.sources.pack import LLAMA_CPP_BUILD
 
     lines = [

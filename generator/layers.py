@@ -38,6 +38,7 @@ LAYERS: tuple[str, ...] = (
     "parse_reference",
     "encoder",
     "servers",
+    "measure",
     "engines",
     "analysis",
     "coverage",

@@ -7,9 +7,9 @@ under the same deadline, and this side waits for the answer no longer than that 
 what is left of the run's) plus HARD_GRACE, then kills the worker, whatever it is doing (one C
 call included), and raises what the deadline raises. The next render starts a fresh worker.
 
-The worker is `python -m generator.servers.transformers_worker` (JSON lines, one request at a
+The worker is `python -m generator.engines.transformers.worker` (JSON lines, one request at a
 time): this interpreter's for `here()`, shared by the whole process, or another release's venv
-(servers/transformers_venv.py's TransformersWorker).
+(engines/transformers/venv.py's TransformersWorker).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from generator.errors import EngineError, GoldensError
 from generator.workers import JsonLinesWorker, WorkerError, WorkerTimeout
 
 PACKAGE = Path(__file__).resolve().parent  # the generator package itself
-MODULE = "generator.servers.transformers_worker"
+MODULE = "generator.engines.transformers.worker"
 
 
 class RenderWorker:

@@ -197,8 +197,8 @@ def vllm_serving():
     Qwen3 with Qwen3's tokenizer and template; ~110 s, 3.4 GB): every replay goes through the
     weightless render server (the pool's "vllm"); this one only confirms it on the serving path
     (tests/test_vllm.py) and serves the tests that need /v1/chat/completions itself."""
-    from generator.servers.tiny_model import tiny_hf_model
-    from generator.servers.vllm import VllmServer
+    from generator.engines.vllm.tiny_model import tiny_hf_model
+    from generator.engines.vllm.server import VllmServer
 
     source = source_of("qwen3")
     # served as Qwen3's docs serve it with tools: a named or required tool_choice is refused

@@ -218,7 +218,7 @@ def test_two_real_builds_of_one_round_each_compile_on_their_share_of_the_cores(m
 
     from generator.files import cache_dir
     from generator.replay import releases as search
-    from generator.servers.llama_cpp import llama_server_version
+    from generator.engines.llama_server.llama_cpp import llama_server_version
 
     monkeypatch.setenv("CCACHE_DIR", os.environ.get("CCACHE_DIR") or str(cache_dir() / "ccache"))
     monkeypatch.setenv("GOLDENS_CACHE", str(tmp_path))

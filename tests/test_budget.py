@@ -221,7 +221,7 @@ def test_a_render_asked_from_another_thread_goes_to_a_worker_that_ends_in_time(t
     kills it at the run's deadline plus HARD_GRACE, whatever it is doing; the next render starts
     a fresh worker."""
     from generator.config import models
-    from generator.engines.transformers import TransformersEngine
+    from generator.engines.transformers.engine import TransformersEngine
     from generator.sources.source import resolve
 
     monkeypatch.setenv("GOLDENS_RENDER_DEADLINE", "600")  # the worker's own signal never comes
@@ -332,7 +332,7 @@ def test_two_runs_in_one_process_each_keep_their_own_deadline(tmp_path, monkeypa
     from generator import http
     from generator.config import models
     from generator.engines import EngineContext
-    from generator.engines.transformers import TransformersEngine, open_engine
+    from generator.engines.transformers.engine import TransformersEngine, open_engine
     from generator.sources.source import resolve
 
     monkeypatch.setenv("GOLDENS_RENDER_DEADLINE", "0.5")

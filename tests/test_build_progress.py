@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from generator.errors import GoldensError
-from generator.servers import llama_cpp
+from generator.engines.llama_server import llama_cpp
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -74,7 +74,7 @@ def test_a_build_in_ci_mode_prints_progress_from_the_log_path_to_the_end(tmp_pat
     log = tmp_path / "build.log"
     script = (
         "import os, sys\n"
-        "from generator.servers import llama_cpp\n"
+        "from generator.engines.llama_server import llama_cpp\n"
         f"steps = [['cmake', '-S', {str(source)!r}, '-B', {str(tmp_path / 'build')!r}],\n"
         f"         ['cmake', '--build', {str(tmp_path / 'build')!r}, '--parallel', str(llama_cpp.build_jobs()), '--target', 'probe']]\n"
         f"llama_cpp.run_build(steps, __import__('pathlib').Path({str(log)!r}), dict(os.environ), 'building probe')\n"
@@ -127,7 +127,7 @@ def test_a_real_llama_cpp_release_build_in_ci_mode_prints_progress_and_runs_on_e
            "GOLDENS_CACHE": str(tmp_path), "CCACHE_DIR": os.environ.get("CCACHE_DIR") or str(cache_dir() / "ccache")}
     env.pop("GOLDENS_BUILD_JOBS", None)
     env.pop("CMAKE_BUILD_PARALLEL_LEVEL", None)
-    script = ("from generator.servers.llama_cpp import build_llama_server\n"
+    script = ("from generator.engines.llama_server.llama_cpp import build_llama_server\n"
               f"assert build_llama_server({REAL_BUILD}).built\n")
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=3600)
     assert result.returncode == 0, result.stderr[-3000:]

@@ -12,8 +12,8 @@ from generator import reference
 from generator.analysis import control_tokens
 from generator.config import shapes
 from generator.engines import Ids, first_divergence
-from generator.engines.llama_server import LlamaServerEngine
-from generator.engines.transformers import TransformersEngine
+from generator.engines.llama_server.engine import LlamaServerEngine
+from generator.engines.transformers.engine import TransformersEngine
 
 
 QWEN_MARKERS = {"<|im_start|>": "control (151644)", "<|im_end|>": "control (151645)",

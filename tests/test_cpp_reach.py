@@ -1,11 +1,11 @@
-"""llama-server's request layer as a reachable set (generator/coverage/cpp_reach.py): gcov's
+"""llama-server's request layer as a reachable set (generator/engines/llama_server/cpp_reach.py): gcov's
 function names cleaned, calls read from each function's own lines, the closure seeded from the
 route handler lambdas and stopped past the template. The source and the function list are
 written here as gcov reports them for such a file."""
 
 from __future__ import annotations
 
-from generator.coverage import cpp_reach
+from generator.engines.llama_server import cpp_reach
 
 SOURCE = """\
 static json parse_body(const json & body) {

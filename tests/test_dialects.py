@@ -364,9 +364,9 @@ def recorder():
 @pytest.mark.parametrize("name", ["tools-reduced_tool-choice-named", "tools-reduced_tool-choice-required",
                                   "plain_response-format"])
 def test_the_fields_reach_every_server_engine(recorder, name):
-    from generator.engines.llama_server import LlamaServerEngine
-    from generator.engines.openai import OpenAIEngine
-    from generator.engines.vllm import VllmEngine
+    from generator.engines.llama_server.engine import LlamaServerEngine
+    from generator.engines.openai.engine import OpenAIEngine
+    from generator.engines.vllm.engine import VllmEngine
 
     request = case(name)
     sent = {k: request[k] for k in ENGINE_FIELDS if k in request}
@@ -389,7 +389,7 @@ def test_the_fields_reach_every_server_engine(recorder, name):
 
 
 def test_mistral_common_is_handed_the_fields():
-    from generator.engines.mistral_common import MistralCommonEngine
+    from generator.engines.mistral_common.engine import MistralCommonEngine
 
     engine = MistralCommonEngine.__new__(MistralCommonEngine)
     engine.name = "mistral-common"
@@ -437,7 +437,7 @@ def test_minijinja_refuses_a_python_method_on_the_wrong_type():
     from conftest import CONFIG, source_of
 
     from generator.engines import Refused
-    from generator.engines.minijinja import MinijinjaEngine
+    from generator.engines.minijinja.engine import MinijinjaEngine
 
     engine = MinijinjaEngine(source_of("command-r"), CONFIG.date)
     with pytest.raises(Refused, match="AttributeError"):

@@ -1,4 +1,4 @@
-"""Engine-side coverage's own arithmetic (generator/coverage/engine.py): which lines count, how
+"""Engine-side coverage's own arithmetic (generator/measure/engine.py): which lines count, how
 never-executed spans are cut, and the gcov build's compiler launcher. The real engines are
 traced in test_engine_coverage_engines.py."""
 
@@ -12,8 +12,9 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from generator.cli import main
-from generator.coverage import engine
-from generator.servers import llama_cpp
+from generator.config import engine_registry
+from generator.engines.llama_server import llama_cpp
+from generator.measure import engine
 
 SOURCE = '''"""doc"""
 import os
@@ -65,7 +66,7 @@ def test_spans_stop_at_a_function_boundary_and_leave_start_up_lines_out():
 
 
 def launch(tmp_path, *command) -> str:
-    launcher = Path(engine.__file__).with_name("gcov_launcher.py")
+    launcher = Path(llama_cpp.__file__).with_name("gcov_launcher.py")
     result = subprocess.run([sys.executable, str(launcher), "common/chat.cpp,tools/server/server-common.cpp",
                              *command], capture_output=True, text=True, check=True,
                             env={**os.environ, "PATH": f"{tmp_path}{os.pathsep}{os.environ['PATH']}"})
@@ -92,8 +93,10 @@ def test_a_variant_runs_its_launcher_before_ccache_or_alone():
 def test_an_engine_without_a_request_layer_trace_is_one_error_line():
     result = CliRunner().invoke(main, ["coverage", "--engine", "ollama"])
     assert result.exit_code == 2
+    measured = [info.name for info in engine_registry.BUILT_IN if info.coverage is not None]
+    assert measured and "ollama" not in measured
     assert result.output.strip().splitlines() == [
-        "goldens: error: --engine ollama: engine coverage measures vllm, mistral-common, minijinja, llama-server"]
+        f"goldens: error: --engine ollama: engine coverage measures {', '.join(measured)}"]
 
 
 MODULE = '''def setup():

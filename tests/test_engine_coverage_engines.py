@@ -71,7 +71,7 @@ def test_minijinja_a_refusal_reaches_its_own_template_error_not_the_adaptor():
 
 
 def test_vllm_string_arguments_and_a_developer_message_reach_its_parser():
-    from generator.coverage import vllm_server
+    from generator.engines.vllm import coverage as vllm_server
 
     developer = {"messages": [{"role": "developer", "content": "Answer in French."},
                               {"role": "user", "content": "Hello!"}]}

@@ -26,7 +26,7 @@ from generator.config import engine_spec
 from generator.config.cases import model_cases
 
 from generator.errors import GoldensError
-from generator.servers import llama_cpp
+from generator.engines.llama_server import llama_cpp
 from generator.sources import pack, registry
 
 OLDER = 9113
@@ -103,7 +103,7 @@ def test_vllm_torch_pin_is_resolved_by_uv_with_pip_out_of_reach(tmp_path):
     (blocker / "__main__.py").write_text("raise SystemExit('pip was run')\n")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(blocker.parent), str(ROOT)])}
     env.pop("GOLDENS_UV", None)
-    script = "from generator.servers import vllm\nprint(vllm.torch_requirement('0.32.0'))\n"
+    script = "from generator.engines.vllm import server as vllm\nprint(vllm.torch_requirement('0.32.0'))\n"
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=600)
     assert result.returncode == 0, result.stderr
     assert result.stdout == "torch==2.13.0+cpu\n"
@@ -237,7 +237,7 @@ def test_a_second_process_wanting_the_same_build_waits_and_reuses_it(older, tmp_
             time.sleep(0.05)
         started = time.monotonic()
         second = subprocess.run(
-            [sys.executable, "-c", "from generator.servers import llama_cpp\n"
+            [sys.executable, "-c", "from generator.engines.llama_server import llama_cpp\n"
              f"b = llama_cpp.build_llama_server({OLDER})\nprint(b.built, b.binary)"],
             env=env, capture_output=True, text=True, timeout=120)
         waited = time.monotonic() - started

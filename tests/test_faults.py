@@ -17,8 +17,8 @@ from generator import http
 from generator.cli import main
 from generator.config.cases import model_cases
 from generator.engines import EngineError, Refused, Unreachable
-from generator.engines.llama_server import LlamaServerEngine
-from generator.engines.vllm import VllmEngine
+from generator.engines.llama_server.engine import LlamaServerEngine
+from generator.engines.vllm.engine import VllmEngine
 
 DEADLINE = 3.0
 CASES = len(model_cases(CONFIG.models["qwen3"]))  # qwen3's render cases: the faults are on the render path

@@ -24,7 +24,7 @@ from generator.cli import main
 from generator.config import models
 from generator.config.cases import model_cases
 from generator.engines import Ids, Refused
-from generator.engines.transformers import TransformersEngine
+from generator.engines.transformers.engine import TransformersEngine
 from generator.goldens import golden_file
 from generator.replay import judge, ledger
 from generator.sources.source import resolve

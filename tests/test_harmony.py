@@ -16,7 +16,7 @@ import pytest
 from conftest import CONFIG, golden_of, source_of, tier
 
 from generator.engines import EngineContext, Refused
-from generator.engines.harmony import HarmonyEngine
+from generator.engines.harmony.engine import HarmonyEngine
 from generator.errors import GoldensError
 from generator.files import sha256_of
 from generator.sources import tiktoken_ranks

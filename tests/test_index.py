@@ -408,7 +408,7 @@ def _is_module(name: str) -> bool:
 
 # Off the render: engines other than the reference's own, the error contract, file writes, the
 # index and regenerate's orchestration, the engine registry, the render's budget, servers, HTTP.
-OFF_THE_RENDER = ("engines/vllm.py", "engines/llama_server.py", "engines/pool.py", "engines/minijinja.py",
+OFF_THE_RENDER = ("engines/vllm/engine.py", "engines/llama_server/engine.py", "engines/pool.py", "engines/minijinja/engine.py",
                   "errors.py", "files.py", "budget.py", "goldens/regenerate.py", "goldens/index.py",
                   "config/engine_registry.py", "http.py", "servers/venv.py", "progress.py", "goldens/diff.py")
 
@@ -439,7 +439,7 @@ def test_the_code_fingerprint_moves_with_each_hashed_module_only(tmp_path):
     hashed = index.code_files(package)
     assert {p.relative_to(package).as_posix() for p in hashed} >= {
         "reference.py", "config/shapes.py", "analysis/prefix.py", "analysis/roundtrip.py",
-        "goldens/golden_file.py", "goldens/render.py", "engines/transformers.py", "error_text.py"}
+        "goldens/golden_file.py", "goldens/render.py", "engines/transformers/engine.py", "error_text.py"}
     for path in hashed:
         original = path.read_bytes()
         path.write_bytes(original + b"\n# a comment\n\n")  # not code: nothing moves
@@ -447,8 +447,8 @@ def test_the_code_fingerprint_moves_with_each_hashed_module_only(tmp_path):
         path.write_bytes(original + b"\n_edited = 1\n")
         assert index.code_fingerprint(package) != base, path
         path.write_bytes(original)
-    for off_the_path in ("http.py", "servers/venv.py", "servers/llama_cpp.py", "progress.py", "errors.py",
-                         "files.py", "engines/vllm.py", "goldens/regenerate.py", "goldens/index.py"):
+    for off_the_path in ("http.py", "servers/venv.py", "engines/llama_server/llama_cpp.py", "progress.py", "errors.py",
+                         "files.py", "engines/vllm/engine.py", "goldens/regenerate.py", "goldens/index.py"):
         other = package / off_the_path  # no render runs them: an edit renders nothing again
         other.write_bytes(other.read_bytes() + b"\n_edited = 1\n")
         assert index.code_fingerprint(package) == base, off_the_path

@@ -1,4 +1,4 @@
-"""llama-server's output side: goldens-parse (generator/servers/llama_parse/goldens-parse.cpp) fed
+"""llama-server's output side: goldens-parse (generator/engines/llama_server/llama_parse/goldens-parse.cpp) fed
 output ids the reference renders, whole and streamed in several chunkings.
 
 The output ids come from the reference by round trip: the conversation rendered with the
@@ -19,8 +19,8 @@ from conftest import CONFIG, engine_of, source_of, tokenizer_of
 
 from generator import reference
 from generator.engines import EngineError, Refused, parse
-from generator.engines.llama_server import LlamaServerEngine
-from generator.servers.parse_harness import ParseHarness
+from generator.engines.llama_server.engine import LlamaServerEngine
+from generator.engines.llama_server.parse_harness import ParseHarness
 
 INTEGRATION = pytest.mark.integration  # a build, the harness or llama-server starts
 
@@ -353,7 +353,7 @@ def test_an_older_build_parses_through_its_own_harness(pool):
 def test_the_harness_joins_a_tree_with_a_server_library_and_says_why_not_otherwise(tmp_path: Path):
     """The harness becomes one more target of tools/server/ when the build links its server code
     into `server-context`; an older layout gets the reason `parse` will print."""
-    from generator.servers import llama_cpp
+    from generator.engines.llama_server import llama_cpp
 
     server = tmp_path / "new" / "tools" / "server"
     server.mkdir(parents=True)

@@ -15,11 +15,11 @@ from conftest import server_of, source_of, tier, tokenizer_of
 from transformers.utils import get_json_schema
 
 from generator.engines import EngineError, first_divergence
-from generator.engines.llama_server import ClientCompletionEngine, LlamaServerEngine
+from generator.engines.llama_server.engine import ClientCompletionEngine, LlamaServerEngine
 from generator.errors import GoldensError
-from generator.servers.llama_cpp import LlamaServer, llama_server_binary, llama_server_version
+from generator.engines.llama_server.llama_cpp import LlamaServer, llama_server_binary, llama_server_version
 from generator.servers.process import ManagedServer
-from generator.servers.tiny_gguf import tiny_gguf
+from generator.engines.llama_server.tiny_gguf import tiny_gguf
 from generator.sources import pack, vectors
 
 pytestmark = pytest.mark.integration  # llama-server builds and starts, ManagedServer starts

@@ -13,7 +13,7 @@ from conftest import CONFIG, engine_of, golden_of
 
 from generator.engines import Refused
 from generator.errors import GoldensError
-from generator.servers import llama_cpp
+from generator.engines.llama_server import llama_cpp
 
 
 def test_the_clock_starts_at_the_matrix_date_through_libfaketime(monkeypatch):

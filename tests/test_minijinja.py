@@ -18,7 +18,7 @@ from conftest import CONFIG, source_of
 from generator import reference
 from generator.config import shapes
 from generator.engines import EngineError, Refused
-from generator.engines.minijinja import MinijinjaEngine, tgi_template
+from generator.engines.minijinja.engine import MinijinjaEngine, tgi_template
 from generator.goldens import golden_file
 from generator.replay import ledger
 from generator.replay.divergence import diverge

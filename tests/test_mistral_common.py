@@ -23,7 +23,7 @@ from conftest import CONFIG, source_of
 from generator import reference
 from generator.config import shapes
 from generator.engines import EngineError, Refused
-from generator.engines.mistral_common import MistralCommonEngine
+from generator.engines.mistral_common.engine import MistralCommonEngine
 from generator.goldens import golden_file
 from generator.replay.divergence import diverge
 from generator.replay.judge import judge

@@ -371,7 +371,7 @@ def test_request_files_become_shapes_named_by_their_stem(tmp_path):
 def test_a_tool_parser_starts_vllm_as_a_tool_serving_server():
     """models.yaml's tool_parser becomes vLLM's flags; the built-in matrix names one for every
     model whose template writes tool calls in a syntax vLLM parses."""
-    from generator.engines.vllm import tool_args
+    from generator.engines.vllm.engine import tool_args
 
     from generator.config.models import load
 

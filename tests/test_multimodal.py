@@ -190,8 +190,8 @@ def _processor(image_seq_length: int):
 
 @pytest.fixture(scope="module")
 def gemma3_text_gguf():
-    from generator.servers.tiny_gguf import tiny_gguf
-    from generator.servers.tiny_mmproj import vocab_with_added
+    from generator.engines.llama_server.tiny_gguf import tiny_gguf
+    from generator.engines.llama_server.tiny_mmproj import vocab_with_added
 
     source = source_of("gemma3")
     return tiny_gguf("gemma3", source.tokenizer_dir, source.template,
@@ -202,9 +202,9 @@ def gemma3_text_gguf():
 @tier(pytest.mark.integration)  # a llama-server started on a tiny GGUF and a projector built for it
 def fewer_tokens_server(gemma3_text_gguf):
     """llama-server on the managed gemma3 text GGUF with a projector built for 64 tokens."""
-    from generator.servers.llama_cpp import LlamaServer
-    from generator.servers.tiny_gguf_writer import N_EMBD
-    from generator.servers.tiny_mmproj import tiny_mmproj
+    from generator.engines.llama_server.llama_cpp import LlamaServer
+    from generator.engines.llama_server.tiny_gguf_writer import N_EMBD
+    from generator.engines.llama_server.tiny_mmproj import tiny_mmproj
 
     mmproj = tiny_mmproj("gemma3", _processor(64), N_EMBD)
     with LlamaServer(gemma3_text_gguf, extra_args=["--mmproj", str(mmproj)]) as server:
@@ -214,8 +214,8 @@ def fewer_tokens_server(gemma3_text_gguf):
 def test_the_mmproj_carries_the_converters_keys():
     import gguf
 
-    from generator.servers.tiny_gguf_writer import N_EMBD
-    from generator.servers.tiny_mmproj import tiny_mmproj
+    from generator.engines.llama_server.tiny_gguf_writer import N_EMBD
+    from generator.engines.llama_server.tiny_mmproj import tiny_mmproj
 
     def fields(path):
         reader = gguf.GGUFReader(str(path))
@@ -234,7 +234,7 @@ def test_the_mmproj_carries_the_converters_keys():
 
 def test_an_image_seq_length_that_does_not_tile_the_image_is_an_error():
     from generator.errors import GoldensError
-    from generator.servers.tiny_mmproj import tiny_mmproj
+    from generator.engines.llama_server.tiny_mmproj import tiny_mmproj
 
     with pytest.raises(GoldensError, match="image_seq_length 200 does not fit a 896px image"):
         tiny_mmproj("gemma3", _processor(200), 64)
@@ -243,7 +243,7 @@ def test_an_image_seq_length_that_does_not_tile_the_image_is_an_error():
 def test_llama_server_with_a_changed_projector_drifts_at_the_first_image_token(fewer_tokens_server):
     """The same server build and text model, a projector made for 64 tokens: the replay moves
     from its reviewed ledger entry at token 4 + 1, the first image position."""
-    from generator.engines.llama_server import MTMD_FRAMING, LlamaServerEngine
+    from generator.engines.llama_server.engine import MTMD_FRAMING, LlamaServerEngine
     from generator.replay.judge import judge
 
     engine = LlamaServerEngine(fewer_tokens_server.url, media=MTMD_FRAMING["gemma3"])
@@ -257,7 +257,7 @@ def test_llama_server_with_a_changed_projector_drifts_at_the_first_image_token(f
 
 def test_a_framing_the_server_does_not_use_is_an_error_not_a_guess(fewer_tokens_server):
     from generator.engines import EngineError
-    from generator.engines.llama_server import LlamaServerEngine
+    from generator.engines.llama_server.engine import LlamaServerEngine
 
     wrong = LlamaServerEngine(fewer_tokens_server.url,
                               media=("<start_of_turn>", "<end_of_image>", "<image_soft_token>"))

@@ -25,7 +25,7 @@ from conftest import CONFIG, GOLDENS, ROOT, refusal_count, render_count, source_
 from generator import http, reference
 from generator.cli import main
 from generator.engines import EngineError, PromptCount, Refused
-from generator.engines.ollama import OllamaEngine
+from generator.engines.ollama.engine import OllamaEngine
 from generator.engines.remote import Connection
 from generator.goldens import golden_file
 from generator.replay.judge import judge, replay

@@ -20,13 +20,13 @@ from conftest import GOLDENS, ROOT, refusal_count, render_count, tier
 
 from generator.cli import main
 from generator.engines import EngineError, Ids, PromptCount
-from generator.engines.openai import OpenAIEngine
+from generator.engines.openai.engine import OpenAIEngine
 from generator.engines.remote import Connection
 from generator.errors import GoldensError
 from generator.goldens import golden_file
 from generator.replay.judge import judge, record
-from generator.servers.llama_cpp import LlamaServer
-from generator.servers.tiny_gguf import tiny_gguf
+from generator.engines.llama_server.llama_cpp import LlamaServer
+from generator.engines.llama_server.tiny_gguf import tiny_gguf
 from generator.sources import pack
 
 KEY = "sk-goldens-llama-7c1d2e3f4a5b6c7d"

@@ -222,13 +222,16 @@ def readme_block(marker: str) -> str:
 
 
 @pytest.mark.slow
-def test_a_built_in_engine_is_one_module_and_one_registry_entry(tmp_path):
-    """docs/engines.md's toy engine added exactly as the page says (its module, its line in BUILT_IN) to a
+def test_a_built_in_engine_is_one_folder_and_one_registry_entry(tmp_path):
+    """docs/engines.md's toy engine added exactly as the page says (its folder, its line in BUILT_IN) to a
     copy of generator/, then listed and replayed like every built-in."""
     copy = tmp_path / "src"
     shutil.copytree(ROOT / "generator", copy / "generator", ignore=shutil.ignore_patterns("__pycache__"))
-    (copy / "generator" / "engines" / "toy.py").write_text(
-        readme_block("example built-in engine: generator/engines/toy.py"), encoding="utf-8")
+    folder = copy / "generator" / "engines" / "toy"
+    folder.mkdir()
+    (folder / "__init__.py").write_text("", encoding="utf-8")
+    (folder / "engine.py").write_text(
+        readme_block("example built-in engine: generator/engines/toy/engine.py"), encoding="utf-8")
     registry = copy / "generator" / "config" / "engine_registry.py"
     text = registry.read_text(encoding="utf-8")
     assert text.count("BUILT_IN = (\n") == 1

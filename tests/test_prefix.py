@@ -19,8 +19,8 @@ from conftest import CONFIG, GOLDENS, ROOT, source_of
 from generator.analysis import busters, diagnosis, prefix
 from generator.cli import main
 from generator.config import models, shapes
-from generator.engines.llama_server import LlamaServerEngine
-from generator.engines.transformers import TransformersEngine
+from generator.engines.llama_server.engine import LlamaServerEngine
+from generator.engines.transformers.engine import TransformersEngine
 from generator.errors import GoldensError
 from generator.goldens import golden_file
 

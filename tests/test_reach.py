@@ -1,4 +1,4 @@
-"""The request layer as a reachable set (generator/coverage/reach.py): a call graph read from the
+"""The request layer as a reachable set (generator/measure/reach.py): a call graph read from the
 source, closed from the entry points, stopped where the spec says, dispatch resolved by the
 classes the configuration makes. Each test parses a small package written here: real source,
 the same parser the engines' sets come from."""
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import textwrap
 
-from generator.coverage import engine, reach
+from generator.measure import engine, reach
 
 PACKAGE = {
     "pkg/__init__.py": "",

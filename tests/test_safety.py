@@ -338,7 +338,7 @@ def test_control_bytes_from_a_server_are_shown_escaped(stand_in):
 @pytest.mark.slow
 def test_a_server_that_always_answers_429_costs_its_budget_not_the_run(stand_in):
     from generator.engines import EngineError
-    from generator.engines.openai import OpenAIEngine
+    from generator.engines.openai.engine import OpenAIEngine
 
     stand_in.reply = (429, b'{"error": "slow down"}', {"Retry-After": "1"})
     engine = OpenAIEngine(stand_in.url, "m")
@@ -354,7 +354,7 @@ def test_a_server_that_always_answers_429_costs_its_budget_not_the_run(stand_in)
 
 def test_a_redirect_is_said_as_one(stand_in):
     from generator.engines import EngineError
-    from generator.engines.openai import OpenAIEngine
+    from generator.engines.openai.engine import OpenAIEngine
 
     stand_in.reply = (302, b"", {"Location": "https://elsewhere.example/v1/chat/completions"})
     with pytest.raises(EngineError, match="HTTP 302: redirects to https://elsewhere.example"):

@@ -97,7 +97,7 @@ def test_a_vllm_stand_in_that_disagrees_with_serving_is_its_own_finding(tmp_path
     # one serving server for the four commands (the pool's managed vLLM is a render server,
     # read through its render endpoint, with no stand-in): a second serving start in the suite
     # (tests/conftest.py vllm_serving is the first), which a fake /tokenize server could replace
-    from generator.engines.vllm import make_serving_server
+    from generator.engines.vllm.engine import make_serving_server
     loaded = models.load(config)
     server = make_serving_server(loaded.models["qwen3"], resolve(loaded.models["qwen3"], loaded), "0.32.0",
                                  lambda message: None)

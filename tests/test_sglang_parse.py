@@ -1,4 +1,4 @@
-"""SGLang's output side (generator/engines/sglang.py): real parses through the release's own
+"""SGLang's output side (generator/engines/sglang/engine.py): real parses through the release's own
 parsers in their venv, whole and streamed in several chunkings, on output ids the reference
 renders (a conversation with and without its assistant message) or the model's tokenizer encodes.
 
@@ -16,8 +16,8 @@ from conftest import CONFIG, source_of, tier, tokenizer_of
 from generator import reference
 from generator.config import engine_registry
 from generator.engines import parse as parse_api
-from generator.engines.sglang import light_requirements
-from generator.servers import sglang_worker
+from generator.engines.sglang.engine import light_requirements
+from generator.engines.sglang import worker as sglang_worker
 
 TOOLS = [{"type": "function", "function": {
     "name": "get_weather", "description": "Get the weather for a city",

@@ -10,10 +10,13 @@ import pytest
 from conftest import SLOW_FIXTURES, tier
 
 from generator import heavy
-from generator.engines import harmony, transformers_js
+from generator.engines.harmony import engine as harmony
+from generator.engines.llama_server import llama_cpp
+from generator.engines.transformers import venv as transformers_venv
+from generator.engines.transformers_js import engine as transformers_js
 from generator.errors import GoldensError
 from generator.files import file_lock
-from generator.servers import llama_cpp, process, transformers_reference, transformers_venv, venv
+from generator.servers import process, transformers_reference, venv
 from generator.sources import pack, registry
 
 

@@ -7,7 +7,7 @@ import pytest
 from conftest import CONFIG, golden_of, source_of, tier
 
 from generator.engines import EngineContext, Refused
-from generator.engines import transformers_js
+from generator.engines.transformers_js import engine as transformers_js
 from generator.errors import GoldensError
 
 

@@ -20,7 +20,7 @@ from conftest import CONFIG, GOLDENS, ROOT, source_of, tier
 from generator.cli import main
 from generator.config.cases import matrix
 from generator.goldens import golden_file
-from generator.servers.transformers_venv import TransformersWorker
+from generator.engines.transformers.venv import TransformersWorker
 
 RELEASE = "4.57.6"
 
@@ -94,7 +94,7 @@ def test_a_tokenizer_the_release_cannot_load_is_answered_not_a_crash(tmp_path):
     jobs = [{"tokenizer_dir": str(broken), "template": source.template, "request": request, "date": "2026-01-15"},
             {"tokenizer_dir": str(source.tokenizer_dir), "template": source.template, "request": request,
              "date": "2026-01-15"}]
-    done = subprocess.run([sys.executable, "-m", "generator.servers.transformers_worker"],
+    done = subprocess.run([sys.executable, "-m", "generator.engines.transformers.worker"],
                           input="".join(json.dumps(job) + "\n" for job in jobs), capture_output=True, text=True,
                           cwd=ROOT, timeout=120, check=False)
     assert done.returncode == 0, done.stderr

@@ -23,13 +23,13 @@ from transformers.utils import get_json_schema
 
 from generator import http
 from generator.engines import EngineError
-from generator.engines.vllm import RENDER, VllmEngine, render_options
+from generator.engines.vllm.engine import RENDER, VllmEngine, render_options
 from generator.errors import GoldensError
 from generator.goldens import golden_file
 from generator.replay import causes
 from generator.servers.process import free_port
-from generator.servers.tiny_model import tiny_hf_model
-from generator.servers.vllm import RENDER_ENTRY, VllmServer, render_command, render_model_dir, vllm_python
+from generator.engines.vllm.tiny_model import tiny_hf_model
+from generator.engines.vllm.server import RENDER_ENTRY, VllmServer, render_command, render_model_dir, vllm_python
 
 # the tests of the session's qwen3 vLLM render server, run together while it is up
 ON_QWEN3_VLLM = [pytest.mark.integration, pytest.mark.server("vllm", "qwen3")]
@@ -402,7 +402,7 @@ def test_bisect_runs_over_two_releases_of_render_servers():
 # ------------------------------------------------------------------ native tokenizer modes
 
 # vLLM serves DeepSeek-V4 and Kimi-K3 through the tokenizer mode their architecture selects
-# (generator/engines/vllm.py NATIVE_MODES), not the HF renderer the tiny llama model dir would get
+# (generator/engines/vllm/engine.py NATIVE_MODES), not the HF renderer the tiny llama model dir would get
 
 @pytest.mark.integration
 @pytest.mark.server("vllm", "deepseek-v4")

@@ -26,7 +26,7 @@ from conftest import CONFIG, engine_of, tokenizer_of
 from generator import http
 from generator.engines import EngineError, Refused
 from generator.engines.parse import Parsed
-from generator.engines.vllm import (
+from generator.engines.vllm.engine import (
     DERENDER,
     FIRST_DERENDER,
     FIRST_PARSED_STREAM,
@@ -444,7 +444,7 @@ def test_reasoning_parsers_named_are_vllms():
     registers (its vllm/reasoning/__init__.py), so the managed server starts with it."""
     import re
 
-    from generator.servers.vllm import VLLM_VERSION, render_python
+    from generator.engines.vllm.server import VLLM_VERSION, render_python
 
     python = render_python(VLLM_VERSION)
     (registry,) = python.parent.parent.glob("lib/python*/site-packages/vllm/reasoning/__init__.py")

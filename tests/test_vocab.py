@@ -231,7 +231,7 @@ def test_llama31_template_renders_with_single_header_tokens():
 
 
 def test_tekken_encodes_like_mistral_common():
-    from generator.engines.mistral_common import load_tekken
+    from generator.engines.mistral_common.engine import load_tekken
 
     reference = load_tekken(str(source_of("mistral-nemo").tekken)).instruct_tokenizer.tokenizer
     tokenizer = _auto(model_dir("mistral-nemo"))
@@ -254,7 +254,7 @@ def test_nemo_template_matches_mistral_common_chat_encoding():
     from mistral_common.protocol.instruct.messages import SystemMessage, UserMessage
     from mistral_common.protocol.instruct.request import ChatCompletionRequest
 
-    from generator.engines.mistral_common import load_tekken
+    from generator.engines.mistral_common.engine import load_tekken
 
     reference = load_tekken(str(source_of("mistral-nemo").tekken))
     request = ChatCompletionRequest(messages=[SystemMessage(content=CONVERSATION[0]["content"]),

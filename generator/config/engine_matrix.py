@@ -1,7 +1,8 @@
 """The model x engine matrix: which engine replays which model, and why not where it does not.
 
 Read from models.yaml (a model's `engines:`) and the engine registry's declared capabilities
-(`applies`, `any_model`, `evidence`), never from a run: `goldens engines --matrix` prints it, and
+(`applies`, `any_model`, `evidence`; an engine's rule lives in its folder, e.g.
+generator/engines/harmony/applies.py), never from a run: `goldens engines --matrix` prints it, and
 README's engines table is its output. A cell is `replayed` when the model lists the engine;
 otherwise the reason it is not, numbered once below the table.
 """
@@ -22,37 +23,6 @@ class Cell:
     engine: str
     replayed: bool
     why_not: str = ""  # empty when replayed
-
-
-def gpt_oss_only(model: ModelSpec) -> str | None:
-    """harmony renders o200k_harmony ids: gpt-oss models only (the engine checks the vocabulary
-    when it opens; this is the matrix's reading of models.yaml)."""
-    value = model.tokenizer.value.lower()
-    if value == "npm:gptoss" or "gpt-oss" in value:
-        return None
-    return "harmony renders gpt-oss (o200k_harmony) only"
-
-
-def tekken_only(model: ModelSpec) -> str | None:
-    """mistral-common encodes with a tekken file: models whose tokenizer is one (a surrogate
-    built on NeMo's adds tokens the tekken file does not have)."""
-    if model.tokenizer.kind == "pack" and model.tokenizer.value == "mistral-common:tekken" and not model.surrogate:
-        return None
-    return "mistral-common encodes Mistral models (a tekken tokenizer) only"
-
-
-def sglang_parsers(model: ModelSpec) -> str | None:
-    """SGLang is asked a model's outputs through the parsers models.yaml names for it."""
-    if model.parsers.get("sglang"):
-        return None
-    return "models.yaml names no SGLang parser for this model (parsers: {sglang: {tool, reasoning}})"
-
-
-def ollama_url(model: ModelSpec) -> str | None:
-    """Ollama serves its own library, never this matrix's files: how it renders, for the matrix."""
-    return ("a running Ollama given --url (a prompt token count; none runs here): it renders with its "
-            "own Go renderers, and a GGUF with no hand-written one through llama-server's "
-            "/apply-template (Ollama PR #16031)")
 
 
 def why_not(info: engine_registry.EngineInfo, model: ModelSpec) -> str:

@@ -7,9 +7,10 @@ stand-in endpoint its ids come from, and whether it answers with ids or only a c
 else (the pool, `check`, `bisect`, `prefix`, models.yaml validation, `goldens engines`) reads
 this module; an unknown name is an error, never a fallback.
 
-A built-in engine is one module under generator/engines/ plus one entry in BUILT_IN. References
-to code are "module:attribute" strings, loaded only when used, so this config-layer module
-imports no engine. A package adds an engine with an entry point in the `goldens.engines` group:
+A built-in engine is one folder under generator/engines/ (its engine, server or worker,
+coverage layer and which-models rule) plus one entry in BUILT_IN: the only list of engines.
+References to code are "module:attribute" strings, loaded only when used, so this config-layer
+module imports no engine. A package adds an engine with an entry point in the `goldens.engines` group:
 its value names either a factory (no capabilities beyond ids) or an `Entry` declaring the same
 capabilities as a built-in; it is loaded only when its engine is used.
 """
@@ -95,6 +96,9 @@ class Entry:
     # what a parse report (`goldens ledger --report`, replay/defects.py) says the output went through:
     # the exact API called, with {tool}, {reasoning}, {response} the model's parser names (models.yaml)
     parse_route: str = ""
+    # its request layer as `goldens coverage --engine` measures it: a "module:attribute" naming a
+    # generator.measure.engine.Layer (the engine's coverage.py); None when it is not measured
+    coverage: Any = None
 
 
 @dataclass(frozen=True)
@@ -114,46 +118,47 @@ def _built_in(name: str, factory: str, summary: str, **capabilities: Any) -> Eng
     return EngineInfo(name=name, factory=factory, summary=summary, **capabilities)
 
 
-LLAMA_CPP = Versions("build", "generator.engines.llama_server:BUILDS", bisect=True)
+LLAMA_CPP = Versions("build", "generator.engines.llama_server.engine:BUILDS", bisect=True)
 # Start costs measured by bench/shards.py in proportion (vLLM 69.6 s, llama-server 2.3 s on 2
 # cores), rounded up for loaded CI runners; only their proportions matter to the partition.
-LLAMA_SERVER = Server("llama-server", "generator.engines.llama_server:make_server", start_seconds=8.0,
+LLAMA_SERVER = Server("llama-server", "generator.engines.llama_server.engine:make_server", start_seconds=8.0,
                       prepare=True)
 
 REFERENCE = "transformers"  # the engine the goldens are rendered with: a model's default engine
 
 BUILT_IN = (
-    _built_in(REFERENCE, "generator.engines.transformers:open_engine",
+    _built_in(REFERENCE, "generator.engines.transformers.engine:open_engine",
               "the reference itself: Transformers' apply_chat_template", media=True, starter=True,
-              versions=Versions("version", "generator.engines.transformers:RELEASES", bisect=True),
-              server=Server("transformers", "generator.engines.transformers:make_worker", per_model=False,
+              versions=Versions("version", "generator.engines.transformers.engine:RELEASES", bisect=True),
+              server=Server("transformers", "generator.engines.transformers.engine:make_worker", per_model=False,
                             start_seconds=5.0),
               parses="transformers serve's response templates (the model_type fallbacks of its serving "
                      "code), whole and through its DirectStreamer",
-              parse_applies="generator.engines.transformers_parse:applies", parses_every_version=False,
+              parse_applies="generator.engines.transformers.parse:applies", parses_every_version=False,
               parse_route="`transformers serve`'s chat output path (transformers/cli/serving/utils.py) with the "
                           "`{response}` response template: whole, `parse_assistant_message`; streamed, a "
                           "`ResponseParser` fed through `DirectStreamer`, one chunk of ids per `put`"),
-    _built_in("llama-server", "generator.engines.llama_server:open_engine",
+    _built_in("llama-server", "generator.engines.llama_server.engine:open_engine",
               "llama-server's chat template and tokenizer", media=True,
+              coverage="generator.engines.llama_server.coverage:LAYER",
               versions=LLAMA_CPP, server=LLAMA_SERVER, stand_in="/apply-template + /tokenize",
               parses="goldens-parse, built beside each llama-server build and linked against its server "
                      "library: the chat request parsed as the server does, each id detokenized and "
                      "re-parsed (common_chat_parse) as the slot loop does, deltas by compute_diffs",
               parses_by_url=False,
               parse_route="llama-server's `/v1/chat/completions` output path, its own code built into goldens' "
-                          "parse harness (generator/servers/llama_parse): oaicompat_chat_params_parse on the "
+                          "parse harness (generator/engines/llama_server/llama_parse): oaicompat_chat_params_parse on the "
                           "request (template, chat parser, reasoning format as the server defaults them), each id "
                           "detokenized as update_slots does, common_chat_parse on the text so far (streamed: "
                           "after each id), finish_reason as to_json_oaicompat_chat gives it"),
-    _built_in("client-completion", "generator.engines.llama_server:open_client",
+    _built_in("client-completion", "generator.engines.llama_server.engine:open_client",
               "a client that renders the prompt itself and posts it to llama-server's /completion",
               versions=LLAMA_CPP, follows="llama-server", server=LLAMA_SERVER),
-    _built_in("vllm", "generator.engines.vllm:open_engine",
+    _built_in("vllm", "generator.engines.vllm.engine:open_engine",
               "vLLM's chat rendering: its weightless render server's /v1/chat/completions/render",
-              media=True,
-              versions=Versions("version", "generator.engines.vllm:RELEASES", bisect=True),
-              server=Server("vllm", "generator.engines.vllm:make_server", start_seconds=60.0,
+              media=True, coverage="generator.engines.vllm.coverage:LAYER",
+              versions=Versions("version", "generator.engines.vllm.engine:RELEASES", bisect=True),
+              server=Server("vllm", "generator.engines.vllm.engine:make_server", start_seconds=60.0,
                             one_model_at_a_time=True, prepare=True),
               stand_in="/tokenize",
               parses="its render server's /v1/chat/completions/derender (vLLM 0.24.0+; streamed, one "
@@ -165,42 +170,44 @@ BUILT_IN = (
                           "ids and finish_reason; streamed, one DerenderChatStreamRequest per chunk (`stream: true`, "
                           "`generate_chunk`, the `stream_state` the previous call returned); its `chat_request` is "
                           "the request below"),
-    _built_in("minijinja", "generator.engines.minijinja:open_engine",
-              "minijinja (TGI's template engine) with the HF tokenizer", starter=True),
-    _built_in("mistral-common", "generator.engines.mistral_common:open_engine",
+    _built_in("minijinja", "generator.engines.minijinja.engine:open_engine",
+              "minijinja (TGI's template engine) with the HF tokenizer", starter=True,
+              coverage="generator.engines.minijinja.coverage:LAYER"),
+    _built_in("mistral-common", "generator.engines.mistral_common.engine:open_engine",
               "mistral-common's own request encoding",
-              applies="generator.config.engine_matrix:tekken_only"),
-    _built_in("transformers-js", "generator.engines.transformers_js:open_engine",
+              applies="generator.engines.mistral_common.applies:tekken_only",
+              coverage="generator.engines.mistral_common.coverage:LAYER"),
+    _built_in("transformers-js", "generator.engines.transformers_js.engine:open_engine",
               "transformers.js's apply_chat_template: npm @huggingface/jinja 0.5.13 and "
               "@huggingface/tokenizers 0.2.0 in Node"),
-    _built_in("harmony", "generator.engines.harmony:open_engine",
+    _built_in("harmony", "generator.engines.harmony.engine:open_engine",
               "openai-harmony 0.0.8 (gpt-oss's own renderer), as vLLM's gpt-oss chat path uses it",
-              applies="generator.config.engine_matrix:gpt_oss_only",
+              applies="generator.engines.harmony.applies:gpt_oss_only",
               parses="openai-harmony's parse_messages_from_completion_tokens, and its StreamableParser id by id",
-              parse_applies="generator.config.engine_matrix:gpt_oss_only"),
-    _built_in("sglang", "generator.engines.sglang:open_engine",
+              parse_applies="generator.engines.harmony.applies:gpt_oss_only"),
+    _built_in("sglang", "generator.engines.sglang.engine:open_engine",
               "SGLang's detokenizer, reasoning and tool-call parsers (PyPI sglang, no server)",
-              versions=Versions("version", "generator.engines.sglang:RELEASES", bisect=True),
-              server=Server("sglang", "generator.engines.sglang:make_worker", start_seconds=5.0, prepare=True),
+              versions=Versions("version", "generator.engines.sglang.engine:RELEASES", bisect=True),
+              server=Server("sglang", "generator.engines.sglang.engine:make_worker", start_seconds=5.0, prepare=True),
               renders=False,
               parses="the release's own parsers in a light venv (sglang==V --no-deps), behind the "
                      "DetokenizerManager's incremental detokenization and serving_chat's order "
                      "(reasoning parser, then tool-call parser; finish_reason tool_calls), copied "
                      "from SGLang's source: whole (parse_non_stream) and chunk by chunk "
                      "(parse_stream_chunk)",
-              parse_applies="generator.config.engine_matrix:sglang_parsers",
-              parse_route="SGLang's own parsers, run as serving_chat runs them (generator/servers/sglang_worker.py): "
+              parse_applies="generator.engines.sglang.applies:sglang_parsers",
+              parse_route="SGLang's own parsers, run as serving_chat runs them (generator/engines/sglang/worker.py): "
                           "the DetokenizerManager's incremental decode, reasoning parser `{reasoning}` "
                           "(`ReasoningParser`; none: not run) and tool-call parser `{tool}` "
                           "(`FunctionCallParser(tools, ...)`): whole, `parse_non_stream` (the detector's "
                           "`detect_and_parse`); streamed, `parse_stream_chunk` (its `parse_streaming_increment`) "
                           "once per chunk"),
-    _built_in("openai", "generator.engines.openai:open_engine",
+    _built_in("openai", "generator.engines.openai.engine:open_engine",
               "any /v1/chat/completions server (--url): prompt token ids where it returns them, "
               "else usage.prompt_tokens", any_model=True, evidence="ids or count"),
-    _built_in("ollama", "generator.engines.ollama:open_engine",
+    _built_in("ollama", "generator.engines.ollama.engine:open_engine",
               "Ollama's /api/chat (--url): prompt_eval_count", any_model=True, evidence="count",
-              applies="generator.config.engine_matrix:ollama_url"),
+              applies="generator.engines.ollama.applies:ollama_url"),
 )
 
 
@@ -303,6 +310,11 @@ def load(reference: str) -> Any:
 def version_line(info: EngineInfo):
     """The engine's VersionLine (None for an engine without versions of its own)."""
     return None if info.versions is None else load(info.versions.line)
+
+
+def measured() -> list[str]:
+    """The built-in engines whose request layer `goldens coverage --engine` measures (Entry.coverage)."""
+    return [info.name for info in BUILT_IN if info.coverage is not None]
 
 
 def versioned() -> list[str]:

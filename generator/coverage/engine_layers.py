@@ -1,6 +1,7 @@
 """The engines whose request layers coverage measures, and the measuring: each engine's files
-and tracer come from its own module (vllm_server.py, python_engines.py, llama_server.py), which
-build on engine.py's sessions; this module joins them, so engine.py imports none of them.
+and tracer come from its own folder's coverage module (generator/engines/<engine>/coverage.py,
+building on generator/measure/), which the registry names (Entry.coverage); this module joins
+them, so the registry is the only list of engines.
 
 `reached(engine, model, bodies, config)` is the library entry other code builds on: each body's
 set of reached (file, line) keys.
@@ -10,44 +11,20 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
-from generator.coverage.engine import EngineCoverage, Key
+from generator.config import engine_registry
 from generator.errors import GoldensError
-
-
-@dataclass(frozen=True)
-class Layer:
-    """An engine's request layer: how to list its files, and how to trace requests through it.
-    `session(model, source, config)` is a context manager yielding a Session."""
-
-    engine: str
-    summary: str
-    session: Callable[..., Any]
-    version: Callable[[Any], str]  # of config: the version the matrix runs
-
-
-def _layers() -> dict[str, Layer]:
-    from generator.coverage import llama_server, python_engines, vllm_server
-
-    return {
-        "vllm": Layer("vllm", vllm_server.SUMMARY, vllm_server.session, vllm_server.version),
-        "mistral-common": Layer("mistral-common", python_engines.MISTRAL_SUMMARY,
-                                python_engines.mistral_session, python_engines.mistral_version),
-        "minijinja": Layer("minijinja", python_engines.MINIJINJA_SUMMARY,
-                           python_engines.minijinja_session, python_engines.minijinja_version),
-        "llama-server": Layer("llama-server", llama_server.SUMMARY, llama_server.session, llama_server.version),
-    }
-
-
-ENGINES = ("vllm", "mistral-common", "minijinja", "llama-server")
+from generator.measure.engine import EngineCoverage, Key, Layer
 
 
 def layer(engine: str) -> Layer:
-    if engine not in ENGINES:
-        raise GoldensError(f"--engine {engine}: engine coverage measures {', '.join(ENGINES)}")
-    return _layers()[engine]
+    """The request layer the registry declares for `engine` (loaded only now); an engine that
+    declares none is one line naming those that do."""
+    info = engine_registry.available().get(engine)
+    if info is None or info.coverage is None:
+        raise GoldensError(f"--engine {engine}: engine coverage measures {', '.join(engine_registry.measured())}")
+    return engine_registry.load(info.coverage) if isinstance(info.coverage, str) else info.coverage
 
 
 def _request(model, body: dict[str, Any], name: str) -> dict[str, Any]:
@@ -91,7 +68,7 @@ def measure(engine: str, config, model_names: Sequence[str] = (), extra: dict[st
         with chosen.session(model, resolve(model, config), config) as session:
             hits = session.run(requests, each=False)
         if result is None:
-            result = EngineCoverage(engine, chosen.version(config), session.files)
+            result = EngineCoverage(engine, chosen.version(config), session.files, language=chosen.language)
         result.models.append(model.name)
         result.requests += len(requests)
         result.setup |= session.setup

@@ -113,13 +113,12 @@ def engine_table(coverage) -> list[str]:
 def engine_markdown(coverages: dict) -> str:
     out = []
     for coverage in coverages.values():
-        language = "cpp" if coverage.engine == "llama-server" else "python"
         out += engine_table(coverage)
         out += ["", f"<details><summary>{coverage.engine}: never-executed request-layer code</summary>", ""]
         for path in coverage.files:
             for span in coverage.spans(path):
                 out.append(f"{path}, {_span_label(span)}:")
-                out.extend(md.code_block(span["text"], language))
+                out.extend(md.code_block(span["text"], coverage.language))
         out += ["", "</details>", ""]
     return "\n".join(out)
 

@@ -120,8 +120,8 @@ def mistral_common_types() -> dict[str, Any]:
 
 def extract(config) -> dict[str, Any]:
     """The whole catalogue (needs the vLLM venv and the pinned llama.cpp source)."""
-    from generator.coverage.vllm_server import version as vllm_version
-    from generator.servers.vllm import vllm_python
+    from generator.engines.vllm.coverage import version as vllm_version
+    from generator.engines.vllm.server import vllm_python
     from generator.sources import pack
 
     python = vllm_python(vllm_version(config))

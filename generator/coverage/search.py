@@ -106,7 +106,8 @@ def engine_signal(name: str, model, source, config, candidates: list[Candidate])
     """The matrix's coverage of engine `name`'s request layer, and each candidate's reached
     engine keys (every variant's request) added to it, all in one engine session."""
     from generator.config.cases import model_cases
-    from generator.coverage import engine, engine_layers
+    from generator.coverage import engine_layers
+    from generator.measure import engine
 
     chosen = engine_layers.layer(name)
     flat = [request for candidate in candidates for request in candidate.requests]
@@ -114,7 +115,7 @@ def engine_signal(name: str, model, source, config, candidates: list[Candidate])
         matrix = session.run([case.request for case in model_cases(model)], each=False)
         reached = session.run(flat)
     coverage = engine.EngineCoverage(name, chosen.version(config), session.files, models=[model.name],
-                                     setup=set(session.setup))
+                                     setup=set(session.setup), language=chosen.language)
     for keys in matrix:
         coverage.hits |= keys
     coverage.requests = len(model_cases(model))

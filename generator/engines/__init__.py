@@ -2,8 +2,9 @@
 
 One protocol, as small as the question it answers: a `name`, `ids(request)` returning the token
 ids, `version()` saying what it is ("" when it cannot) and `close()`; EngineBase gives the last
-two for an engine with nothing to say or release. Each engine lives in its own module and is
-built by the factory its entry in config/engine_registry.py names, from an EngineContext; replay,
+two for an engine with nothing to say or release. Each engine lives in its own folder here
+(engines/<name>/engine.py, beside its server, worker, coverage layer and which-models rule) and
+is built by the factory its entry in config/engine_registry.py names, from an EngineContext; replay,
 prefix checks and reports never know which one they are talking to. An engine that cannot see
 the ids (a server reporting only usage.prompt_tokens) returns a PromptCount instead, which replay
 judges as a count and says so. An engine whose registry entry declares a `stand_in` endpoint

@@ -66,7 +66,7 @@ RENDER = (
     "analysis/prefix.py", "analysis/roundtrip.py",
     "config/cases.py", "config/dialects.py", "config/models.py", "config/parse_cases.py", "config/polyfill.py",
     "config/request.py", "config/shapes.py",
-    "engines/__init__.py", "engines/transformers.py",
+    "engines/__init__.py", "engines/transformers/engine.py",
     "encoder.py", "error_text.py",
     "goldens/golden_file.py", "goldens/parse_goldens.py", "goldens/render.py",
     "parse_reference.py", "redaction.py", "reference.py", "sources/processor.py",

@@ -67,7 +67,7 @@ AUTO_WORKERS_FROM = 3
 # skipped by the fork server; its workers then import it themselves.
 WORKER_PRELOAD = (
     "generator.goldens.regenerate", "generator.goldens.render", "generator.analysis.prefix", "generator.analysis.roundtrip",
-    "generator.engines.transformers", "transformers.models.auto.tokenization_auto",
+    "generator.engines.transformers.engine", "transformers.models.auto.tokenization_auto",
     "transformers.tokenization_utils_tokenizers", "transformers.utils.chat_template_utils",
 )
 

@@ -97,7 +97,7 @@ def annotate(case: Case, source: Source, config: Config, item: golden_file.Golde
     found = invariants.of(source.template, case.request, item.prompt or "").record()
     if found is not None:
         item.extra["invariants"] = found
-    from generator.engines.transformers import TransformersEngine
+    from generator.engines.transformers.engine import TransformersEngine
 
     tokenizer = reference.load_tokenizer(source.tokenizer_dir)
     engine = TransformersEngine(source, config.date)

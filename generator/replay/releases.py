@@ -160,7 +160,7 @@ def ready_all(engine: str, versions: list[str], jobs: int,
 
 def build_share(builds: int) -> int:
     """Each of `builds` builds at once: its share of the usable cores, at least one."""
-    from generator.servers.llama_cpp import build_jobs
+    from generator.engines.llama_server.llama_cpp import build_jobs
 
     return max(1, build_jobs() // builds)
 

@@ -1,4 +1,4 @@
-"""The compiler launcher of llama.cpp's coverage build (generator/coverage/llama_server.py).
+"""The compiler launcher of llama.cpp's coverage build (generator/engines/llama_server/coverage.py).
 
 Called by the build as `python gcov_launcher.py SOURCES [ccache] compiler args...`: a compile of
 one of SOURCES (comma-separated paths relative to the source tree) gets `--coverage -O0` and

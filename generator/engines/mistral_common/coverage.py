@@ -1,13 +1,13 @@
-"""The request layers of the engines that run in this process, traced with coverage.py: each
-session opens the real engine for the model and replays requests through its `ids`."""
+"""mistral-common's request layer, traced with coverage.py in this process: a session opens the
+real engine for the model and replays requests through its `ids` (measure/engine.py's InProcess).
+The registry names LAYER (Entry.coverage); coverage/engine_layers.py runs it."""
 
 from __future__ import annotations
 
 import contextlib
-from pathlib import Path
 
-from generator.coverage import reach
-from generator.coverage.engine import InProcess, reachable_files
+from generator.measure import reach
+from generator.measure.engine import InProcess, Layer, installed_reachable
 
 MISTRAL_SUMMARY = ("the functions a chat request reaches in mistral-common: its request models' "
                    "validators, the request validator and normalizer, and the instruct encoder")
@@ -38,54 +38,21 @@ MISTRAL_REACH = reach.Spec(
                "mistral_common.protocol.instruct.validator:MistralRequestValidatorV3",
                "mistral_common.protocol.instruct.normalize:InstructRequestNormalizer"),
 )
-MINIJINJA_SUMMARY = ("the minijinja package's own Python code a render reaches (its Rust core, where "
-                     "rendering happens, is a stripped extension and is not traced); goldens' adaptor is not counted")
-# minijinja renders in Rust (`_lowlevel.Environment.render_template`); what of its own Python a
-# request reaches is the TemplateError a refusal raises and reads (the adaptor's first_line(error)).
-MINIJINJA_REACH = reach.Spec(
-    packages=("minijinja/__init__.py", "minijinja/_internal.py"),
-    seeds=("minijinja/__init__.py:TemplateError.__init__", "minijinja/__init__.py:TemplateError.__str__"),
-)
-
-
-def _site(package: str) -> Path:
-    module = __import__(package)
-    return Path(module.__file__).resolve().parent.parent
-
-
-def _files(package: str, spec: reach.Spec):
-    """The package's files holding the reachable set, and their code restricted to it (goldens'
-    own adaptor is not the engine's code, so it is not counted)."""
-    return reachable_files(_site(package), spec)
-
-
-def _ids(engine, request):
-    return engine.ids(request)
 
 
 @contextlib.contextmanager
-def mistral_session(model, source, config):
-    from generator.engines.mistral_common import MistralCommonEngine
+def session(model, source, config):
+    from generator.engines.mistral_common.engine import MistralCommonEngine
 
-    files, code = _files("mistral_common", MISTRAL_REACH)
-    yield InProcess(files, lambda: MistralCommonEngine(source), _ids, code).session()
-
-
-@contextlib.contextmanager
-def minijinja_session(model, source, config):
-    from generator.engines.minijinja import MinijinjaEngine
-
-    files, code = _files("minijinja", MINIJINJA_REACH)
-    yield InProcess(files, lambda: MinijinjaEngine(source, config.date), _ids, code).session()
+    files, code = installed_reachable("mistral_common", MISTRAL_REACH)
+    yield InProcess(files, lambda: MistralCommonEngine(source), lambda engine, request: engine.ids(request),
+                    code).session()
 
 
-def mistral_version(config) -> str:
+def version(config) -> str:
     from importlib.metadata import version
 
     return version("mistral-common")
 
 
-def minijinja_version(config) -> str:
-    from importlib.metadata import version
-
-    return version("minijinja")
+LAYER = Layer(MISTRAL_SUMMARY, session, version)

@@ -1,6 +1,6 @@
 // transformers.js's apply_chat_template, run by Node with the pinned npm packages.
 //
-//   node transformers_js_worker.mjs <@huggingface/jinja dir> <@huggingface/tokenizers dir>
+//   node worker.mjs <@huggingface/jinja dir> <@huggingface/tokenizers dir>
 //
 // JSON lines on stdin/stdout. The first line read is the model: {"tokenizer_dir", "template",
 // "date"}; the first line written names the versions ({"jinja", "tokenizers"}). Then each

@@ -114,7 +114,7 @@ def build_llama_server(build: int = pack.LLAMA_CPP_BUILD, jobs: int | None = Non
     foreign binary is never used. Every build compiles in the same relative layout (b<build>/src,
     b<build>/build) through ccache rooted at the llama.cpp cache, so neighbouring builds share
     objects: a cold build takes minutes on 2 cores, the next published one seconds. A `variant`
-    (e.g. the gcov build of generator/coverage/llama_server.py) is the same recipe in its own
+    (e.g. the gcov build of generator/engines/llama_server/coverage.py) is the same recipe in its own
     folder, b<build><suffix>.
     """
     root = cache_dir() / "llama.cpp" / f"b{build}{variant.suffix}"

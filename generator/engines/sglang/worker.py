@@ -1,6 +1,6 @@
 """SGLang's output path run on given output ids, in its own light venv (no torch, no server).
 
-    python sglang_worker.py
+    python worker.py
 
 SGLang's server needs CUDA kernels, but the code between the model's output ids and the client's
 message is Python: the DetokenizerManager's incremental detokenization, then serving_chat's

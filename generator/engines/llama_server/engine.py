@@ -9,7 +9,7 @@ checks that stand-in against the serving path: /v1/chat/completions with the mes
 `parse` is the output side (generator/engines/parse.py). llama-server has no endpoint that parses
 a given output (a grammar cannot force text when tools are set; a prefill is re-rendered, not
 parsed as given ids), so the managed server's build also builds goldens-parse
-(generator/servers/llama_parse/goldens-parse.cpp): its own request parsing, task params, result
+(generator/engines/llama_server/llama_parse/goldens-parse.cpp): its own request parsing, task params, result
 state and OpenAI JSON, with the slot's per-id loop copied, fed the output ids.
 
 `ClientCompletionEngine` is a client that renders the prompt itself and posts the string,
@@ -49,7 +49,7 @@ from generator.engines import parse
 from generator.engines.parse import Parsed
 
 if TYPE_CHECKING:
-    from generator.servers.parse_harness import ParseHarness
+    from generator.engines.llama_server.parse_harness import ParseHarness
 
 
 def _post(engine: str, url: str, body: dict, transport: http.Transport) -> dict:
@@ -399,8 +399,8 @@ def open_engine(context: EngineContext) -> LlamaServerEngine:
 def start_harness(server) -> ParseHarness:
     """The parse harness of a managed LlamaServer's build (built on first use), on its GGUF with
     its flags and environment; a build it does not compile against is one line saying so."""
-    from generator.servers.llama_cpp import parse_harness
-    from generator.servers.parse_harness import ParseHarness
+    from generator.engines.llama_server.llama_cpp import parse_harness
+    from generator.engines.llama_server.parse_harness import ParseHarness
 
     built = parse_harness(server.build)
     if built.binary is None:
@@ -428,7 +428,7 @@ def _framing(processor) -> tuple[str, str, str] | None:
     """llama.cpp's image framing for the model's projector (None for a text-only model)."""
     if processor is None:
         return None
-    from generator.servers.tiny_mmproj import projector_type
+    from generator.engines.llama_server.tiny_mmproj import projector_type
 
     return MTMD_FRAMING.get(projector_type(processor))
 
@@ -437,8 +437,8 @@ def make_server(model, source, version: str, on_start: Callable[[str], None], da
     """A managed llama-server of build `version` on a tiny GGUF carrying the model's tokenizer
     and template (and a projector for a vision model); a template that reads today's date
     (strftime_now) gets a server whose clock reads the matrix's `date`."""
-    from generator.servers.llama_cpp import LlamaServer
-    from generator.servers.tiny_gguf import tiny_gguf
+    from generator.engines.llama_server.llama_cpp import LlamaServer
+    from generator.engines.llama_server.tiny_gguf import tiny_gguf
 
     build = int(version)
     on_start(f"building a tiny GGUF and starting llama-server b{build} for {model.name}")
@@ -448,8 +448,8 @@ def make_server(model, source, version: str, on_start: Callable[[str], None], da
     elif model.processor is None:
         gguf = tiny_gguf(model.name, source.tokenizer_dir, source.template)
     else:  # a vision model: its image token in the vocab, and a projector (--mmproj)
-        from generator.servers.tiny_gguf_writer import N_EMBD  # the text model the projector feeds
-        from generator.servers.tiny_mmproj import tiny_mmproj, vocab_with_added
+        from generator.engines.llama_server.tiny_gguf_writer import N_EMBD  # the text model the projector feeds
+        from generator.engines.llama_server.tiny_mmproj import tiny_mmproj, vocab_with_added
 
         gguf = tiny_gguf(model.name, source.tokenizer_dir, source.template,
                          vocab_size=vocab_with_added(source.tokenizer_dir))
@@ -467,17 +467,17 @@ class _Builds:
         return str(pack.LLAMA_CPP_BUILD)
 
     def require(self, version: str) -> None:
-        from generator.servers.llama_cpp import require_available
+        from generator.engines.llama_server.llama_cpp import require_available
 
         require_available(int(version))
 
     def published(self) -> list[str]:
-        from generator.servers.llama_cpp import published_builds
+        from generator.engines.llama_server.llama_cpp import published_builds
 
         return [str(build) for build in published_builds()]
 
     def require_published(self, version: str) -> None:
-        from generator.servers.llama_cpp import require_published
+        from generator.engines.llama_server.llama_cpp import require_published
 
         require_published(int(version))
 
@@ -485,7 +485,7 @@ class _Builds:
         return int(version)
 
     def ready(self, version: str, jobs: int | None = None) -> tuple[float, str]:
-        from generator.servers.llama_cpp import build_llama_server
+        from generator.engines.llama_server.llama_cpp import build_llama_server
 
         build = build_llama_server(int(version), jobs=jobs)
         return (build.seconds, f"built ({build.compiler_cache})") if build.built else (0.0, "cached")

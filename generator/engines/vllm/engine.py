@@ -307,7 +307,7 @@ def render_options(model, source) -> dict:
     model (vLLM then runs --tokenizer-mode mistral)."""
     if source.tekken is not None:
         return {"model_type": "mistral", "tekken": source.tekken}
-    from generator.config.engine_matrix import gpt_oss_only
+    from generator.engines.harmony.applies import gpt_oss_only
 
     if gpt_oss_only(model) is None:
         return {"model_type": "gpt_oss"}
@@ -348,7 +348,7 @@ def mode_args(model) -> list[str]:
 def make_server(model, source, version: str, on_start, date=None):
     """vLLM `version`'s render server (no weights, CPU only) on a weightless model directory
     with the model's tokenizer and template; the matrix's date pins gpt-oss's harmony date."""
-    from generator.servers.vllm import VllmServer, render_model_dir, render_python
+    from generator.engines.vllm.server import VllmServer, render_model_dir, render_python
 
     on_start(f"starting vLLM {version}'s render server for {model.name} (about 40 s)")
     directory = render_model_dir(model.name, source.tokenizer_dir, source.template,
@@ -382,8 +382,8 @@ def parser_args(model, version: str) -> list[str]:
 
 def make_serving_server(model, source, version: str, on_start):
     """A real serving vLLM (random tiny weights) for the model: only to confirm render ids."""
-    from generator.servers.tiny_model import tiny_hf_model
-    from generator.servers.vllm import VllmServer
+    from generator.engines.vllm.tiny_model import tiny_hf_model
+    from generator.engines.vllm.server import VllmServer
 
     on_start(f"building a tiny model and starting vLLM {version} for {model.name} (about a minute)")
     directory = tiny_hf_model(model.name, source.tokenizer_dir, source.template)
@@ -402,7 +402,7 @@ class _Releases:
         from packaging.version import Version
 
         from generator.sources import registry
-        from generator.servers.vllm import PROJECT
+        from generator.engines.vllm.server import PROJECT
 
         first = Version(FIRST_RENDER)
         out = []
@@ -416,7 +416,7 @@ class _Releases:
         from packaging.version import InvalidVersion, Version
 
         from generator.errors import GoldensError
-        from generator.servers.vllm import PROJECT
+        from generator.engines.vllm.server import PROJECT
         from generator.sources import registry
 
         registry.require_published(PROJECT, version, label="vllm")
@@ -428,16 +428,16 @@ class _Releases:
             raise GoldensError(f"vllm {version} has no render server (the first release with one is {FIRST_RENDER})")
 
     def default(self) -> str:
-        from generator.servers.vllm import VLLM_VERSION
+        from generator.engines.vllm.server import VLLM_VERSION
 
         return VLLM_VERSION
 
     def require(self, version: str) -> None:
         """A release renders here when it is published from 0.19.0 on: its own torch pin, or
-        (uv) the on-disk torch in its place (servers/vllm.py render_python)."""
+        (uv) the on-disk torch in its place (engines/vllm/server.py render_python)."""
         from generator.errors import GoldensError
         from generator.servers import venv
-        from generator.servers.vllm import require_available
+        from generator.engines.vllm.server import require_available
 
         self.require_published(version)
         try:
@@ -455,7 +455,7 @@ class _Releases:
         """Install the release's venv now (what every vLLM server of it needs)."""
         import time
 
-        from generator.servers.vllm import render_python
+        from generator.engines.vllm.server import render_python
 
         if self.cached(version):
             return 0.0, "cached"
@@ -464,14 +464,14 @@ class _Releases:
         return time.monotonic() - started, "installed (venv)"
 
     def stated_transformers(self, version: str) -> str | None:
-        """The Transformers the release's venv holds (servers/vllm.py transformers_constraint)."""
-        from generator.servers.vllm import stated_transformers
+        """The Transformers the release's venv holds (engines/vllm/server.py transformers_constraint)."""
+        from generator.engines.vllm.server import stated_transformers
 
         return stated_transformers(version)
 
     def cached(self, version: str) -> bool:
         from generator.servers import venv
-        from generator.servers.vllm import render_venv_dir, vllm_venv_dir
+        from generator.engines.vllm.server import render_venv_dir, vllm_venv_dir
 
         return any((where / venv.MARKER).exists() for where in (vllm_venv_dir(version), render_venv_dir(version)))
 

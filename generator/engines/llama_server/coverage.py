@@ -1,5 +1,5 @@
 """llama-server's request layer under gcov: a coverage build of the pinned llama.cpp (a variant
-of servers/llama_cpp.py's one cached-build recipe, b<build>-coverage/), run on the model's tiny
+of engines/llama_server/llama_cpp.py's one cached-build recipe, b<build>-coverage/), run on the model's tiny
 GGUF with its .gcda files sent to a folder of the session's own (GCOV_PREFIX), then read with
 gcov's JSON output over the listed sources only.
 
@@ -16,9 +16,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-from generator.coverage.engine import FileCode, Key, Session
+from generator.engines.llama_server import llama_cpp
 from generator.errors import GoldensError
-from generator.servers import llama_cpp
+from generator.measure.engine import FileCode, Key, Layer, Session
 from generator.sources import pack
 
 # The files the request layer's functions may lie in, compiled with --coverage: the route
@@ -104,7 +104,7 @@ def _executable(notes: dict[str, Path]) -> dict[str, FileCode]:
     """The request layer's lines: those gcov counts (read from the notes alone: gcov with no
     counts reports each line at 0) inside the functions the route handlers reach
     (cpp_reach.py), each with its innermost function, and the pinned source's text."""
-    from generator.coverage import cpp_reach
+    from generator.engines.llama_server import cpp_reach
 
     tree = pack.llama_cpp_source()
     counted: dict[str, set[int]] = {}
@@ -150,7 +150,7 @@ def session(model, source, config):
     `goldens check` asks), stops it (SIGTERM: it leaves through exit(), which writes the counts)
     and reads them. gcov counts a whole process, so a process started and stopped with no
     request is the start-up: a request reached a line when its process ran it more often."""
-    from generator.engines.llama_server import LlamaServerEngine, _framing, make_server
+    from generator.engines.llama_server.engine import LlamaServerEngine, _framing, make_server
 
     build = _build(config)
     notes = _notes(build)
@@ -191,3 +191,6 @@ def _replay(engine, request) -> None:
         engine.serve(request, None if ids is None else list(ids))
     except EngineError:
         pass
+
+
+LAYER = Layer(SUMMARY, session, version, language="cpp")

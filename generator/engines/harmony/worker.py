@@ -1,6 +1,6 @@
 """gpt-oss requests rendered by openai-harmony the way vLLM's chat path does: run in its venv.
 
-    python harmony_worker.py        (TIKTOKEN_ENCODINGS_BASE names o200k_base.tiktoken's folder)
+    python worker.py                (TIKTOKEN_ENCODINGS_BASE names o200k_base.tiktoken's folder)
 
 It runs as a script in the openai-harmony venv (standard library + openai_harmony only) and
 speaks JSON lines: the first line it writes names its versions ({"openai-harmony": ...}); each

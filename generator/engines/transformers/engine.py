@@ -32,9 +32,9 @@ class TransformersEngine(EngineBase):
         self._parser = None
 
     def parse(self, request: Request, output, chunks):
-        """What `transformers serve` sends back for these output ids (engines/transformers_parse.py)."""
+        """What `transformers serve` sends back for these output ids (engines/transformers/parse.py)."""
         if self._parser is None:
-            from generator.engines.transformers_parse import TransformersParser
+            from generator.engines.transformers.parse import TransformersParser
 
             self._parser = TransformersParser(self.source, self.date, *self._parse, until=self.until)
         return self._parser.parse(request, output, chunks)
@@ -53,7 +53,7 @@ class TransformersEngine(EngineBase):
 
 class WorkerTransformersEngine(EngineBase):
     """Another Transformers release (`transformers@V`): the same reference render, run by a
-    worker process in that release's venv (servers/transformers_venv.py)."""
+    worker process in that release's venv (engines/transformers/venv.py)."""
 
     name = "transformers"
 
@@ -103,7 +103,7 @@ def open_engine(context: EngineContext) -> TransformersEngine | WorkerTransforme
 
 def make_worker(model, source, version: str, on_start):
     """A worker process running Transformers `version` (one per release, whatever the model)."""
-    from generator.servers.transformers_venv import TransformersWorker
+    from generator.engines.transformers.venv import TransformersWorker
 
     on_start(f"starting a Transformers {version} worker (its venv is installed once, about a minute)")
     return TransformersWorker(version)
@@ -116,7 +116,7 @@ class _Releases:
         return installed()
 
     def require(self, version: str) -> None:
-        from generator.servers.transformers_venv import require_available
+        from generator.engines.transformers.venv import require_available
 
         if version != installed():
             require_available(version)
@@ -141,8 +141,8 @@ class _Releases:
     def ready(self, version: str, jobs: int | None = None) -> tuple[float, str]:
         import time
 
-        from generator.servers.transformers_venv import cached as venv_cached
-        from generator.servers.transformers_venv import transformers_python
+        from generator.engines.transformers.venv import cached as venv_cached
+        from generator.engines.transformers.venv import transformers_python
 
         if version == installed():
             return 0.0, "cached"
@@ -152,7 +152,7 @@ class _Releases:
         return (0.0, "cached") if cached else (time.monotonic() - started, "installed (venv)")
 
     def cached(self, version: str) -> bool:
-        from generator.servers.transformers_venv import cached
+        from generator.engines.transformers.venv import cached
 
         return version == installed() or cached(version)
 

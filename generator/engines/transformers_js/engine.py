@@ -3,7 +3,7 @@
 transformers.js's `apply_chat_template` renders with npm `@huggingface/jinja` (a Jinja written in
 TypeScript) and tokenizes with `@huggingface/tokenizers` (a JavaScript port of HF tokenizers).
 Both are pinned by version and sha256 and fetched into the cache like the pack (zero
-dependencies each); one Node worker per model (generator/servers/transformers_js_worker.mjs,
+dependencies each); one Node worker per model (generator/engines/transformers_js/worker.mjs,
 JSON lines) loads the tokenizer and compiles the template once. A difference from the reference
 is the JavaScript Jinja's, the JavaScript tokenizer's, or transformers.js's own call (no
 continue_final_message; only the named special tokens a config spells out).
@@ -24,7 +24,7 @@ JINJA = pack.Artifact("npm", "@huggingface/jinja", "0.5.13",
                       "f191fb8332ae4d5cdf73682ced93ccc58c25021cf338ae0795f7652985c2c0e1")
 TOKENIZERS = pack.Artifact("npm", "@huggingface/tokenizers", "0.2.0",
                            "2800014c83b8186b2e4210c20672f1fb65a12cef85d7e95e0f2003e022611b4a")
-WORKER = Path(__file__).resolve().parents[1] / "servers" / "transformers_js_worker.mjs"
+WORKER = Path(__file__).resolve().with_name("worker.mjs")
 
 
 class NodeWorker:

@@ -254,7 +254,7 @@ def render_model_dir(name: str, tokenizer_dir: Path, template: str, *, model_typ
     from tokenizers import Tokenizer
 
     from generator.files import build_dir_once
-    from generator.servers.tiny_model import _TOKENIZER_FILES, keyed_dir
+    from generator.engines.vllm.tiny_model import _TOKENIZER_FILES, keyed_dir
 
     tokenizer_dir = Path(tokenizer_dir)
     sources = [tokenizer_dir / f for f in _TOKENIZER_FILES if (tokenizer_dir / f).is_file()]

@@ -6,7 +6,7 @@ serving_chat's reasoning parser and tool-call parser. The release's own parsers
 (`sglang/srt/function_call/`, `sglang/srt/parser/reasoning_parser.py`) run in a light venv
 (`sglang==V --no-deps` plus the few packages they import, each at the release's own pin: no torch);
 what serving_chat and the detokenizer do around them is copied into the worker
-(generator/servers/sglang_worker.py, JSON lines, one process per model and release), each step
+(generator/engines/sglang/worker.py, JSON lines, one process per model and release), each step
 naming the SGLang source it follows.
 
 A parse-only engine (renders=False): its prompt side is never asked. The five prompt ids the
@@ -35,7 +35,7 @@ from generator.workers import JsonLinesWorker
 PACKAGE = "sglang"
 DEFAULT = "0.5.23"
 FIRST = "0.5.10"  # the oldest release whose parsers this worker has been run against
-WORKER = Path(__file__).resolve().parents[1] / "servers" / "sglang_worker.py"
+WORKER = Path(__file__).resolve().with_name("worker.py")
 # What the parser path imports (the server's other dependencies are never installed): SGLang's
 # protocol models (pydantic, openai's types), its parsers' JSON readers (partial_json_parser,
 # orjson, msgspec, regex), sglang/utils.py's top-level imports (numpy, pybase64, requests), the
@@ -68,8 +68,8 @@ def venv_name(version: str) -> str:
 
 CHECK_TEMPLATE = """import sys
 sys.path.insert(0, {folder!r})
-import sglang_worker
-sglang_worker.install_stubs()
+import worker
+worker.install_stubs()
 import sglang.srt.function_call.function_call_parser, sglang.srt.parser.reasoning_parser
 import sglang.srt.function_call.json_array_parser, transformers, tokenizers
 from importlib.metadata import version

@@ -4,7 +4,7 @@
 (with the tokenizers it pulls, and the reference's own jinja2 and Pillow pins so only Transformers
 moves; Pillow because a media case is rendered by the model's processor, as the reference does)
 is installed into `cache_dir()/transformers-V/`, and `TransformersWorker` runs
-generator.servers.transformers_worker there, which renders with the project's own
+generator.engines.transformers.worker there, which renders with the project's own
 generator.reference.
 """
 

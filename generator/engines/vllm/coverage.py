@@ -19,9 +19,9 @@ import os
 import tempfile
 from pathlib import Path
 
-from generator.coverage import reach
-from generator.coverage.engine import Key, Session, keys_by_context, reachable_files
 from generator.errors import GoldensError
+from generator.measure import reach
+from generator.measure.engine import Key, Layer, Session, keys_by_context, reachable_files
 
 SUMMARY = ("the functions the render and /tokenize routes reach down to the template call: the request "
            "models and their validators, message parsing, the HF, Mistral and harmony renderers")
@@ -48,7 +48,7 @@ REACH = reach.Spec(
     ),
     # renderers of tokenizer modes no model of the matrix runs (renderers/registry.py picks one
     # per mode; the matrix runs `hf` and `mistral`, gpt-oss through harmony inside the hf path,
-    # and DeepSeek-V4's and Kimi-K3's own modes, engines/vllm.py NATIVE_MODES)
+    # and DeepSeek-V4's and Kimi-K3's own modes, engines/vllm/engine.py NATIVE_MODES)
     absent=("vllm/renderers/cohere.py", "vllm/renderers/deepseek_v32.py",
             "vllm/renderers/inkling.py", "vllm/renderers/inkling_encoding.py",
             "vllm/renderers/terratorch.py", "vllm/tokenizers/kimi_audio.py", "vllm/tokenizers/deepseek_v32.py",
@@ -122,7 +122,7 @@ if os.environ.get("COVERAGE_PROCESS_START"):
 
 
 def version(config) -> str:
-    from generator.servers.vllm import VLLM_VERSION
+    from generator.engines.vllm.server import VLLM_VERSION
 
     return config.engine_versions.get("vllm", VLLM_VERSION)
 
@@ -147,7 +147,7 @@ def coverage_site() -> Path:
 
 
 def vllm_site(release: str) -> Path:
-    from generator.servers.vllm import vllm_python
+    from generator.engines.vllm.server import vllm_python
 
     python = vllm_python(release)
     found = sorted(python.parent.parent.glob("lib/python*/site-packages"))
@@ -163,7 +163,7 @@ def session(model, source, config):
     in its own dynamic context; start-up (and vLLM's warm-up render) is context "". The data
     is read when the session ends, so run() returns sets it fills then: read them after the
     `with` block."""
-    from generator.engines.vllm import VllmEngine, make_server
+    from generator.engines.vllm.engine import VllmEngine, make_server
 
     release = version(config)
     site = vllm_site(release)
@@ -238,3 +238,6 @@ def _replay(engine, request, tokenize=None) -> None:
     if tokenize is not None:
         with contextlib.suppress(EngineError):
             tokenize.ids(request)
+
+
+LAYER = Layer(SUMMARY, session, version)

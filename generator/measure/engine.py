@@ -8,15 +8,18 @@ through the real engine and records which of those files' lines each request exe
 
 - mistral-common and minijinja run in this process, traced with coverage.py;
 - vLLM runs as its managed server, started under coverage.py inside its own process
-  (generator/coverage/vllm_server.py);
-- llama-server runs as a gcov build of the pinned llama.cpp (generator/coverage/llama_server.py).
+  (generator/engines/vllm/coverage.py);
+- llama-server runs as a gcov build of the pinned llama.cpp (generator/engines/llama_server/coverage.py).
+
+Each engine's module declares its `Layer` (below); the registry names it (Entry.coverage) and
+coverage/engine_layers.py runs it.
 
 The unit is a line of the engine's source that runs at request time: for Python, a statement
 inside a function body (module and class preambles run at import, never per request); for C++,
 a line gcov counts. Lines that run while a server starts (vLLM's warm-up render) count for no
 request.
 
-`reached(engine, model, bodies, config)` in engine_layers.py is the library entry other code
+`reached(engine, model, bodies, config)` in coverage/engine_layers.py is the library entry other code
 builds on: each body's set of reached (file, line) keys.
 """
 
@@ -31,6 +34,18 @@ from typing import Any
 from generator.errors import GoldensError
 
 Key = tuple[str, int]  # (file as shown, e.g. "vllm/renderers/chat_utils.py", line)
+
+
+@dataclass(frozen=True)
+class Layer:
+    """An engine's request layer, as its coverage module declares it: what it counts, how to
+    trace requests through it (`session(model, source, config)`: a context manager yielding a
+    Session) and the version the matrix runs (`version(config)`)."""
+
+    summary: str
+    session: Callable[..., Any]
+    version: Callable[[Any], str]
+    language: str = "python"  # its source's, for a report's code blocks ("cpp": llama-server)
 
 
 @dataclass(frozen=True)
@@ -57,6 +72,7 @@ class EngineCoverage:
     models: list[str] = field(default_factory=list)
     requests: int = 0
     setup: set[Key] = field(default_factory=set)  # run while the engine started
+    language: str = "python"  # the layer's (Layer.language)
 
     def lines_hit(self, path: str) -> set[int]:
         return {line for shown, line in self.hits if shown == path} & self.files[path].lines
@@ -214,11 +230,18 @@ def reachable_files(root: Path, spec) -> tuple[dict[str, Path], dict[str, FileCo
     """The files holding the request layer's reachable functions (reach.Spec) under `root`, and
     each file's code restricted to them: the denominator is the reachable set, so is the
     numerator."""
-    from generator.coverage import reach
+    from generator.measure import reach
 
     found = reach.functions(root, spec)
     paths = {shown: root / shown for shown in sorted(found)}
     return paths, {shown: python_file(path, shown, found[shown]) for shown, path in paths.items()}
+
+
+def installed_reachable(package: str, spec) -> tuple[dict[str, Path], dict[str, FileCode]]:
+    """reachable_files for an installed package (by its import name), under the site directory
+    it was imported from."""
+    module = __import__(package)
+    return reachable_files(Path(module.__file__).resolve().parent.parent, spec)
 
 
 def python_files(root: Path, relative: Sequence[str]) -> dict[str, Path]:

@@ -6,7 +6,7 @@ with openai-harmony's encoding (o200k_harmony). Comparing it with the reference 
 template through Transformers) shows where gpt-oss's two published renderers disagree.
 
 openai-harmony is pinned (PyPI 0.0.8) and installed into its own venv under the cache; one
-worker process per engine (generator/servers/harmony_worker.py, JSON lines) loads the encoding
+worker process per engine (generator/engines/harmony/worker.py, JSON lines) loads the encoding
 once and renders every case. The encoding reads o200k_base.tiktoken from
 TIKTOKEN_ENCODINGS_BASE: rebuilt from npm js-tiktoken and checked against harmony's sha256
 (sources/tiktoken_ranks.py), since harmony cannot download it here.
@@ -25,7 +25,7 @@ from generator.servers import venv
 from generator.workers import JsonLinesWorker
 
 PACKAGE, VERSION = "openai-harmony", "0.0.8"
-WORKER = Path(__file__).resolve().parents[1] / "servers" / "harmony_worker.py"
+WORKER = Path(__file__).resolve().with_name("worker.py")
 CHECK = "import openai_harmony; from importlib.metadata import version; print(version('openai-harmony'))"
 # The vocabulary harmony renders with: gpt-oss's tokenizer must be o200k_harmony's (201088
 # ids; <|start|> is 200006), else the two renders' ids cannot be compared.
@@ -73,7 +73,7 @@ class HarmonyEngine(EngineBase):
     @staticmethod
     def _check_vocabulary(tokenizer_dir: Path) -> None:
         """harmony renders o200k_harmony ids: the model's tokenizer must be that vocabulary."""
-        from generator.engines.minijinja import load_tokenizer
+        from generator.engines.minijinja.engine import load_tokenizer
 
         tokenizer = load_tokenizer(tokenizer_dir / "tokenizer.json")
         for token, expected in HARMONY_TOKENS.items():
@@ -92,7 +92,7 @@ class HarmonyEngine(EngineBase):
         return Ids(ids, prompt=answer.get("prompt"), pieces=answer.get("pieces"))
 
     def parse(self, request: Request, output, chunks) -> parse_api.Parsed:
-        """openai-harmony's own parse of gpt-oss output ids (servers/harmony_worker.py `parse`):
+        """openai-harmony's own parse of gpt-oss output ids (engines/harmony/worker.py `parse`):
         analysis is reasoning, final (or commentary to no one) content, a message to
         `functions.NAME` a call; finish_reason "tool_calls" with calls, "length" when the output
         does not end in <|return|> or <|call|>."""

@@ -1,0 +1,1 @@
+"""Any OpenAI-compatible /v1/chat/completions server given --url: engine.py."""
