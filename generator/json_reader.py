@@ -67,6 +67,22 @@ def load_json(data: str | bytes, where: str, error: type[Exception] = GoldensErr
     return value
 
 
+def parses(data: bytes, where: str, error: type[Exception] = GoldensError) -> None:
+    """That `data` is UTF-8 JSON, said in load_json's words, for a file another library reads
+    itself (a tokenizer.json: the tokenizers library parses it again and guards its own values).
+    The C parser alone: half of load_json's cost on a 11 MB vocabulary."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as bad:
+        raise error(f"{where}: not UTF-8 (byte 0x{data[bad.start]:02x} at offset {bad.start})") from None
+    try:
+        json.loads(text)
+    except json.JSONDecodeError as bad:
+        raise error(f"{where}: not valid JSON (line {bad.lineno}: {bad.msg})") from None
+    except RecursionError:
+        raise error(f"{where}: nested deeper than the JSON parser can follow") from None
+
+
 def _encodes(text: str) -> bool:
     try:
         text.encode("utf-8")

@@ -326,7 +326,7 @@ def test_the_runs_deadline_is_no_process_global():
 
 
 def test_two_runs_in_one_process_each_keep_their_own_deadline(tmp_path, monkeypatch):
-    """Engines built for three runs alive at once (an hour's --timeout, one of 0.2 s, none) each
+    """Engines built for three runs alive at once (an hour's --timeout, one of 0.1 s, none) each
     render within their own run's deadline, whichever was made last: the deadline reaches a
     render through the engine's EngineContext (its transport's `until`), not through the process."""
     from generator import http
@@ -335,7 +335,7 @@ def test_two_runs_in_one_process_each_keep_their_own_deadline(tmp_path, monkeypa
     from generator.engines.transformers.engine import TransformersEngine, open_engine
     from generator.sources.source import resolve
 
-    monkeypatch.setenv("GOLDENS_RENDER_DEADLINE", "0.5")
+    monkeypatch.setenv("GOLDENS_RENDER_DEADLINE", "0.25")  # each cut render spends it all
     config = models.load(_config(tmp_path, LOOP) / "models.yaml")
     source = resolve(config.models["m"], config)
 
@@ -345,7 +345,7 @@ def test_two_runs_in_one_process_each_keep_their_own_deadline(tmp_path, monkeypa
         assert isinstance(built, TransformersEngine) and built.until == context.until == transport.until
         return built
 
-    short = engine(http.DEFAULT.bounded_by(run=0.2))
+    short = engine(http.DEFAULT.bounded_by(run=0.1))
     far = engine(http.DEFAULT.bounded_by(run=3600))
     none = engine(http.DEFAULT)
     assert short.until < far.until and none.until is None

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from generator.errors import GoldensError
-from generator.json_reader import MAX_DEPTH, MAX_DIGITS, load_json
+from generator.json_reader import MAX_DEPTH, MAX_DIGITS, load_json, parses
 
 
 def nested(depth: int) -> str:
@@ -61,3 +61,20 @@ def test_a_raw_lone_surrogate_in_text_is_refused():
 def test_bytes_that_are_not_utf8_say_the_offset():
     with pytest.raises(GoldensError, match=r"not UTF-8 \(byte 0xff at offset 2\)"):
         load_json(b'["\xff"]', "where.json")
+
+
+@pytest.mark.parametrize("data, needle", [
+    (b'{"model": ', "tokenizer.json: not valid JSON (line 1: Expecting value)"),
+    (b'{"a": "\xe9"}', "tokenizer.json: not UTF-8 (byte 0xe9 at offset 7)"),
+    ('{"a": 1}'.encode("utf-16"), "tokenizer.json: not UTF-8 (byte 0xff at offset 0)"),
+])
+def test_parses_says_what_load_json_says_of_a_file_another_library_reads(data, needle):
+    """A tokenizer.json is checked only for being UTF-8 JSON (the tokenizers library guards the
+    rest), in the same words as load_json's refusal."""
+    with pytest.raises(GoldensError) as raised:
+        parses(data, "tokenizer.json")
+    assert str(raised.value) == needle
+    with pytest.raises(GoldensError) as full:
+        load_json(data, "tokenizer.json")
+    assert str(full.value) == needle
+    parses(b'{"vocab": {"\\ud83d\\ude00": 1}}', "tokenizer.json")  # what it accepts comes back as nothing

@@ -23,7 +23,7 @@ from generator import files as files_
 from generator.config.models import Config, ModelSpec, TemplateSpec
 from generator.errors import GoldensError, describe, first_line
 from generator.files import atomic_write, cache_dir, is_sha256, remembered, sha256_hex
-from generator.json_reader import load_json
+from generator.json_reader import load_json, parses
 from generator.sources import gguf, llama3, pack, tekken
 
 HF_FILES = [
@@ -240,7 +240,7 @@ def _tokenizer_dir(base: Path, value: str) -> Path:
     tokenizer = path / "tokenizer.json"
     if not tokenizer.is_file():
         raise GoldensError(f"dir:{value}: no tokenizer.json (a fast tokenizer's file is needed)")
-    load_json(tokenizer.read_bytes(), str(tokenizer))
+    parses(tokenizer.read_bytes(), str(tokenizer))
     return path
 
 
