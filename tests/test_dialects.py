@@ -431,6 +431,7 @@ def test_regenerate_chooses_locks_and_then_writes_nothing(tmp_path):
     assert invoke("regenerate", "--config", tmp_path / "models.yaml", "--goldens", out) == "0 written, 3 unchanged, 3 removed"
 
 
+@pytest.mark.slow  # loads Command R's tokenizer, a model outside conftest.FAST_MODELS
 def test_minijinja_refuses_a_python_method_on_the_wrong_type():
     """command-r's template calls content.strip(); with content [] the pycompat callback raised
     AttributeError, which escaped as an internal error and made `check` exit 2."""

@@ -270,9 +270,10 @@ def test_a_framing_the_server_does_not_use_is_an_error_not_a_guess(fewer_tokens_
                           ).ids(shapes.build("image-expanded", {}))
 
 
+@pytest.mark.slow  # loads Gemma 3's processor and vocabulary, a model outside conftest.FAST_MODELS
 def test_render_command_expands_an_image_request(tmp_path):
-    """Gemma 3's processor: loaded once per session (test_replay_transformers renders the image
-    goldens in the fast tier too)."""
+    """Gemma 3's processor, loaded once per session (the slow tier's replays of the image goldens
+    load it too)."""
     body = tmp_path / "body.json"
     body.write_text(json.dumps(shapes.build("image-expanded", {})), encoding="utf-8")
     result = CliRunner().invoke(main, ["render", "--config", str(ROOT / "models.yaml"), "--model", "gemma3",

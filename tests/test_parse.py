@@ -70,6 +70,7 @@ def test_output_ids_are_the_render_after_the_generation_prompt_up_to_the_end_tok
     assert out.how == {"from": "after the generation prompt", "end": "written"}
 
 
+@pytest.mark.slow  # loads Gemma 3's 262k vocabulary, a model outside conftest.FAST_MODELS
 def test_a_template_that_drops_a_call_makes_no_parse_case():
     out = parse_reference.output_of(source_of("gemma3"), parse_cases.build("call", {}),
                                     CONFIG.models["gemma3"].parse.end, CONFIG.date)

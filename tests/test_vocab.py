@@ -274,6 +274,7 @@ def test_phi35_template_renders():
     assert ids[0] == 32006 and ids[-1] == 32001 and 1 not in ids
 
 
+@pytest.mark.slow  # loads Command R's tokenizer, a model outside conftest.FAST_MODELS
 def test_command_r_templates_render():
     tokenizer = _auto(model_dir("command-r"))
     templates = gguf.chat_templates(gguf.llama_cpp_vocab("command-r"))
