@@ -102,6 +102,9 @@ class Entry:
     # its installed release renders in this process: no managed server, worker process, venv of its
     # own or Node (another release may need one), so the fast tier can test it (tests/conftest.py)
     in_process: bool = False
+    # models.yaml's `tool_parser:` names this engine's tool-call parser (a model's
+    # `parsers: {<engine>: {tool: ...}}` still says otherwise); at most one built-in declares it
+    takes_tool_parser: bool = False
 
 
 @dataclass(frozen=True)
@@ -160,7 +163,7 @@ BUILT_IN = (
               versions=LLAMA_CPP, follows="llama-server", server=LLAMA_SERVER),
     _built_in("vllm", "generator.engines.vllm.engine:open_engine",
               "vLLM's chat rendering: its weightless render server's /v1/chat/completions/render",
-              media=True, coverage="generator.engines.vllm.coverage:LAYER",
+              media=True, coverage="generator.engines.vllm.coverage:LAYER", takes_tool_parser=True,
               versions=Versions("version", "generator.engines.vllm.engine:RELEASES", bisect=True),
               server=Server("vllm", "generator.engines.vllm.engine:make_server", start_seconds=60.0,
                             one_model_at_a_time=True, prepare=True),
@@ -246,6 +249,12 @@ def starters() -> tuple[str, ...]:
 def in_process() -> frozenset[str]:
     """The built-in engines whose installed release renders in this process (Entry.in_process)."""
     return frozenset(info.name for info in BUILT_IN if info.in_process)
+
+
+def takes_tool_parser(engine: str) -> bool:
+    """Whether models.yaml's `tool_parser:` names `engine`'s tool-call parser (Entry.takes_tool_parser;
+    built-ins only: reading models.yaml loads no plugin)."""
+    return any(info.name == engine and info.takes_tool_parser for info in BUILT_IN)
 
 
 def one_model_at_a_time() -> tuple[str, ...]:
