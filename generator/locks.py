@@ -3,16 +3,20 @@ to make) and kept in the repository, so the next run reads it instead of making 
 
 - Name: `<stem of the file it pins>.<what it locks>.lock`, beside that file: models.yaml's
   dialect cases are `models.dialects.lock`, its templates' capabilities `models.capabilities.lock`,
-  and the rows derived from requests/schema.json `requests/schema.derived.lock`.
+  and the rows derived from requests/schema.json `requests/schema.derived.lock`. A lock that pins
+  a folder (an imported corpus's kept request files) is named after the folder and lies inside
+  it, `requests/bfcl/bfcl.corpus.lock`: the import writes only under the folder it is given, and
+  the folder carries its provenance wherever it is copied (no request reader takes a `.lock`).
 - Shape: one JSON document whose first keys say what it is: `schema` (what it locks and the
   shape's version), `written_by` (the command that rewrites it) and `about`; the locked content is
   under `data`. Bytes are deterministic, so an unchanged choice rewrites nothing.
-- Older names and shapes (`dialects.lock`, `requests/derived.lock`, a capabilities lock without
-  `schema`) are still read, so a team's repository holding them keeps working; the next write
-  uses the new name and shape and removes the old file.
+- Older names and shapes (`dialects.lock`, `requests/derived.lock`, a corpus folder's
+  `corpus.lock`, a capabilities lock without `schema`) are still read, so a team's repository
+  holding them keeps working; the next write uses the new name and shape and removes the old file.
 
 This module reads and writes them; what a lock's `data` must hold is checked by its owner
-(config/dialects.py, config/polyfill.py, config/derived.py). docs/locks.md describes them.
+(config/dialects.py, config/polyfill.py, config/derived.py, sources/corpora.py). docs/locks.md
+describes them.
 """
 
 from __future__ import annotations
@@ -41,19 +45,31 @@ class Lock:
     legacy: tuple[str, ...] = ()  # older names beside the pinned file, read when the new one is absent
     old_shape: Callable[[Any], Any] = field(default=lambda document: document, repr=False)  # a document without `schema` -> data
     lines: str | None = None  # a list in `data` written one item a line (a regenerated lock diffs item by item)
+    folder: bool = False  # it pins a folder: the lock lies inside it, named after it
 
     @property
     def schema(self) -> str:
         return f"goldens.{self.what}.lock/{FORMAT}"
 
-    def path(self, pinned: Path) -> Path:
-        """Where the lock of `pinned` (models.yaml, requests/schema.json) is written."""
+    def _anchor(self, pinned: Path) -> Path:
+        """The path whose siblings the lock and its older names are: the pinned file, or for a
+        folder a name inside it (requests/bfcl -> requests/bfcl/bfcl)."""
         pinned = Path(pinned)
-        return pinned.with_name(f"{pinned.stem}.{self.what}.lock")
+        return pinned / pinned.name if self.folder else pinned
+
+    def path(self, pinned: Path) -> Path:
+        """Where the lock of `pinned` (models.yaml, requests/schema.json, requests/bfcl/) is written."""
+        anchor = self._anchor(pinned)
+        stem = anchor.name if self.folder else anchor.stem  # a folder's whole name: `data.v2` keeps its dot
+        return anchor.with_name(f"{stem}.{self.what}.lock")
+
+    def old(self, pinned: Path) -> list[Path]:
+        """Where its older names would be."""
+        return [self._anchor(pinned).with_name(name) for name in self.legacy]
 
     def found(self, pinned: Path) -> Path | None:
         """The file a read takes: the lock under its name, else an older name, else None."""
-        for path in (self.path(pinned), *(Path(pinned).with_name(name) for name in self.legacy)):
+        for path in (self.path(pinned), *self.old(pinned)):
             if path.is_file():
                 return path
         return None
@@ -82,7 +98,19 @@ DERIVED = Lock(
     "derived dialects (generator/config/derived.py): rows of a pairwise covering array over the fields of "
     "requests/schema.json, and one row per invalid level, part type and schema keyword",
     legacy=("derived.lock",), old_shape=_rows, lines="rows")
-ALL = (DIALECTS, CAPABILITIES, DERIVED)
+
+
+def _provenance(document: Any) -> Any:
+    """A corpus folder's corpus.lock before locks.py: the provenance itself, `kept` among its keys."""
+    return document if isinstance(document, dict) and "kept" in document else None
+
+
+CORPUS = Lock(
+    "corpus", "goldens requests import corpus:NAME --out DIR",
+    "an imported registry corpus (generator/coverage/traffic.py, generator/sources/corpora.py): its pin, "
+    "licence and conversion, the bodies read and the names of the request files kept in this folder",
+    legacy=("corpus.lock",), old_shape=_provenance, folder=True)
+ALL = (DIALECTS, CAPABILITIES, DERIVED, CORPUS)
 
 
 def read(lock: Lock, pinned: Path) -> Any:
@@ -125,8 +153,7 @@ def write(lock: Lock, pinned: Path, data: Any) -> bool:
     older-named one beside it; True when anything changed on disk."""
     path = lock.path(pinned)
     changed = files.atomic_write(path, dumps(lock, data))
-    for name in lock.legacy:
-        old = Path(pinned).with_name(name)
+    for old in lock.old(pinned):
         if old != path and old.is_file():
             old.unlink()
             changed = True

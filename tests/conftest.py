@@ -110,10 +110,10 @@ def goldens_root() -> Path:
     return GOLDENS
 
 
-# The engines that render in this process (the reference stack of this venv, minijinja,
-# mistral-common): the fast tier keeps their tests. Every other engine needs a managed server, a
-# worker in its own venv or Node, so a test that drives one carries `integration`.
-IN_PROCESS_ENGINES = frozenset({"transformers", "minijinja", "mistral-common"})
+# The engines whose installed release renders in this process, as the registry declares them
+# (Entry.in_process): the fast tier keeps their tests. Every other engine needs a managed server,
+# a worker in its own venv or Node, so a test that drives one carries `integration`.
+IN_PROCESS_ENGINES = engine_registry.in_process()
 
 
 # The cases a per-case test that repeats what another does for the whole matrix runs in the fast
@@ -138,6 +138,20 @@ def matrix_marks(case) -> list:
 def model_marks(model: str) -> list:
     """`slow` for every case of a model outside FAST_MODELS."""
     return [] if model in FAST_MODELS else [pytest.mark.slow]
+
+
+def server_marks(engine: str, model: str) -> list:
+    """`server(kind, model)` for an engine whose managed server the registry runs one model at a
+    time (Server.one_model_at_a_time: vLLM's), so the plugin runs the model's tests together."""
+    server = engine_registry.lookup(engine).server
+    return [pytest.mark.server(server.kind, model)] if server is not None and server.one_model_at_a_time else []
+
+
+def model_servers() -> tuple[str, ...]:
+    """The built-in engines that render through a managed server of their own, one per model
+    (llama-server, vLLM): what a client's body can be sent to as it is sent."""
+    return tuple(info.name for info in engine_registry.BUILT_IN
+                 if info.renders and info.server is not None and info.server.per_model and not info.follows)
 
 
 def engine_marks(engine: str) -> list:

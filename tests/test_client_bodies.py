@@ -6,7 +6,7 @@ outcome on the body as sent; the servers are judged against that."""
 from __future__ import annotations
 
 import pytest
-from conftest import CONFIG, GOLDENS, engine_of, golden_of, source_of
+from conftest import CONFIG, GOLDENS, engine_of, golden_of, model_servers, server_marks, source_of
 
 from generator import reference
 from generator.engines import Refused
@@ -59,10 +59,9 @@ def test_openai_format_keeps_text_parts_and_passes_null_as_an_empty_list():
 
 
 REPLAYS = [pytest.param(case_id, engine, id=f"{case_id}@{engine}",
-                        marks=[pytest.mark.integration]
-                        + ([pytest.mark.server("vllm", case_id.split("/")[0])] if engine == "vllm" else []))
+                        marks=[pytest.mark.integration, *server_marks(engine, case_id.split("/")[0])])
            for case_id in CLIENT_CASES + [c + "--thinking-off" for c in CLIENT_CASES if c.startswith("qwen3")]
-           for engine in ("llama-server", "vllm")
+           for engine in model_servers()
            if engine in CONFIG.models[case_id.split("/")[0]].engines]
 
 

@@ -4,7 +4,6 @@ byte-identical to what is committed under requests/bfcl/."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
@@ -61,6 +60,6 @@ def test_a_re_import_of_bfcl_is_byte_identical_to_the_committed_one(tmp_path):
     assert sorted(p.name for p in out.iterdir()) == sorted(p.name for p in committed.iterdir())
     for path in committed.iterdir():
         assert (out / path.name).read_bytes() == path.read_bytes(), path.name
-    lock = json.loads((committed / "corpus.lock").read_text())
+    lock = corpora.read_lock(committed)  # requests/bfcl/bfcl.corpus.lock (generator/locks.py)
     assert lock["sha256"] == corpora.CORPORA["bfcl"].artifact.sha256 and lock["licence"] == "Apache-2.0"
     assert len(lock["kept"]) == len(list(committed.glob("*.json")))

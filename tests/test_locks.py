@@ -1,7 +1,7 @@
 """The lock files' one convention (generator/locks.py, docs/locks.md): named after the file they
-pin and beside it, one JSON shape whose first lines say what is locked and which command rewrites
-it; the names and shapes a team's repository holds from before still read, and the next write
-moves them to the convention."""
+pin and beside it (inside it, for a folder), one JSON shape whose first lines say what is locked
+and which command rewrites it; the names and shapes a team's repository holds from before still
+read, and the next write moves them to the convention."""
 
 from __future__ import annotations
 
@@ -13,19 +13,23 @@ import pytest
 
 from generator import locks
 from generator.config import derived, dialects, models, polyfill
+from generator.sources import corpora
 from generator.errors import GoldensError
 
 ROOT = Path(__file__).resolve().parent.parent
 PINNED = {locks.DIALECTS: ROOT / "models.yaml", locks.CAPABILITIES: ROOT / "models.yaml",
-          locks.DERIVED: derived.CATALOGUE}
+          locks.DERIVED: derived.CATALOGUE, locks.CORPUS: ROOT / "requests" / "bfcl"}
 CONFIG = 'models:\n  qwen3:\n    tokenizer: {pack: "npm:qwen3"}\n    shapes: [plain, tool-result]\n    dialects: [developer]\n'
 
 
 def test_every_lock_is_named_after_the_file_it_pins_and_lies_beside_it():
+    """...or, pinning a folder, inside it (what `--out` was given), named after the folder."""
     assert set(PINNED) == set(locks.ALL)
     for lock, pinned in PINNED.items():
         path = lock.path(pinned)
-        assert path.parent == pinned.parent and path.name == f"{pinned.stem}.{lock.what}.lock", path
+        assert pinned.is_dir() == lock.folder, pinned
+        where, stem = (pinned, pinned.name) if lock.folder else (pinned.parent, pinned.stem)
+        assert path.parent == where and path.name == f"{stem}.{lock.what}.lock", path
         assert not path.name.startswith(".")  # `.*.lock` is what .gitignore drops: a killed run's file locks
     assert [lock.path(Path("team/ci.yaml")).name for lock in (locks.DIALECTS, locks.CAPABILITIES)] == \
         ["ci.dialects.lock", "ci.capabilities.lock"]
@@ -41,7 +45,7 @@ def test_every_committed_lock_has_the_one_shape_and_rewrites_to_its_own_bytes(lo
     assert lines[1] == f'  "schema": "goldens.{lock.what}.lock/{locks.FORMAT}",', lines[:3]
     assert lines[2] == f'  "written_by": {json.dumps(lock.written_by)},', lines[:3]
     assert lock.found(pinned) == path
-    assert not [name for name in lock.legacy if (pinned.parent / name).exists()]  # renamed, not copied
+    assert not [old for old in lock.old(pinned) if old.exists()]  # renamed, not copied
     assert locks.dumps(lock, locks.read(lock, pinned)) == path.read_text(encoding="utf-8")
 
 
@@ -84,6 +88,32 @@ def test_an_old_derived_lock_is_read_and_the_next_write_takes_the_new_name(tmp_p
     assert locks.write(locks.DERIVED, catalogue, data) is True
     assert not old.exists() and (tmp_path / "schema.derived.lock").is_file()
     assert derived.read_lock(catalogue) == derived.read_lock()
+
+
+def test_an_old_corpus_lock_is_read_and_the_next_write_takes_the_new_name_and_shape(tmp_path):
+    """A corpus folder imported before locks.py holds `corpus.lock`, the provenance itself: it is
+    read as it is, and the next import's write replaces it with `<folder>.corpus.lock`."""
+    folder = tmp_path / "bfcl"
+    folder.mkdir()
+    data = corpora.read_lock(PINNED[locks.CORPUS])
+    old = folder / "corpus.lock"
+    old.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")  # its old shape
+    assert locks.CORPUS.found(folder) == old and corpora.read_lock(folder) == data
+    assert corpora.write_lock(folder, data["corpus"], data["kept"], data["read"]) is True
+    assert sorted(p.name for p in folder.iterdir()) == ["bfcl.corpus.lock"]
+    document = json.loads((folder / "bfcl.corpus.lock").read_text(encoding="utf-8"))
+    assert document["schema"] == locks.CORPUS.schema and document["data"] == data
+    assert corpora.read_lock(folder) == data
+    assert corpora.write_lock(folder, data["corpus"], data["kept"], data["read"]) is False  # in place
+    assert (folder / "bfcl.corpus.lock").read_bytes() == locks.CORPUS.path(PINNED[locks.CORPUS]).read_bytes()
+
+
+def test_a_corpus_lock_without_its_kept_names_is_one_line(tmp_path):
+    (tmp_path / "corpus.lock").write_text(json.dumps({"kept": "all"}), encoding="utf-8")
+    with pytest.raises(GoldensError) as caught:
+        corpora.read_lock(tmp_path)
+    assert str(caught.value) == ("corpus.lock: expected a corpus's pin and its kept names; delete it and run "
+                                 f"`{locks.CORPUS.written_by}`")
 
 
 def test_a_lock_of_another_kind_is_one_line_naming_the_command_that_rewrites_it(tmp_path):

@@ -382,3 +382,23 @@ def test_a_tool_parser_starts_vllm_as_a_tool_serving_server():
         "qwen3": "hermes", "llama3": "llama3_json", "mistral-nemo": "mistral", "deepseek-v3": "deepseek_v3",
         "gpt-oss": "openai", "gemma4": "gemma4", "kimi-k3": "kimi_k3", "deepseek-v4": "deepseek_v4",
         "glm-4.7-flash": "glm47", "minimax-m3": "minimax_m3", "qwen3.5-4b": "qwen3_coder"}
+
+
+def test_tool_parser_names_the_tool_parser_of_the_engine_the_registry_says():
+    """`tool_parser:` is one engine's tool-call parser, the one whose entry declares
+    takes_tool_parser (vLLM's): that engine's parser unless `parsers:` names another; no other
+    engine's parser, and no other kind, comes from it."""
+    from generator.config import engine_registry
+
+    takers = [info.name for info in engine_registry.BUILT_IN if info.takes_tool_parser]
+    assert takers == ["vllm"]  # models.yaml's meaning (docs/models-yaml.md): vLLM's --tool-call-parser
+    config = models.parse(yaml.safe_load(
+        f"models:\n  m:\n    tokenizer: {QWEN}\n    tool_parser: hermes\n"
+        "    parsers: {sglang: {reasoning: qwen3}}\n"
+        "  n:\n    tokenizer: " + QWEN + "\n    tool_parser: hermes\n    parsers: {vllm: {tool: qwen3_xml}}\n"),
+        ROOT / "models.yaml")
+    m, n = config.models["m"], config.models["n"]
+    assert m.parser("vllm", "tool") == "hermes" and n.parser("vllm", "tool") == "qwen3_xml"
+    others = [info.name for info in engine_registry.BUILT_IN if not info.takes_tool_parser]
+    assert others and all(m.parser(name, "tool") is None for name in others)
+    assert m.parser("vllm", "reasoning") is None and m.parser("sglang", "reasoning") == "qwen3"

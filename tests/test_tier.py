@@ -7,9 +7,11 @@ from __future__ import annotations
 import threading
 
 import pytest
-from conftest import SLOW_FIXTURES, tier
+from conftest import CONFIG, IN_PROCESS_ENGINES, SLOW_FIXTURES, golden_of, source_of, tier
 
 from generator import heavy
+from generator.config import engine_registry
+from generator.engines.pool import EnginePool
 from generator.engines.harmony import engine as harmony
 from generator.engines.llama_server import llama_cpp
 from generator.engines.transformers import venv as transformers_venv
@@ -125,3 +127,36 @@ def test_the_heavy_fixtures_declare_their_tiers():
     for fixture in (test_plugins.venv, conftest.qwen3_llama_server, conftest.vllm_serving):
         assert pytest.mark.integration in fixture._get_wrapped_function().goldens_tier, fixture
     assert "full_run" in SLOW_FIXTURES
+
+
+# a fast model every in-process engine renders (mistral-common: Tekken only) beside engines that are not
+LISTING = "mistral-nemo"
+
+
+def test_the_in_process_engines_are_the_registrys():
+    """conftest's set is the registry's declaration (Entry.in_process), not a second list: the
+    reference is in it, and no engine with a server of its own per model, or following one, is."""
+    assert IN_PROCESS_ENGINES == {info.name for info in engine_registry.BUILT_IN if info.in_process}
+    assert engine_registry.REFERENCE in IN_PROCESS_ENGINES
+    served = {info.name for info in engine_registry.BUILT_IN
+              if (info.server is not None and info.server.per_model) or info.follows}
+    assert served and not served & IN_PROCESS_ENGINES
+    assert IN_PROCESS_ENGINES <= set(CONFIG.models[LISTING].engines)
+
+
+def test_an_in_process_engine_renders_in_a_light_run_and_no_other_engine_does(monkeypatch):
+    """What `in_process` claims, done: with GOLDENS_LIGHT=1 (no server start, worker, venv or
+    Node) each in-process engine renders a case, and each other engine the model lists that
+    renders is refused in one line: it needs the heavy work the fast tier leaves out."""
+    monkeypatch.setenv(heavy.LIGHT, "1")
+    model, request = CONFIG.models[LISTING], golden_of(f"{LISTING}/plain").request
+    others = [name for name in model.engines
+              if name not in IN_PROCESS_ENGINES and engine_registry.lookup(name).renders]
+    assert others
+    with EnginePool(CONFIG.date, versions=CONFIG.engine_versions) as pool:
+        for name in sorted(IN_PROCESS_ENGINES):
+            ids = pool.engine(name, model, source_of(LISTING)).ids(request)
+            assert ids and all(isinstance(i, int) for i in ids), name
+        for name in others:
+            with pytest.raises(GoldensError, match="refused in a light run"):
+                pool.engine(name, model, source_of(LISTING)).ids(request)

@@ -99,6 +99,12 @@ class Entry:
     # its request layer as `goldens coverage --engine` measures it: a "module:attribute" naming a
     # generator.measure.engine.Layer (the engine's coverage.py); None when it is not measured
     coverage: Any = None
+    # its installed release renders in this process: no managed server, worker process, venv of its
+    # own or Node (another release may need one), so the fast tier can test it (tests/conftest.py)
+    in_process: bool = False
+    # models.yaml's `tool_parser:` names this engine's tool-call parser (a model's
+    # `parsers: {<engine>: {tool: ...}}` still says otherwise); at most one built-in declares it
+    takes_tool_parser: bool = False
 
 
 @dataclass(frozen=True)
@@ -129,6 +135,7 @@ REFERENCE = "transformers"  # the engine the goldens are rendered with: a model'
 BUILT_IN = (
     _built_in(REFERENCE, "generator.engines.transformers.engine:open_engine",
               "the reference itself: Transformers' apply_chat_template", media=True, starter=True,
+              in_process=True,
               versions=Versions("version", "generator.engines.transformers.engine:RELEASES", bisect=True),
               server=Server("transformers", "generator.engines.transformers.engine:make_worker", per_model=False,
                             start_seconds=5.0),
@@ -156,7 +163,7 @@ BUILT_IN = (
               versions=LLAMA_CPP, follows="llama-server", server=LLAMA_SERVER),
     _built_in("vllm", "generator.engines.vllm.engine:open_engine",
               "vLLM's chat rendering: its weightless render server's /v1/chat/completions/render",
-              media=True, coverage="generator.engines.vllm.coverage:LAYER",
+              media=True, coverage="generator.engines.vllm.coverage:LAYER", takes_tool_parser=True,
               versions=Versions("version", "generator.engines.vllm.engine:RELEASES", bisect=True),
               server=Server("vllm", "generator.engines.vllm.engine:make_server", start_seconds=60.0,
                             one_model_at_a_time=True, prepare=True),
@@ -171,10 +178,10 @@ BUILT_IN = (
                           "`generate_chunk`, the `stream_state` the previous call returned); its `chat_request` is "
                           "the request below"),
     _built_in("minijinja", "generator.engines.minijinja.engine:open_engine",
-              "minijinja (TGI's template engine) with the HF tokenizer", starter=True,
+              "minijinja (TGI's template engine) with the HF tokenizer", starter=True, in_process=True,
               coverage="generator.engines.minijinja.coverage:LAYER"),
     _built_in("mistral-common", "generator.engines.mistral_common.engine:open_engine",
-              "mistral-common's own request encoding",
+              "mistral-common's own request encoding", in_process=True,
               applies="generator.engines.mistral_common.applies:tekken_only",
               coverage="generator.engines.mistral_common.coverage:LAYER"),
     _built_in("transformers-js", "generator.engines.transformers_js.engine:open_engine",
@@ -237,6 +244,17 @@ def registered() -> tuple[EngineInfo, ...]:
 def starters() -> tuple[str, ...]:
     """The engines `goldens init` lists for a new model (Entry.starter)."""
     return tuple(info.name for info in BUILT_IN if info.starter)
+
+
+def in_process() -> frozenset[str]:
+    """The built-in engines whose installed release renders in this process (Entry.in_process)."""
+    return frozenset(info.name for info in BUILT_IN if info.in_process)
+
+
+def takes_tool_parser(engine: str) -> bool:
+    """Whether models.yaml's `tool_parser:` names `engine`'s tool-call parser (Entry.takes_tool_parser;
+    built-ins only: reading models.yaml loads no plugin)."""
+    return any(info.name == engine and info.takes_tool_parser for info in BUILT_IN)
 
 
 def one_model_at_a_time() -> tuple[str, ...]:

@@ -184,10 +184,11 @@ class ModelSpec:
         return self.tokenizer.surrogate
 
     def parser(self, engine: str, kind: str) -> str | None:
-        """The engine's `kind` ("tool" or "reasoning") parser for this model, if it names one;
-        vLLM's tool parser is `tool_parser:` unless `parsers:` says otherwise."""
+        """The engine's `kind` ("tool" or "reasoning") parser for this model, if it names one; the
+        tool parser of the engine the registry says `tool_parser:` names (vLLM's) is `tool_parser:`
+        unless `parsers:` says otherwise."""
         name = self.parsers.get(engine, {}).get(kind)
-        if name is None and engine == "vllm" and kind == "tool":
+        if name is None and kind == "tool" and engine_registry.takes_tool_parser(engine):
             return self.tool_parser
         return name
 

@@ -486,18 +486,14 @@ def import_log(path: Path, out: Path, config, models: list, redacting: bool = Fa
     return Imported(read=read + len(errors), kept=kept, errors=errors, coverage=coverage)
 
 
-CORPUS_LOCK = "corpus.lock"  # beside the kept request files: the pin, licence and kept names (not *.json)
-
-
 def import_corpus(name: str, out: Path, config, models: list) -> Imported:
     """A pinned registry corpus (sources/corpora.py) distilled like a log: its bodies written
     to a scratch folder in the corpus's order, the first of each form rendered, the minimal set
     of those reaching template code or features the models' matrix does not kept in `out`,
-    with `corpus.lock` beside it (pin, licence, the kept names). The same pin gives the same
-    bytes."""
+    with its lock inside it (generator/locks.py CORPUS, `<out name>.corpus.lock`: pin, licence,
+    the kept names). The same pin gives the same bytes."""
     import tempfile
 
-    from generator import files
     from generator.sources import corpora
 
     found = corpora.corpus(name)
@@ -509,7 +505,5 @@ def import_corpus(name: str, out: Path, config, models: list) -> Imported:
                 json.dumps(body, ensure_ascii=False, sort_keys=True), encoding="utf-8")
         result = import_log(Path(tmp), out, config, models, presort=True, beyond_matrix=True)
     if result.kept:
-        lock = corpora.provenance(name, [body.name for body in result.kept])
-        lock["read"] = result.read
-        files.atomic_write(out / CORPUS_LOCK, json.dumps(lock, indent=2, ensure_ascii=False) + "\n")
+        corpora.write_lock(out, name, [body.name for body in result.kept], result.read)
     return result

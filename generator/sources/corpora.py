@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from generator import heavy
+from generator import heavy, locks
 from generator.errors import GoldensError
 from generator.files import build_dir_once, cache_dir
 from generator.sources import registry
@@ -182,7 +182,7 @@ def jsonl(name: str) -> bytes:
 
 
 def provenance(name: str, kept: list[str]) -> dict[str, Any]:
-    """What an import records beside its request files: the pin, the licence, the conversion."""
+    """What an import records with its request files: the pin, the licence, the conversion."""
     found = corpus(name)
     artifact = found.artifact
     return {
@@ -191,3 +191,24 @@ def provenance(name: str, kept: list[str]) -> dict[str, Any]:
         "conversion": "generator/sources/corpora.py (bfcl_bodies): BFCL's OpenAI tool conversion, and the raw types",
         "kept": kept,
     }
+
+
+def write_lock(folder: Path, name: str, kept: list[str], read: int) -> bool:
+    """The corpus lock inside `folder` (locks.CORPUS: `<folder>/<folder name>.corpus.lock`): the
+    provenance of corpus `name`, the names kept and the bodies read. An old `corpus.lock` there is
+    replaced; True when anything changed on disk."""
+    return locks.write(locks.CORPUS, folder, {**provenance(name, kept), "read": read})
+
+
+def read_lock(folder: Path) -> dict[str, Any] | None:
+    """The provenance a corpus folder records (None: none), from its lock under either name; one
+    error line when it does not hold a corpus's pin and its kept names."""
+    data = locks.read(locks.CORPUS, folder)
+    if data is None:
+        return None
+    kept = data.get("kept")
+    if (not isinstance(data.get("corpus"), str) or not isinstance(data.get("sha256"), str)
+            or not isinstance(kept, list) or not all(isinstance(item, str) for item in kept)):
+        raise GoldensError(f"{locks.CORPUS.found(folder).name}: expected a corpus's pin and its kept names; "
+                           f"delete it and run `{locks.CORPUS.written_by}`")
+    return data
