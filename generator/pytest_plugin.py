@@ -151,7 +151,7 @@ def pytest_configure(config: pytest.Config) -> None:
         config.pluginmanager.register(_Durations(path if path.is_absolute() else config.invocation_params.dir / path),
                                       "goldens-durations")
     if updating(config):
-        from generator.replay.snapshot import Update
+        from generator.replay.judging.snapshot import Update
 
         state.update = Update(state.matrix, state.path("goldens_dir"), record_index=state.at_pins is None)
     target = state.path("goldens_config").resolve()
@@ -339,7 +339,7 @@ class ReferenceItem(_GoldensItem):
     def runtest(self):
         from generator.engines import Ids, Refused
         from generator.goldens import golden_file, regenerate
-        from generator.replay import judge
+        from generator.replay.judging import judge
 
         matrix = self.state.matrix
         source = self.state.source(self.case.model)
@@ -384,7 +384,7 @@ class ReplayItem(_GoldensItem):
                                                           state.source(self.case.model))
 
     def runtest(self):
-        from generator.replay import gate, judge
+        from generator.replay.judging import gate, judge
 
         golden = self.golden()
         engine = self.state.engines[(self.spec.label, self.case.model)]

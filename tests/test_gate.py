@@ -26,7 +26,7 @@ from generator.config.cases import model_cases
 from generator.engines import Ids, Refused
 from generator.engines.transformers.engine import TransformersEngine
 from generator.goldens import golden_file
-from generator.replay import judge, ledger
+from generator.replay.judging import judge, ledger
 from generator.sources.source import resolve
 
 QWEN = '{pack: "npm:qwen3"}'

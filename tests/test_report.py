@@ -22,10 +22,11 @@ from generator.cli import main
 from generator.config.cases import is_parse_case, matrix
 from generator.errors import GoldensError
 from generator.goldens import golden_file
-from generator.replay import destination, disputes, divergence, markdown_report
+from generator.replay import destination, markdown_report
+from generator.replay.judging import disputes, divergence
 from generator.replay.junit import junit_xml
 from generator.replay.report import Summary
-from generator.replay.judge import Outcome
+from generator.replay.judging.judge import Outcome
 from generator.servers.process import free_port
 
 transformers_version = version("transformers")

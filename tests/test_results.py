@@ -22,8 +22,9 @@ from conftest import GOLDENS, ROOT, golden_of, one_line_error
 
 from generator.cli import main
 from generator.engines import Ids, Refused
-from generator.replay import divergence, junit, ledger, markdown_report, results, shard, terminal
-from generator.replay.judge import Outcome, judge_finding
+from generator.replay import junit, markdown_report, results, shard, terminal
+from generator.replay.judging import divergence, ledger
+from generator.replay.judging.judge import Outcome, judge_finding
 from generator.replay.report import Summary
 
 STAMP = dt.datetime(2026, 1, 15, tzinfo=dt.timezone.utc)

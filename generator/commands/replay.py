@@ -24,7 +24,8 @@ def check_command(config_path: Path, engines: tuple[str, ...], model_names: tupl
     from generator.goldens import staleness
     from generator.progress import progress_bar
     from generator.replay import check as checking
-    from generator.replay import destination, gate, orphans, publish, remote_options, shard
+    from generator.replay import destination, orphans, publish, remote_options, shard
+    from generator.replay.judging import gate
     from generator.replay import results as results_data
 
     config = models.load(config_path)

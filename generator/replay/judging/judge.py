@@ -1,12 +1,12 @@
 """Replay: send goldens through an engine and judge each answer. The one judge.
 
 `verdict` is the judging function: `goldens check` (through `judge`/`replay`) and the pytest
-snapshots (replay/snapshot.py) both call it, so the CI gate and the test suite cannot disagree.
+snapshots (replay/judging/snapshot.py) both call it, so the CI gate and the test suite cannot disagree.
 
 An Outcome is one of: `match` (the golden's ids), `both-refuse` (the reference and the engine
 both refused: it passes, but nothing was rendered, so it is never counted as a match), `known`
 (exactly the reviewed ledger entry, or the golden's ids with a reviewed cause's edit made:
-replay/causes.py), `drift` (anything else, with the report and the first edit between the ids),
+replay/judging/causes.py), `drift` (anything else, with the report and the first edit between the ids),
 or `error` (the engine could not answer, so nothing was judged); and for an engine that reports
 only how many prompt tokens it evaluated, `count` (the golden's length; the ids themselves were
 never seen). An HTTP 4xx/5xx about one request is a refusal (generator/http.py's one rule), so
@@ -50,9 +50,9 @@ from generator.engines import (
 )
 from generator.errors import GoldensError, stable_line
 from generator.goldens import golden_file
-from generator.replay import causes as causes_, disputes, ledger
-from generator.replay.divergence import diverge, format_divergence
-from generator.replay.outcome import Outcome
+from generator.replay.judging import causes as causes_, disputes, ledger
+from generator.replay.judging.divergence import diverge, format_divergence
+from generator.replay.judging.outcome import Outcome
 
 Answer = Ids | PromptCount | Refused  # what an engine made of a request: ids, a count, or a refusal
 
@@ -206,14 +206,14 @@ def judge(engine: Engine, item: golden_file.Golden, root: Path,
     `label` names it in the outcome when several versions of one engine run
     (`llama-server@11000`); the ledger is the engine's own. A golden whose references disagree
     is judged against the one `reviews` (models.yaml references.disputes) names, and against no
-    engine while none does (replay/disputes.py)."""
+    engine while none does (replay/judging/disputes.py)."""
     label = label or engine.name
     against = disputes.judged_against(item, reviews)
     if against is None:
         return Outcome(item.case, label, "disputed", disputes.describe(item), kind="disputed")
     item = against
     if golden_file.is_parse(item):
-        from generator.replay import parse_judge
+        from generator.replay.judging import parse_judge
 
         return parse_judge.judge(engine, item, root, label)
     entry = ledger.read(root, item.case, engine.name)
@@ -377,7 +377,7 @@ def record(engine: Engine, item: golden_file.Golden, root: Path, reason: str, st
     if not reason.strip():
         raise GoldensError("a reviewed divergence needs a --reason that says why it is accepted")
     if golden_file.is_parse(item):
-        from generator.replay import parse_judge
+        from generator.replay.judging import parse_judge
 
         if stand_in:
             raise GoldensError(f"{item.case}: a parse case has no stand-in endpoint")
