@@ -168,7 +168,7 @@ def _check_options(config: pytest.Config, state: _State) -> None:
     from generator.config import engine_spec
     from generator.engines.pool import check_available
     from generator.errors import GoldensError
-    from generator.replay import destination
+    from generator.replay.reporting import destination
 
     state.matrix.select(tuple(config.getoption("goldens_models")))
     for text in config.getoption("goldens_engines"):
@@ -491,8 +491,8 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
 
         for line in orphans.note(state.matrix, state.path("goldens_dir"), config.getoption("goldens_models")):
             terminalreporter.write_line(f"goldens: {line}")
-        from generator.replay.report import Summary
-        from generator.replay.terminal import known_lines
+        from generator.replay.reporting.report import Summary
+        from generator.replay.reporting.terminal import known_lines
 
         # a known divergence passes; what explained it is said as `goldens check` says it
         summary = Summary([o for outcomes in state.outcomes.values() for o in outcomes])

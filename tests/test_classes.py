@@ -19,7 +19,7 @@ from generator.cli import main
 from generator.engines import Ids, Refused
 from generator.errors import GoldensError
 from generator.goldens import golden_file
-from generator.replay import defects
+from generator.replay.reporting import defects
 from generator.replay.judging import causes, gate, judge, ledger, parse_judge
 
 # Meta-Llama-3-8B-Instruct's template: content only, so an assistant tool call is dropped

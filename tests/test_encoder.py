@@ -27,7 +27,7 @@ from generator.config import models
 from generator.config.cases import model_cases
 from generator.files import sha256_of
 from generator.goldens import golden_file
-from generator.replay import results
+from generator.replay.reporting import results
 from generator.replay.judging.judge import Outcome
 from generator.sources import encoders
 

@@ -452,7 +452,7 @@ def test_the_code_fingerprint_moves_with_each_hashed_module_only(tmp_path):
         other = package / off_the_path  # no render runs them: an edit renders nothing again
         other.write_bytes(other.read_bytes() + b"\n_edited = 1\n")
         assert index.code_fingerprint(package) == base, off_the_path
-    for off_the_path in ("goldens/diff.py", "analysis/prefix_report.py", "replay/report.py"):
+    for off_the_path in ("goldens/diff.py", "analysis/prefix_report.py", "replay/reporting/report.py"):
         other = package / off_the_path  # imported by no render: an edit renders nothing again
         other.write_bytes(other.read_bytes() + b"\n_edited = 1\n")
         assert index.code_fingerprint(package) == base, off_the_path

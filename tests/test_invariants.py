@@ -143,7 +143,7 @@ def test_check_fails_on_an_unreviewed_finding_and_passes_a_reviewed_one(goldens_
 
     from generator.config.cases import model_cases
     from generator.replay import check
-    from generator.replay.report import Summary
+    from generator.replay.reporting.report import Summary
 
     model = CONFIG.models["deepseek-v3"]
     cases = [case.id for case in model_cases(model)]

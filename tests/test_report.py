@@ -22,10 +22,10 @@ from generator.cli import main
 from generator.config.cases import is_parse_case, matrix
 from generator.errors import GoldensError
 from generator.goldens import golden_file
-from generator.replay import destination, markdown_report
+from generator.replay.reporting import destination, markdown_report
 from generator.replay.judging import disputes, divergence
-from generator.replay.junit import junit_xml
-from generator.replay.report import Summary
+from generator.replay.reporting.junit import junit_xml
+from generator.replay.reporting.report import Summary
 from generator.replay.judging.judge import Outcome
 from generator.servers.process import free_port
 

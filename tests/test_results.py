@@ -22,10 +22,11 @@ from conftest import GOLDENS, ROOT, golden_of, one_line_error
 
 from generator.cli import main
 from generator.engines import Ids, Refused
-from generator.replay import junit, markdown_report, results, shard, terminal
+from generator.replay import shard
+from generator.replay.reporting import junit, markdown_report, results, terminal
 from generator.replay.judging import divergence, ledger
 from generator.replay.judging.judge import Outcome, judge_finding
-from generator.replay.report import Summary
+from generator.replay.reporting.report import Summary
 
 STAMP = dt.datetime(2026, 1, 15, tzinfo=dt.timezone.utc)
 

@@ -21,10 +21,11 @@ from conftest import GOLDENS, golden_of, server_of
 from generator.cli import main
 from generator.engines import Ids, Refused
 from generator.errors import GoldensError
-from generator.replay import check, junit, markdown_report, results, terminal
+from generator.replay import check
+from generator.replay.reporting import junit, markdown_report, results, terminal
 from generator.replay.judging import causes
 from generator.replay.judging.judge import Outcome, verdict
-from generator.replay.report import Summary, problems
+from generator.replay.reporting.report import Summary, problems
 
 BOS = causes.Edit("start", (), ((1, "<s>"),))
 

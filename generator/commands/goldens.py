@@ -75,7 +75,7 @@ def diff_command(rev: str, root: Path, markdown: bool, report_path: Path | None,
     """Token-level view of every golden changed against a git revision (default: HEAD): goldens
     whose tokens moved first, then one line per model for provenance- or analysis-only changes."""
     from generator.goldens import diff
-    from generator.replay import destination, github
+    from generator.replay.reporting import destination, github
 
     destination.check_destination(report_path)
     from generator.goldens import bump

@@ -26,7 +26,7 @@ def command(config_path: Path, engine_name: str | None, case_ids: tuple[str, ...
     from generator.config import models
     from generator.config.cases import case_of, model_cases, replays
     from generator.engines.pool import EnginePool
-    from generator.replay import defects
+    from generator.replay.reporting import defects
     from generator.replay.judging.judge import record, record_cause
     from generator.replay.judging.outcome import load_goldens
     from generator.sources.source import resolve
@@ -131,7 +131,7 @@ def _report(config, root: Path, name: str, case_ids: tuple[str, ...], url: str |
     from generator.engines import PromptCount, Refused, reported_version
     from generator.engines.pool import EnginePool
     from generator.errors import stable_line
-    from generator.replay import defects
+    from generator.replay.reporting import defects
     from generator.replay.judging.judge import judged
     from generator.replay.judging.outcome import load_goldens
     from generator.sources.source import resolve
@@ -186,7 +186,7 @@ def _parse_report(config, root: Path, cause, case_ids: tuple[str, ...], url: str
     from generator.config.cases import case_of
     from generator.engines import reported_version
     from generator.engines.pool import EnginePool
-    from generator.replay import defects
+    from generator.replay.reporting import defects
     from generator.replay.judging import parse_judge
     from generator.replay.judging.outcome import load_goldens
     from generator.sources.source import resolve

@@ -24,9 +24,10 @@ def check_command(config_path: Path, engines: tuple[str, ...], model_names: tupl
     from generator.goldens import staleness
     from generator.progress import progress_bar
     from generator.replay import check as checking
-    from generator.replay import destination, orphans, publish, remote_options, shard
+    from generator.replay import orphans, remote_options, shard
+    from generator.replay.reporting import destination, publish
     from generator.replay.judging import gate
-    from generator.replay import results as results_data
+    from generator.replay.reporting import results as results_data
 
     config = models.load(config_path)
     url_map = remote_options.urls(urls)
@@ -76,8 +77,8 @@ def report_merge_command(results_paths: tuple[Path, ...], root: Path, junit_path
                          results_path: Path | None, step_summary: bool) -> None:
     """Merge the --results of `check --shard K/N` runs into the reports one unsharded run writes;
     exit with the merged verdict (2 when a shard is missing, named)."""
-    from generator.replay import destination, publish
-    from generator.replay import results as results_data
+    from generator.replay.reporting import destination, publish
+    from generator.replay.reporting import results as results_data
 
     if step_summary and not os.environ.get("GITHUB_STEP_SUMMARY"):
         raise GoldensError("--step-summary: GITHUB_STEP_SUMMARY is not set")

@@ -30,8 +30,8 @@ from generator.errors import GoldensError, one_line
 from generator.replay.judging import causes
 from generator.replay.judging.judge import replay
 from generator.replay.judging.outcome import Outcome, load_goldens
-from generator.replay.report import surrogate_note
-from generator.replay.results import Group, Plan, Results, fingerprint
+from generator.replay.reporting.report import surrogate_note
+from generator.replay.reporting.results import Group, Plan, Results, fingerprint
 from generator.sources.source import Source, resolve
 
 NO_CONFIRM = ("--no-confirm: stand-in endpoints (llama-server /apply-template + /tokenize, vLLM /tokenize) "
@@ -150,7 +150,7 @@ def run(config: Config, root: Path, engines: tuple[str, ...] = (), models: tuple
         for model_name, indices in by_model.items():
             model = config.models[model_name]
             source = resolve(model, config, transport.until)  # compiling the template is a render too
-            if model.surrogate:  # every report marks its lines (replay/report.py)
+            if model.surrogate:  # every report marks its lines (replay/reporting/report.py)
                 results.notes.append(surrogate_note(model.name, model.tokenizer.family or model.name))
             case_ids = list(dict.fromkeys(c for i in indices for c in parts[i][2]))
             goldens = dict(zip(case_ids, load_goldens(root, case_ids)))

@@ -17,7 +17,7 @@ import socket
 import xml.etree.ElementTree as ET
 
 from generator.replay.judging.judge import Outcome
-from generator.replay.report import Summary, first_line, headline, kind, split_case, xml_safe
+from generator.replay.reporting.report import Summary, first_line, headline, kind, split_case, xml_safe
 
 
 def junit_xml(summary: Summary, elapsed: float = 0.0, timestamp: _dt.datetime | None = None,

@@ -39,7 +39,7 @@ from generator import canonical, files
 from generator.errors import GoldensError
 from generator.replay.judging.divergence import Divergence
 from generator.replay.judging.judge import Outcome
-from generator.replay.report import Summary, counts
+from generator.replay.reporting.report import Summary, counts
 
 FORMAT = 1
 _OUTCOME_FIELDS = ("case", "engine", "status", "kind", "detail", "level", "refused", "unreachable",

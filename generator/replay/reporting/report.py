@@ -1,7 +1,7 @@
 """What a `goldens check` run found, as one Summary every report renders.
 
-The reports (replay/junit.py for CI, replay/markdown_report.py for a pull request,
-replay/terminal.py for the terminal, replay/github.py for Actions) are built from a Summary and
+The reports (replay/reporting/junit.py for CI, replay/reporting/markdown_report.py for a pull request,
+replay/reporting/terminal.py for the terminal, replay/reporting/github.py for Actions) are built from a Summary and
 nothing else, so their counts always agree. An outcome's kind is read from `Outcome.kind`, a
 word the judge sets, and looked up in KINDS, one ordered table: what it is called, where it
 sorts and whether it passes; a new kind is one row there. No report parses the prose in
