@@ -398,11 +398,11 @@ class ReplayItem(_GoldensItem):
 
 class InvariantsItem(_GoldensItem):
     """The model's invariant findings against models.yaml's `invariants:` review: the failing
-    outcomes `goldens check` puts in its `invariants` column (replay/check.py), nothing else."""
+    outcomes `goldens check` puts in its `invariants` column (replay/running/check.py), nothing else."""
 
     def runtest(self):
         from generator.config.cases import model_cases
-        from generator.replay import check
+        from generator.replay.running import check
 
         model = self.state.matrix.models[self.case.model]
         case_ids = [c.id for c in model_cases(model)]
@@ -424,7 +424,7 @@ class GroupItem(_GoldensItem):
         self.spec = spec
 
     def runtest(self):
-        from generator.replay import check
+        from generator.replay.running import check
 
         outcomes = self.state.outcomes.get((self.spec.label, self.case.model), [])
         if len(outcomes) < self.expected:
@@ -487,7 +487,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     says them."""
     state = config.stash.get(_STATE, None)
     if state is not None and config.getoption("goldens_run") and state.update is None:
-        from generator.replay import orphans
+        from generator.replay.running import orphans
 
         for line in orphans.note(state.matrix, state.path("goldens_dir"), config.getoption("goldens_models")):
             terminalreporter.write_line(f"goldens: {line}")

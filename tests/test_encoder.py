@@ -228,7 +228,7 @@ def test_a_group_with_a_disputed_case_calls_no_reviewed_cause_stale():
     explains: its group, like one with an error, is not judged whole (check.stale_causes)."""
     from conftest import GOLDENS
 
-    from generator.replay import check
+    from generator.replay.running import check
 
     matched = [Outcome("phi3.5/plain", "llama-server", "match")]
     assert check.stale_causes(GOLDENS, "phi3.5", "llama-server", "llama-server", matched)  # the cause shows nowhere

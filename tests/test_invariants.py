@@ -142,7 +142,7 @@ def test_check_fails_on_an_unreviewed_finding_and_passes_a_reviewed_one(goldens_
     import dataclasses
 
     from generator.config.cases import model_cases
-    from generator.replay import check
+    from generator.replay.running import check
     from generator.replay.reporting.report import Summary
 
     model = CONFIG.models["deepseek-v3"]

@@ -250,7 +250,7 @@ def test_a_run_of_parse_cases_alone_calls_no_render_cause_stale():
     """`--axis parse` judges no render case, so no render cause covering the engine is stale for
     want of one (vLLM's covering qwen3 are); a render case judged without them still says so."""
     from generator.replay.judging import causes
-    from generator.replay.check import stale_causes
+    from generator.replay.running.check import stale_causes
     from generator.replay.judging.judge import Outcome
 
     render = [c.name for c in causes.covering(GOLDENS, "vllm", "qwen3") if not c.builtin]
@@ -277,7 +277,7 @@ def test_an_engine_as_chosen_without_a_parse_path_is_asked_no_parse_case():
     llama-server given --url has no parse harness: their groups hold render cases only, while
     the installed ones and vLLM through a --url keep theirs."""
     from generator.config.engine_spec import EngineSpec
-    from generator.replay import check
+    from generator.replay.running import check
 
     model = CONFIG.models["qwen3"]
     specs = [EngineSpec("transformers"), EngineSpec("transformers", "4.57.6"), EngineSpec("llama-server"),

@@ -47,7 +47,7 @@ def check(where: Path, *args):
 
 def transformers_cases(models=()) -> list[str]:
     """The cases `check --engine transformers` judges: both axes, as its plan has them."""
-    from generator.replay import check
+    from generator.replay.running import check
 
     work = check.plan(CONFIG, ("transformers",), tuple(models))
     return [case for _, _, cases in check.groups(CONFIG, work) for case in cases]

@@ -22,7 +22,7 @@ from conftest import GOLDENS, ROOT, golden_of, one_line_error
 
 from generator.cli import main
 from generator.engines import Ids, Refused
-from generator.replay import shard
+from generator.replay.running import shard
 from generator.replay.reporting import junit, markdown_report, results, terminal
 from generator.replay.judging import divergence, ledger
 from generator.replay.judging.judge import Outcome, judge_finding

@@ -20,7 +20,7 @@ from conftest import CONFIG, GOLDENS, ROOT, render_count, token_count
 
 from generator import files
 from generator.goldens import golden_file
-from generator.replay import check as check_plan
+from generator.replay.running import check as check_plan
 from generator.replay.reporting import github, markdown_report, terminal
 from generator.replay.judging import divergence, ledger
 from generator.replay.reporting.report import Summary, summary_line

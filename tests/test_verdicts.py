@@ -21,7 +21,7 @@ from conftest import GOLDENS, golden_of, server_of
 from generator.cli import main
 from generator.engines import Ids, Refused
 from generator.errors import GoldensError
-from generator.replay import check
+from generator.replay.running import check
 from generator.replay.reporting import junit, markdown_report, results, terminal
 from generator.replay.judging import causes
 from generator.replay.judging.judge import Outcome, verdict

@@ -51,7 +51,7 @@ def parse_command(config_path: Path, model_name: str, request_file: str, engine_
     from generator.goldens import parse_goldens
     from generator.goldens.regenerate import provenance
     from generator.json_reader import load_json
-    from generator.replay import remote_options
+    from generator.replay.running import remote_options
     from generator.replay.judging import parse_judge
     from generator.sources.source import resolve
 

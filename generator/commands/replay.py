@@ -23,8 +23,8 @@ def check_command(config_path: Path, engines: tuple[str, ...], model_names: tupl
     from generator.config import models
     from generator.goldens import staleness
     from generator.progress import progress_bar
-    from generator.replay import check as checking
-    from generator.replay import orphans, remote_options, shard
+    from generator.replay.running import check as checking
+    from generator.replay.running import orphans, remote_options, shard
     from generator.replay.reporting import destination, publish
     from generator.replay.judging import gate
     from generator.replay.reporting import results as results_data

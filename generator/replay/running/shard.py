@@ -111,7 +111,7 @@ def empty(config, work, groups: Sequence, part: tuple[int, int], no_confirm: boo
 
     import click
 
-    from generator.replay import check as checking
+    from generator.replay.running import check as checking
     from generator.replay.reporting import destination, publish
     from generator.replay.reporting import results as results_data
 
