@@ -309,7 +309,7 @@ def test_a_bump_review_says_the_template_bos_and_their_effect_on_ids(tmp_path):
 
 
 def test_the_atlas_asks_only_new_cases_and_keeps_what_it_found_on_the_others():
-    from generator.replay import atlas
+    from generator.replay.releases import atlas
 
     old = {"from": "1", "to": "3", "searched": {"m/a": "da", "m/b": "db"}, "asked": ["1", "3"],
            "change_points": [{"label": "2", "groups": [{"cases": ["m/a", "m/b"]}], "cases": ["m/a", "m/b"]}],

@@ -100,7 +100,7 @@ def bisect_command(config_path: Path, engine_name: str, good: str, bad: str, mod
     """Binary search over the published releases from --good to --bad for the first whose ids
     differ from --good's; exit 0 found, 1 good and bad agree, 2 bad input."""
     from generator.config import engine_spec, models
-    from generator.replay import bisect
+    from generator.replay.releases import bisect
 
     config = models.load(config_path)
     name = engine_spec.parse(engine_name).name
@@ -127,7 +127,7 @@ def history_command(config_path: Path, engine_name: str | None, first: str | Non
     before, by recursive k-ary search; exit 0 none changed, 1 some did, 2 bad input."""
     from generator.config import engine_registry as registry
     from generator.config import engine_spec, models
-    from generator.replay import history
+    from generator.replay.releases import history
 
     config = models.load(config_path)
     name = None
@@ -140,7 +140,7 @@ def history_command(config_path: Path, engine_name: str | None, first: str | Non
     note = (lambda message: click.echo(message, err=True))
     echo = note if as_json else click.echo
     if update_atlas:
-        from generator.replay import atlas
+        from generator.replay.releases import atlas
 
         if as_json or case_ids or (model_names and name is None):
             raise GoldensError("--update-atlas runs the whole matrix (or with --engine, --model's cases of it); "
