@@ -339,7 +339,7 @@ class ReferenceItem(_GoldensItem):
     def runtest(self):
         from generator.engines import Ids, Refused
         from generator.goldens import golden_file, regenerate
-        from generator.replay.judging import judge
+        from generator.replay.judging import verdict
 
         matrix = self.state.matrix
         source = self.state.source(self.case.model)
@@ -356,7 +356,7 @@ class ReferenceItem(_GoldensItem):
         if path.read_text(encoding="utf-8") == data:
             return
         got = Refused(item.error) if item.outcome == "error" else Ids(item.ids, item.prompt, item.pieces)
-        outcome = judge.verdict(old, None, "regenerate", got)  # the golden, then the render now
+        outcome = verdict.verdict(old, None, "regenerate", got)  # the golden, then the render now
         if not outcome.ok:
             raise GoldensFailure(outcome.detail)
         raise GoldensFailure(f"{path}: the ids match but the golden's other bytes (provenance, analyses, "

@@ -28,7 +28,7 @@ from generator.config.cases import model_cases
 from generator.files import sha256_of
 from generator.goldens import golden_file
 from generator.replay.reporting import results
-from generator.replay.judging.judge import Outcome
+from generator.replay.judging.outcome import Outcome
 from generator.sources import encoders
 
 REQUESTS = ROOT / "requests" / "references" / "deepseek-v4"

@@ -15,7 +15,7 @@ from conftest import CONFIG, ROOT, golden_of, one_line_error, source_of
 from generator.cli import main
 from generator.config import engine_matrix, families, models
 from generator.goldens.render import provenance
-from generator.replay.judging.judge import Outcome
+from generator.replay.judging.outcome import Outcome
 from generator.replay.reporting.report import Summary, surrogate_note
 from generator.replay.reporting.terminal import terminal
 from generator.sources import surrogate

@@ -251,7 +251,7 @@ def test_a_run_of_parse_cases_alone_calls_no_render_cause_stale():
     want of one (vLLM's covering qwen3 are); a render case judged without them still says so."""
     from generator.replay.judging import causes
     from generator.replay.running.check import stale_causes
-    from generator.replay.judging.judge import Outcome
+    from generator.replay.judging.outcome import Outcome
 
     render = [c.name for c in causes.covering(GOLDENS, "vllm", "qwen3") if not c.builtin]
     assert render  # the matrix has render causes for vLLM on qwen3 to be stale or not

@@ -26,7 +26,7 @@ from generator.replay.reporting import destination, markdown_report
 from generator.replay.judging import disputes, divergence
 from generator.replay.reporting.junit import junit_xml
 from generator.replay.reporting.report import Summary
-from generator.replay.judging.judge import Outcome
+from generator.replay.judging.outcome import Outcome
 from generator.servers.process import free_port
 
 transformers_version = version("transformers")

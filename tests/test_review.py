@@ -24,7 +24,7 @@ from generator.replay.running import check as check_plan
 from generator.replay.reporting import github, markdown_report, terminal
 from generator.replay.judging import divergence, ledger
 from generator.replay.reporting.report import Summary, summary_line
-from generator.replay.judging.judge import Outcome
+from generator.replay.judging.outcome import Outcome
 
 SHAPES = [f"s{i:02d}" for i in range(48)]
 ENGINES = ["transformers", "llama-server", "vllm"]

@@ -24,7 +24,8 @@ from generator.errors import GoldensError
 from generator.replay.running import check
 from generator.replay.reporting import junit, markdown_report, results, terminal
 from generator.replay.judging import causes
-from generator.replay.judging.judge import Outcome, verdict
+from generator.replay.judging.outcome import Outcome
+from generator.replay.judging.verdict import verdict
 from generator.replay.reporting.report import Summary, problems
 
 BOS = causes.Edit("start", (), ((1, "<s>"),))

@@ -27,7 +27,7 @@ def command(config_path: Path, engine_name: str | None, case_ids: tuple[str, ...
     from generator.config.cases import case_of, model_cases, replays
     from generator.engines.pool import EnginePool
     from generator.replay.reporting import defects
-    from generator.replay.judging.judge import record, record_cause
+    from generator.replay.judging.recording import record, record_cause
     from generator.replay.judging.outcome import load_goldens
     from generator.sources.source import resolve
 
@@ -132,7 +132,7 @@ def _report(config, root: Path, name: str, case_ids: tuple[str, ...], url: str |
     from generator.engines.pool import EnginePool
     from generator.errors import stable_line
     from generator.replay.reporting import defects
-    from generator.replay.judging.judge import judged
+    from generator.replay.judging.answers import judged
     from generator.replay.judging.outcome import load_goldens
     from generator.sources.source import resolve
 

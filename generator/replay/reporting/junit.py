@@ -16,7 +16,7 @@ import datetime as _dt
 import socket
 import xml.etree.ElementTree as ET
 
-from generator.replay.judging.judge import Outcome
+from generator.replay.judging.outcome import Outcome
 from generator.replay.reporting.report import Summary, first_line, headline, kind, split_case, xml_safe
 
 

@@ -28,7 +28,7 @@ import re
 from collections.abc import Sequence
 
 from generator.replay.judging.causes import edit_from
-from generator.replay.judging.judge import Outcome
+from generator.replay.judging.outcome import Outcome
 
 STATUSES = ("match", "both-refuse", "known", "drift", "error", "count")
 COUNT_ONLY = " (count only)"  # marks every verdict judged from a prompt token count alone

@@ -38,7 +38,7 @@ from typing import Any
 from generator import canonical, files
 from generator.errors import GoldensError
 from generator.replay.judging.divergence import Divergence
-from generator.replay.judging.judge import Outcome
+from generator.replay.judging.outcome import Outcome
 from generator.replay.reporting.report import Summary, counts
 
 FORMAT = 1
