@@ -60,7 +60,7 @@ class _State:
 
     def source(self, model: str):
         if model not in self.sources:
-            from generator.goldens.regenerate import resolve_sources
+            from generator.goldens.inputs import resolve_sources
 
             self.sources.update(resolve_sources(self.matrix, [self.matrix.models[model]]))
         return self.sources[model]

@@ -410,6 +410,7 @@ def _is_module(name: str) -> bool:
 # index and regenerate's orchestration, the engine registry, the render's budget, servers, HTTP.
 OFF_THE_RENDER = ("engines/vllm/engine.py", "engines/llama_server/engine.py", "engines/pool.py", "engines/minijinja/engine.py",
                   "errors.py", "files.py", "budget.py", "goldens/regenerate.py", "goldens/index.py",
+                  "goldens/inputs.py", "goldens/render_pool.py", "goldens/writing.py", "goldens/review.py",
                   "config/engine_registry.py", "http.py", "servers/venv.py", "progress.py", "goldens/diff.py")
 
 
