@@ -411,6 +411,7 @@ def _is_module(name: str) -> bool:
 OFF_THE_RENDER = ("engines/vllm/engine.py", "engines/llama_server/engine.py", "engines/pool.py", "engines/minijinja/engine.py",
                   "errors.py", "files.py", "budget.py", "goldens/regenerate.py", "goldens/index.py",
                   "goldens/inputs.py", "goldens/render_pool.py", "goldens/writing.py", "goldens/review.py",
+                  "goldens/changes.py", "goldens/alignment.py",
                   "config/engine_registry.py", "http.py", "servers/venv.py", "progress.py", "goldens/diff.py")
 
 

@@ -25,7 +25,7 @@ from typing import Any
 from generator.config.cases import Case
 from generator.config.models import Config
 from generator.errors import GoldensError, first_line
-from generator.goldens.diff import opcodes
+from generator.goldens.alignment import opcodes
 from generator.replay.releases.bisect import readiness
 from generator.replay.releases.releases import (
     Answer,

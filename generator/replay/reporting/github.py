@@ -21,7 +21,8 @@ from pathlib import Path
 
 from generator import redaction
 from generator.goldens import golden_file
-from generator.goldens.diff import Change, first_moved_token, moved, summary
+from generator.goldens.changes import Change
+from generator.goldens.diff import first_moved_token, moved, summary
 from generator.replay.reporting import report
 from generator.replay.judging import causes, ledger
 from generator.replay.reporting.report import Summary
