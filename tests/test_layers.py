@@ -1,7 +1,7 @@
 """Every stage imports only downward, and no modules import each other in a circle (issue 43
-items 1 and 3: replay/'s parts are ordered stages too): generator/layers.py declares the order, docs/architecture.md lists it, and this file
-holds the package to both. Imports inside functions count: a lazy import still ties a stage to
-the one it reaches.
+items 1 and 3: replay/'s parts are ordered stages too): generator/layers.py declares the order,
+docs/architecture.md lists it, and this file holds the package to both. Imports inside functions
+count: a lazy import still ties a stage to the one it reaches.
 """
 
 from __future__ import annotations
