@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # runnable from a checkout without the editable install
 
 from generator.config import models  # noqa: E402
-from generator.replay import bisect, releases  # noqa: E402
+from generator.replay.releases import bisect, releases  # noqa: E402
 
 ENGINE = "llama-server"
 

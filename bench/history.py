@@ -24,8 +24,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # runnable from a checkout without the editable install
 
 from generator.config import engine_registry, models  # noqa: E402
-from generator.replay import history  # noqa: E402
-from generator.replay.releases import AnswerStore  # noqa: E402
+from generator.replay.releases import history  # noqa: E402
+from generator.replay.releases.releases import AnswerStore  # noqa: E402
 
 
 def main() -> None:

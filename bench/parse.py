@@ -24,7 +24,7 @@ sys.path.insert(0, str(ROOT))
 
 from generator.config import engine_matrix, engine_registry, models  # noqa: E402
 from generator.engines.pool import EnginePool  # noqa: E402
-from generator.replay import check  # noqa: E402
+from generator.replay.running import check  # noqa: E402
 from generator.sources.source import resolve  # noqa: E402
 
 

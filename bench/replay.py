@@ -33,8 +33,8 @@ from generator.config.cases import model_cases  # noqa: E402
 from generator.engines.llama_server.engine import LlamaServerEngine, _chat_body  # noqa: E402
 from generator.errors import GoldensError  # noqa: E402
 from generator.goldens import golden_file  # noqa: E402
-from generator.replay.judge import replay  # noqa: E402
-from generator.replay.outcome import load_goldens  # noqa: E402
+from generator.replay.judging.judge import replay  # noqa: E402
+from generator.replay.judging.outcome import load_goldens  # noqa: E402
 from generator.engines.llama_server.llama_cpp import LlamaServer  # noqa: E402
 from generator.engines.llama_server.tiny_gguf import tiny_gguf  # noqa: E402
 from generator.sources import pack  # noqa: E402

@@ -28,7 +28,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from generator.replay import shard  # noqa: E402
+from generator.replay.running import shard  # noqa: E402
 
 
 def goldens(*args: str) -> subprocess.Popen:

@@ -1,6 +1,6 @@
 """The `--json` documents' one spelling: what a script reads of `goldens models`, `engines`,
 `diff`, `bisect` and `history`. Each document is built by the stage it describes
-(config/listing.py, goldens/diff.py, replay/history.py); this module only writes it.
+(config/listing.py, goldens/diff.py, replay/releases/history.py); this module only writes it.
 
 One JSON document on stdout per run (human lines, if any, go to stderr), keys sorted, each
 document naming its kind and version in `schema` (`goldens.models/1`): a key is never renamed or

@@ -472,7 +472,7 @@ def failure(status: int, where: str, said: str) -> EngineError | None:
     """What a reply's status means, the same for every engine (the one rule): None for 2xx;
     Refused when `refuses(status)`; any other status an EngineError. `said` is the server's
     words, already shortened (and redacted, where the caller holds secrets). An engine that
-    refuses every case of a model judged nothing: replay/check.py makes that an error."""
+    refuses every case of a model judged nothing: replay/running/check.py makes that an error."""
     if 200 <= status < 300:
         return None
     return (Refused if refuses(status) else EngineError)(f"{where}: HTTP {status}: {said}")

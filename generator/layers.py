@@ -1,6 +1,9 @@
 """The pipeline's stages in the order they build on each other, and the check that keeps it.
 
-A stage is a folder of generator/ or a module at its top. A module may import from its own
+A stage is a folder of generator/ or a module at its top, or, for a folder LAYERS divides
+("replay.judging", "replay.reporting", ...), a folder or module inside it: a divided folder's
+own __init__ is the stage named by the folder, and anything else in it must be one of its
+declared parts, so the concerns inside it keep an order too. A module may import from its own
 stage and the stages before it in LAYERS, never after: so each stage works as a plain library
 with only what is below it, and a change to a stage cannot break one beneath. Import circles
 are refused too, counting imports inside functions, since a lazy import still ties two modules
@@ -43,7 +46,11 @@ LAYERS: tuple[str, ...] = (
     "analysis",
     "coverage",
     "goldens",
-    "replay",
+    "replay",  # replay/__init__.py only: replay is divided into the four below
+    "replay.judging",
+    "replay.reporting",
+    "replay.running",
+    "replay.releases",
     "init",
     "commands",
     "cli_support",
@@ -63,10 +70,16 @@ def modules(root: Path) -> dict[str, Path]:
     return found
 
 
-def stage(module: str) -> str:
-    """The stage a dotted module name belongs to: its folder or top-level module under the package."""
+def stage(module: str, layers: Sequence[str] = LAYERS) -> str:
+    """The stage a dotted module name belongs to: its folder or top-level module under the package,
+    or, inside a folder `layers` divides, the part of it (e.g. 'replay.judging'; a part not declared
+    comes back as its name, which is not in `layers`, so the check names it)."""
     parts = module.split(".")
-    return parts[1] if len(parts) > 1 else "__init__"
+    if len(parts) < 2:
+        return "__init__"
+    if len(parts) > 2 and any(name.startswith(parts[1] + ".") for name in layers):
+        return f"{parts[1]}.{parts[2]}"
+    return parts[1]
 
 
 def _resolve(name: str, known: dict[str, Path]) -> str | None:
@@ -120,12 +133,12 @@ def upward(graph: dict[str, set[str]], layers: Sequence[str] = LAYERS) -> list[s
     rank = {name: index for index, name in enumerate(layers)}
     problems = set()
     for module, targets in graph.items():
-        mine = stage(module)
+        mine = stage(module, layers)
         if mine not in rank:
             problems.add(f"{module}: stage {mine!r} is not in LAYERS")
             continue
         for target in targets:
-            theirs = stage(target)
+            theirs = stage(target, layers)
             if theirs not in rank:
                 problems.add(f"{target}: stage {theirs!r} is not in LAYERS")
             elif rank[theirs] > rank[mine]:

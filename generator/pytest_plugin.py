@@ -60,7 +60,7 @@ class _State:
 
     def source(self, model: str):
         if model not in self.sources:
-            from generator.goldens.regenerate import resolve_sources
+            from generator.goldens.inputs import resolve_sources
 
             self.sources.update(resolve_sources(self.matrix, [self.matrix.models[model]]))
         return self.sources[model]
@@ -151,7 +151,7 @@ def pytest_configure(config: pytest.Config) -> None:
         config.pluginmanager.register(_Durations(path if path.is_absolute() else config.invocation_params.dir / path),
                                       "goldens-durations")
     if updating(config):
-        from generator.replay.snapshot import Update
+        from generator.replay.judging.snapshot import Update
 
         state.update = Update(state.matrix, state.path("goldens_dir"), record_index=state.at_pins is None)
     target = state.path("goldens_config").resolve()
@@ -168,7 +168,7 @@ def _check_options(config: pytest.Config, state: _State) -> None:
     from generator.config import engine_spec
     from generator.engines.pool import check_available
     from generator.errors import GoldensError
-    from generator.replay import destination
+    from generator.replay.reporting import destination
 
     state.matrix.select(tuple(config.getoption("goldens_models")))
     for text in config.getoption("goldens_engines"):
@@ -339,7 +339,7 @@ class ReferenceItem(_GoldensItem):
     def runtest(self):
         from generator.engines import Ids, Refused
         from generator.goldens import golden_file, regenerate
-        from generator.replay import judge
+        from generator.replay.judging import verdict
 
         matrix = self.state.matrix
         source = self.state.source(self.case.model)
@@ -356,7 +356,7 @@ class ReferenceItem(_GoldensItem):
         if path.read_text(encoding="utf-8") == data:
             return
         got = Refused(item.error) if item.outcome == "error" else Ids(item.ids, item.prompt, item.pieces)
-        outcome = judge.verdict(old, None, "regenerate", got)  # the golden, then the render now
+        outcome = verdict.verdict(old, None, "regenerate", got)  # the golden, then the render now
         if not outcome.ok:
             raise GoldensFailure(outcome.detail)
         raise GoldensFailure(f"{path}: the ids match but the golden's other bytes (provenance, analyses, "
@@ -384,7 +384,7 @@ class ReplayItem(_GoldensItem):
                                                           state.source(self.case.model))
 
     def runtest(self):
-        from generator.replay import gate, judge
+        from generator.replay.judging import gate, judge
 
         golden = self.golden()
         engine = self.state.engines[(self.spec.label, self.case.model)]
@@ -398,11 +398,11 @@ class ReplayItem(_GoldensItem):
 
 class InvariantsItem(_GoldensItem):
     """The model's invariant findings against models.yaml's `invariants:` review: the failing
-    outcomes `goldens check` puts in its `invariants` column (replay/check.py), nothing else."""
+    outcomes `goldens check` puts in its `invariants` column (replay/running/check.py), nothing else."""
 
     def runtest(self):
         from generator.config.cases import model_cases
-        from generator.replay import check
+        from generator.replay.running import check
 
         model = self.state.matrix.models[self.case.model]
         case_ids = [c.id for c in model_cases(model)]
@@ -424,7 +424,7 @@ class GroupItem(_GoldensItem):
         self.spec = spec
 
     def runtest(self):
-        from generator.replay import check
+        from generator.replay.running import check
 
         outcomes = self.state.outcomes.get((self.spec.label, self.case.model), [])
         if len(outcomes) < self.expected:
@@ -487,12 +487,12 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     says them."""
     state = config.stash.get(_STATE, None)
     if state is not None and config.getoption("goldens_run") and state.update is None:
-        from generator.replay import orphans
+        from generator.replay.running import orphans
 
         for line in orphans.note(state.matrix, state.path("goldens_dir"), config.getoption("goldens_models")):
             terminalreporter.write_line(f"goldens: {line}")
-        from generator.replay.report import Summary
-        from generator.replay.terminal import known_lines
+        from generator.replay.reporting.report import Summary
+        from generator.replay.reporting.terminal import known_lines
 
         # a known divergence passes; what explained it is said as `goldens check` says it
         summary = Summary([o for outcomes in state.outcomes.values() for o in outcomes])

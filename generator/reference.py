@@ -206,7 +206,7 @@ def _as_sent_ok(as_sent: Rendered, result: Rendered) -> dict[str, Any]:
     """The template's render of the body as sent, where it differs: its length and the sha256 of
     its ids (`1,2,3`), so an engine that hands the template the body as sent (minijinja,
     transformers.js, a client rendering for itself) is recognised on any model
-    (replay/causes.py `render: as-sent`)."""
+    (replay/judging/causes.py `render: as-sent`)."""
     if as_sent.prompt == result.prompt:
         return {"outcome": "ok", "same_prompt": True}
     import hashlib

@@ -109,7 +109,7 @@ def test_llama_server_bisect_with_two_jobs_finds_the_same_build_in_fewer_rounds(
 
 
 def test_the_range_is_split_jobs_plus_one_ways():
-    from generator.replay.bisect import points
+    from generator.replay.releases.bisect import points
 
     assert points(0, 4, 1) == [2] and points(0, 4, 2) == [1, 2] and points(0, 46, 3) == [11, 23, 34]
     assert points(3, 5, 4) == [4] and points(3, 4, 2) == []
@@ -194,7 +194,7 @@ class _Line:
 
 @pytest.mark.parametrize("cores", [1, 2, 3, 8])
 def test_builds_of_one_round_split_the_cores_and_a_cached_release_takes_none(monkeypatch, cores):
-    from generator.replay import releases as search
+    from generator.replay.releases import releases as search
 
     monkeypatch.setenv("GOLDENS_BUILD_JOBS", str(cores))
     both = _Line(cached=set())
@@ -217,7 +217,7 @@ def test_two_real_builds_of_one_round_each_compile_on_their_share_of_the_cores(m
     import os
 
     from generator.files import cache_dir
-    from generator.replay import releases as search
+    from generator.replay.releases import releases as search
     from generator.engines.llama_server.llama_cpp import llama_server_version
 
     monkeypatch.setenv("CCACHE_DIR", os.environ.get("CCACHE_DIR") or str(cache_dir() / "ccache"))

@@ -369,7 +369,7 @@ def test_a_checks_timeout_bounds_an_in_process_render(hostile, monkeypatch, lent
     opens, a lent pool's too (that pool's own transport has no deadline)."""
     from generator.config import models
     from generator.engines.pool import EnginePool
-    from generator.replay import check
+    from generator.replay.running import check
 
     kind, folder = hostile
     monkeypatch.setenv("GOLDENS_RENDER_DEADLINE", "600")

@@ -14,7 +14,7 @@ from generator.analysis import capabilities
 from generator.cli import main
 from generator.config import polyfill
 from generator.config.cases import model_cases
-from generator.goldens import golden_file, regenerate
+from generator.goldens import golden_file, review
 
 
 def run(*args):
@@ -137,8 +137,8 @@ def test_a_request_file_may_not_take_a_polyfilled_name(tmp_path):
 
 
 def test_regenerate_names_cases_whose_ids_another_case_renders(snapshot):
-    every = regenerate.read_back(GOLDENS, {c.id: None for c in model_cases(CONFIG.models["gemma3"])})
-    lines = regenerate.same_ids(every)
+    every = review.read_back(GOLDENS, {c.id: None for c in model_cases(CONFIG.models["gemma3"])})
+    lines = review.same_ids(every)
     assert len(lines) == 1 and lines[0].startswith("gemma3: ") and " cases render another case's ids" in lines[0]
     assert lines[0] == snapshot  # which cases are twins is a reviewed finding: a snapshot update when it moves
     assert "tools = plain" in lines[0] and "tools-reduced = plain" in lines[0]

@@ -19,7 +19,8 @@ from generator.cli import main
 from generator.engines import Ids, Refused
 from generator.errors import GoldensError
 from generator.goldens import golden_file
-from generator.replay import causes, defects, gate, judge, ledger, parse_judge
+from generator.replay.judging import causes, gate, ledger, parse_judge, verdict
+from generator.replay.reporting import defects
 
 # Meta-Llama-3-8B-Instruct's template: content only, so an assistant tool call is dropped
 LLAMA3_TEMPLATE = (
@@ -147,9 +148,9 @@ def test_a_cause_explains_a_refusal_by_its_text_and_names_its_class():
     cause = causes.named(GOLDENS, "llama-server-http-500-on-client-errors")
     refusal = Refused('llama-server at <server>/v1/chat/completions: HTTP 500: {"error":{"code":500,"message":'
                       '"Failed to parse messages: [json.exception.type_error.302] type must be string"}}')
-    outcome = judge.verdict(item, None, "llama-server", refusal, causes=[cause])
+    outcome = verdict.verdict(item, None, "llama-server", refusal, causes=[cause])
     assert (outcome.status, outcome.cause, outcome.klass) == ("known", cause.name, "engine-defect")
-    other = judge.verdict(item, None, "llama-server", Refused("HTTP 400: something else"), causes=[cause])
+    other = verdict.verdict(item, None, "llama-server", Refused("HTTP 400: something else"), causes=[cause])
     assert other.status == "drift"
     assert gate.gated(outcome, ["engine-defect"]).kind == "known-gated"
     assert gate.gated(outcome, ["policy"]) is outcome
@@ -167,9 +168,9 @@ def test_the_as_sent_cause_explains_the_template_on_the_body_as_sent():
     config = load(ROOT / "models.yaml")
     as_sent = reference._render_as_is(reference.load_tokenizer(source_of("llama3").tokenizer_dir),
                                       source_of("llama3").template, item.request, config.date)
-    outcome = judge.verdict(item, None, "minijinja", Ids(as_sent.ids), causes=[cause])
+    outcome = verdict.verdict(item, None, "minijinja", Ids(as_sent.ids), causes=[cause])
     assert (outcome.status, outcome.cause, outcome.klass) == ("known", cause.name, "policy")
-    moved = judge.verdict(item, None, "minijinja", Ids(as_sent.ids[:-1]), causes=[cause])
+    moved = verdict.verdict(item, None, "minijinja", Ids(as_sent.ids[:-1]), causes=[cause])
     assert moved.status == "drift"  # one token off the as-sent render is not the cause
 
 
@@ -308,7 +309,7 @@ def test_a_bump_review_says_the_template_bos_and_their_effect_on_ids(tmp_path):
 
 
 def test_the_atlas_asks_only_new_cases_and_keeps_what_it_found_on_the_others():
-    from generator.replay import atlas
+    from generator.replay.releases import atlas
 
     old = {"from": "1", "to": "3", "searched": {"m/a": "da", "m/b": "db"}, "asked": ["1", "3"],
            "change_points": [{"label": "2", "groups": [{"cases": ["m/a", "m/b"]}], "cases": ["m/a", "m/b"]}],

@@ -10,7 +10,7 @@ from conftest import CONFIG, GOLDENS, engine_of, golden_of, model_servers, serve
 
 from generator import reference
 from generator.engines import Refused
-from generator.replay import causes, ledger
+from generator.replay.judging import causes, ledger
 
 CLIENT_CASES = [f"{model}/{shape}" for model in ("qwen3", "phi3.5")
                 for shape in ("client-null-content", "client-text-parts")]

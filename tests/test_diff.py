@@ -13,7 +13,7 @@ from conftest import GOLDENS, one_line_error
 
 from generator import files
 from generator.cli import main
-from generator.goldens import diff, golden_file
+from generator.goldens import alignment, diff, golden_file
 
 GIT = ["git", "-c", "user.name=goldens tests", "-c", "user.email=tests@example.invalid",
        "-c", "commit.gpgsign=false", "-c", "init.defaultBranch=main"]
@@ -187,7 +187,7 @@ def test_metadata_only_and_outcome_changes_are_summarised(repo):
     ([1, 2, 3, 4, 5, 6, 7, 8], [0, 2, 0, 4, 0, 6, 0, 8], "4 changes from token 0: 4 old tokens replaced by 4 new"),
 ])
 def test_token_change_phrasing(old, new, expected):
-    assert diff.describe_tokens(diff.opcodes(old, new)) == expected
+    assert alignment.describe_tokens(alignment.opcodes(old, new)) == expected
 
 
 def test_bad_input_is_one_line_exit_2(repo, tmp_path_factory):

@@ -27,8 +27,8 @@ from generator.config import models
 from generator.config.cases import model_cases
 from generator.files import sha256_of
 from generator.goldens import golden_file
-from generator.replay import results
-from generator.replay.judge import Outcome
+from generator.replay.reporting import results
+from generator.replay.judging.outcome import Outcome
 from generator.sources import encoders
 
 REQUESTS = ROOT / "requests" / "references" / "deepseek-v4"
@@ -228,7 +228,7 @@ def test_a_group_with_a_disputed_case_calls_no_reviewed_cause_stale():
     explains: its group, like one with an error, is not judged whole (check.stale_causes)."""
     from conftest import GOLDENS
 
-    from generator.replay import check
+    from generator.replay.running import check
 
     matched = [Outcome("phi3.5/plain", "llama-server", "match")]
     assert check.stale_causes(GOLDENS, "phi3.5", "llama-server", "llama-server", matched)  # the cause shows nowhere

@@ -15,9 +15,9 @@ from conftest import CONFIG, ROOT, golden_of, one_line_error, source_of
 from generator.cli import main
 from generator.config import engine_matrix, families, models
 from generator.goldens.render import provenance
-from generator.replay.judge import Outcome
-from generator.replay.report import Summary, surrogate_note
-from generator.replay.terminal import terminal
+from generator.replay.judging.outcome import Outcome
+from generator.replay.reporting.report import Summary, surrogate_note
+from generator.replay.reporting.terminal import terminal
 from generator.sources import surrogate
 from generator.sources.source import _pack_tokenizer, resolve, tokenizer_fingerprint
 
@@ -237,7 +237,7 @@ def test_a_surrogate_models_report_lines_say_so():
     lines = terminal(summary)
     assert any("kimi-k3/plain (surrogate) [vllm]" in line for line in lines)
     assert any("qwen3/plain [vllm]" in line for line in lines)
-    from generator.replay.markdown_report import markdown
+    from generator.replay.reporting.markdown_report import markdown
 
     report = markdown(summary)
     assert "kimi-k3 (surrogate)" in report and "qwen3 (surrogate)" not in report

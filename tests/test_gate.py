@@ -26,7 +26,7 @@ from generator.config.cases import model_cases
 from generator.engines import Ids, Refused
 from generator.engines.transformers.engine import TransformersEngine
 from generator.goldens import golden_file
-from generator.replay import judge, ledger
+from generator.replay.judging import judge, ledger, verdict
 from generator.sources.source import resolve
 
 QWEN = '{pack: "npm:qwen3"}'
@@ -394,7 +394,7 @@ def test_models_yaml_surprises_are_one_line(body, needle, tmp_path):
 # -------------------------------------------------------------------------------------- one judge
 
 def test_the_judge_on_every_kind_of_answer(tmp_path):
-    """Every kind of answer through judge.verdict, the one judge of `goldens check` and the tests."""
+    """Every kind of answer through verdict.verdict, the one judge of `goldens check` and the tests."""
     root = tmp_path / "goldens"
     shutil.copytree(GOLDENS / "qwen3", root / "qwen3")
     engine = TransformersEngine(resolve(CONFIG.models["qwen3"], CONFIG), CONFIG.date)
@@ -414,7 +414,7 @@ def test_the_judge_on_every_kind_of_answer(tmp_path):
         ("qwen3/no-system", "the recorded refusal"): Refused("it refuses, in other words"),
         ("qwen3/no-system", "ids where a refusal was recorded"): Ids([1, 2]),
     }
-    assert [judge.verdict(golden_file.read(golden_file.golden_path(root, c)),
+    assert [verdict.verdict(golden_file.read(golden_file.golden_path(root, c)),
                           ledger.read(root, c, engine.name), engine.name, g).ok
             for (c, _), g in answers.items()] == [True, False, False, True, False, True, False]
     # and judge() is verdict() on the engine's real answer

@@ -15,7 +15,8 @@ import pytest
 from conftest import CONFIG, GOLDENS, ROOT, server_of
 
 from generator.config import engine_registry
-from generator.replay import check, junit, markdown_report, terminal
+from generator.replay.running import check
+from generator.replay.reporting import junit, markdown_report, terminal
 
 pytestmark = pytest.mark.integration  # managed llama-server and vLLM, whole gates
 

@@ -22,8 +22,8 @@ from conftest import ROOT, one_line_error, refusal_count, render_count
 from generator.cli import main
 from generator.config.cases import Case
 from generator.errors import GoldensError
-from generator.replay import history as search
-from generator.replay.releases import Answer, AnswerStore, Replayed
+from generator.replay.releases import history as search
+from generator.replay.releases.releases import Answer, AnswerStore, Replayed
 
 CONFIG = str(ROOT / "models.yaml")
 
@@ -163,7 +163,7 @@ def test_a_machine_limit_is_asked_once_more_and_never_remembered(tmp_path):
     fresh Transformers 4.57.6 worker on a loaded machine passed 30 s on Kimi-K3): it is asked
     once more, and an answer still cut short is never remembered, so the next search asks again."""
     from generator.budget import RenderDeadline
-    from generator.replay import releases
+    from generator.replay.releases import releases
 
     class Runner:
         def __init__(self, failures):
@@ -207,7 +207,7 @@ def test_answers_are_remembered_per_release_and_case_under_the_request_and_sourc
 def test_media_answers_made_before_the_processor_fix_are_not_reused(tmp_path, monkeypatch):
     """transformers@V once rendered image cases without the model's processor (the image
     dropped): bumping MEDIA_REVISION moves those cases' keys, and only theirs."""
-    from generator.replay import releases
+    from generator.replay.releases import releases
 
     cases = search.cases_for(MATRIX, "transformers", ["gemma3"], [])
     media = next(c for c in cases if c.shape == "image-expanded")

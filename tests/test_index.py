@@ -410,6 +410,8 @@ def _is_module(name: str) -> bool:
 # index and regenerate's orchestration, the engine registry, the render's budget, servers, HTTP.
 OFF_THE_RENDER = ("engines/vllm/engine.py", "engines/llama_server/engine.py", "engines/pool.py", "engines/minijinja/engine.py",
                   "errors.py", "files.py", "budget.py", "goldens/regenerate.py", "goldens/index.py",
+                  "goldens/inputs.py", "goldens/render_pool.py", "goldens/writing.py", "goldens/review.py",
+                  "goldens/changes.py", "goldens/alignment.py",
                   "config/engine_registry.py", "http.py", "servers/venv.py", "progress.py", "goldens/diff.py")
 
 
@@ -452,7 +454,7 @@ def test_the_code_fingerprint_moves_with_each_hashed_module_only(tmp_path):
         other = package / off_the_path  # no render runs them: an edit renders nothing again
         other.write_bytes(other.read_bytes() + b"\n_edited = 1\n")
         assert index.code_fingerprint(package) == base, off_the_path
-    for off_the_path in ("goldens/diff.py", "analysis/prefix_report.py", "replay/report.py"):
+    for off_the_path in ("goldens/diff.py", "analysis/prefix_report.py", "replay/reporting/report.py"):
         other = package / off_the_path  # imported by no render: an edit renders nothing again
         other.write_bytes(other.read_bytes() + b"\n_edited = 1\n")
         assert index.code_fingerprint(package) == base, off_the_path

@@ -142,8 +142,8 @@ def test_check_fails_on_an_unreviewed_finding_and_passes_a_reviewed_one(goldens_
     import dataclasses
 
     from generator.config.cases import model_cases
-    from generator.replay import check
-    from generator.replay.report import Summary
+    from generator.replay.running import check
+    from generator.replay.reporting.report import Summary
 
     model = CONFIG.models["deepseek-v3"]
     cases = [case.id for case in model_cases(model)]
@@ -163,11 +163,11 @@ def test_check_fails_on_an_unreviewed_finding_and_passes_a_reviewed_one(goldens_
 
 def test_regenerate_lists_the_findings_of_goldens_it_did_not_render(goldens_root, snapshot):
     from generator.config.cases import model_cases
-    from generator.goldens import regenerate
+    from generator.goldens import review
 
     models = [CONFIG.models["deepseek-v3"], CONFIG.models["qwen3"]]
     goldens = {case.id: None for model in models for case in model_cases(model)}  # read back from disk
-    lines = regenerate.invariant_review(regenerate.read_back(goldens_root, goldens), models).lines()
+    lines = review.invariant_review(review.read_back(goldens_root, goldens), models).lines()
     assert lines[0] == snapshot  # how many goldens carry findings, dialect cases too: a reviewed figure
     assert "  deepseek-v3/parallel-tool-calls (tool call get_weather dropped; tool call get_time dropped): reviewed" in lines
 

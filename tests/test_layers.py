@@ -1,7 +1,7 @@
 """Every stage imports only downward, and no modules import each other in a circle (issue 43
-item 1): generator/layers.py declares the order, docs/architecture.md lists it, and this file
-holds the package to both. Imports inside functions count: a lazy import still ties a stage to
-the one it reaches.
+items 1 and 3: replay/'s parts are ordered stages too): generator/layers.py declares the order,
+docs/architecture.md lists it, and this file holds the package to both. Imports inside functions
+count: a lazy import still ties a stage to the one it reaches.
 """
 
 from __future__ import annotations
@@ -50,6 +50,43 @@ def test_the_checker_resolves_relative_imports_and_names_under_a_module(tmp_path
     assert layers.circles(graph) == [["pkg.base", "pkg.top"]]
 
 
+def test_a_divided_stage_orders_its_parts(tmp_path):
+    """A folder LAYERS divides (as replay/ is into judging, reporting, running, releases) holds its
+    parts to their order like stages: a lazy import of a later part is named, and so is a module
+    of the folder that belongs to no declared part."""
+    package = _package(tmp_path, {
+        "base.py": "",
+        "split/__init__.py": "",
+        "split/low/__init__.py": "",
+        "split/low/a.py": "def f():\n    from pkg.split.high import b\n",  # upward between parts, and lazy
+        "split/high/__init__.py": "",
+        "split/high/b.py": "from pkg.split.low import a\nfrom pkg import base\n",
+        "split/loose.py": "",
+    })
+    order = ("__init__", "base", "split", "split.low", "split.high")
+    graph = layers.imports(package)
+    assert [layers.stage(m, order) for m in ("pkg", "pkg.split", "pkg.split.low", "pkg.split.high.b")] == [
+        "__init__", "split", "split.low", "split.high"]
+    assert layers.upward(graph, order) == [
+        "pkg.split.loose: stage 'split.loose' is not in LAYERS", "pkg.split.low.a -> split.high"]
+    assert layers.upward(graph, ("__init__", "base", "split", "split.high", "split.low", "split.loose")) == [
+        "pkg.split.high.b -> split.low"]
+    assert layers.circles(graph) == [["pkg.split.high.b", "pkg.split.low.a"]]
+
+
+def test_replays_parts_are_held_to_their_order():
+    """replay/'s parts are stages of their own: running a check judges through judging and writes
+    through reporting, so an order putting reporting after running is refused by the check."""
+    order = list(layers.LAYERS)
+    parts = [name for name in order if name.startswith("replay.")]
+    assert parts == ["replay.judging", "replay.reporting", "replay.running", "replay.releases"]
+    graph = layers.imports(ROOT / "generator")
+    swapped = [{"replay.reporting": "replay.running", "replay.running": "replay.reporting"}.get(n, n) for n in order]
+    assert "generator.replay.running.check -> replay.reporting" in layers.upward(graph, swapped)
+    replay = [m for m in layers.modules(ROOT / "generator") if m.startswith("generator.replay")]
+    assert {layers.stage(m) for m in replay} == {"replay", *parts}
+
+
 def test_generator_imports_only_downward():
     problems = layers.upward(layers.imports(ROOT / "generator"))
     assert problems == [], "upward imports (module -> stage it may not import):\n" + "\n".join(problems)
@@ -69,8 +106,9 @@ def test_the_architecture_doc_lists_the_stages_in_the_same_order():
     """docs/architecture.md's folder list names each stage in LAYERS's order."""
     text = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
     block = text.split("## The pipeline's folders", 1)[1].split("```", 2)[1]
-    named = re.findall(r"(?:^  |; )([a-z_]+)(?:\.py|/)", block, flags=re.M)
-    assert [name for name in named if name in layers.LAYERS] == list(layers.LAYERS)
+    named = re.findall(r"(?:^  |; )([a-z_]+(?:/[a-z_]+)*)(?:\.py|/)", block, flags=re.M)
+    stages = [name.replace("/", ".") for name in named]
+    assert [name for name in stages if name in layers.LAYERS] == list(layers.LAYERS)
 
 
 def test_cli_calls_only_the_commands_package():

@@ -20,9 +20,9 @@ from generator.config import shapes
 from generator.engines import EngineError, Refused
 from generator.engines.minijinja.engine import MinijinjaEngine, tgi_template
 from generator.goldens import golden_file
-from generator.replay import ledger
-from generator.replay.divergence import diverge
-from generator.replay.judge import judge
+from generator.replay.judging import ledger
+from generator.replay.judging.divergence import diverge
+from generator.replay.judging.judge import judge
 from generator.sources import pack
 
 MODELS = [name for name, spec in CONFIG.models.items() if "minijinja" in spec.engines]

@@ -25,8 +25,8 @@ from generator.config import shapes
 from generator.engines import EngineError, Refused
 from generator.engines.mistral_common.engine import MistralCommonEngine
 from generator.goldens import golden_file
-from generator.replay.divergence import diverge
-from generator.replay.judge import judge
+from generator.replay.judging.divergence import diverge
+from generator.replay.judging.judge import judge
 from generator.sources import tekken
 
 IDS = {shapes.CALL_1: "call_1", shapes.CALL_2: "call_2"}  # OpenAI-style ids NeMo rejects
@@ -183,7 +183,7 @@ def test_a_rendering_where_the_reference_refuses_is_drift_until_reviewed(tmp_pat
     """NeMo's template refuses a mid-conversation developer message; mistral-common renders it.
     Unreviewed that is drift; `record` makes it a ledger entry holding mistral-common's ids, then
     it is known; an entry whose ids the engine no longer gives is drift again (ledger-moved)."""
-    from generator.replay.judge import record
+    from generator.replay.judging.recording import record
 
     expected = render(DEVELOPER_MID)
     assert expected.error is not None and "Only user and assistant roles" in expected.error
@@ -206,7 +206,7 @@ def test_a_rendering_where_the_reference_refuses_is_drift_until_reviewed(tmp_pat
 
 def test_a_refusal_both_make_is_not_recorded(tmp_path):
     from generator.errors import GoldensError
-    from generator.replay.judge import record
+    from generator.replay.judging.recording import record
 
     request = openai_ids(shapes.build("tool-result", {}))
     expected = render(request)

@@ -26,7 +26,7 @@ from generator.config import images, shapes
 from generator.config.cases import EXPANDED_VIEW, TEMPLATE_VIEW, matrix
 from generator.config.request import carries_media
 from generator.goldens import golden_file
-from generator.replay.divergence import divergence_point
+from generator.replay.judging.divergence import divergence_point
 
 BOI, SOFT, EOI = 255999, 262144, 256000  # <start_of_image>, <image_soft_token>, <end_of_image>
 
@@ -244,7 +244,7 @@ def test_llama_server_with_a_changed_projector_drifts_at_the_first_image_token(f
     """The same server build and text model, a projector made for 64 tokens: the replay moves
     from its reviewed ledger entry at token 4 + 1, the first image position."""
     from generator.engines.llama_server.engine import MTMD_FRAMING, LlamaServerEngine
-    from generator.replay.judge import judge
+    from generator.replay.judging.judge import judge
 
     engine = LlamaServerEngine(fewer_tokens_server.url, media=MTMD_FRAMING["gemma3"])
     item = golden_file.read(golden_file.golden_path(GOLDENS, "gemma3/image-expanded"))

@@ -28,7 +28,7 @@ from generator.engines import EngineError, PromptCount, Refused
 from generator.engines.ollama.engine import OllamaEngine
 from generator.engines.remote import Connection
 from generator.goldens import golden_file
-from generator.replay.judge import judge, replay
+from generator.replay.judging.judge import judge, replay
 
 KEY = "sk-goldens-test-9f8e7d6c5b4a"
 SERVED = "qwen3:0.6b"

@@ -24,7 +24,8 @@ from generator.engines.openai.engine import OpenAIEngine
 from generator.engines.remote import Connection
 from generator.errors import GoldensError
 from generator.goldens import golden_file
-from generator.replay.judge import judge, record
+from generator.replay.judging.judge import judge
+from generator.replay.judging.recording import record
 from generator.engines.llama_server.llama_cpp import LlamaServer
 from generator.engines.llama_server.tiny_gguf import tiny_gguf
 from generator.sources import pack

@@ -18,7 +18,7 @@ from generator.config.cases import PARSE, all_cases, parse_cases_of
 from generator.engines import parse as parse_api
 from generator.engines.pool import EnginePool
 from generator.goldens import golden_file
-from generator.replay import parse_judge
+from generator.replay.judging import parse_judge
 
 
 def invoke(*args):
@@ -249,9 +249,9 @@ def test_harmony_parses_every_gpt_oss_parse_golden_as_expected(tmp_path):
 def test_a_run_of_parse_cases_alone_calls_no_render_cause_stale():
     """`--axis parse` judges no render case, so no render cause covering the engine is stale for
     want of one (vLLM's covering qwen3 are); a render case judged without them still says so."""
-    from generator.replay import causes
-    from generator.replay.check import stale_causes
-    from generator.replay.judge import Outcome
+    from generator.replay.judging import causes
+    from generator.replay.running.check import stale_causes
+    from generator.replay.judging.outcome import Outcome
 
     render = [c.name for c in causes.covering(GOLDENS, "vllm", "qwen3") if not c.builtin]
     assert render  # the matrix has render causes for vLLM on qwen3 to be stale or not
@@ -263,7 +263,7 @@ def test_a_run_of_parse_cases_alone_calls_no_render_cause_stale():
 
 def test_a_case_several_causes_explain_takes_the_engine_defect_class_first():
     """A gate on engine-defect sees a case one defect and one policy explain together."""
-    from generator.replay.causes import CLASSES
+    from generator.replay.judging.causes import CLASSES
 
     policy = parse_judge.Cause("p", ("e",), ("m",), ("whole content: whitespace",), "r", klass="policy")
     defect = parse_judge.Cause("d", ("e",), ("m",), ("whole finish_reason: tool_calls -> stop",), "r",
@@ -277,7 +277,7 @@ def test_an_engine_as_chosen_without_a_parse_path_is_asked_no_parse_case():
     llama-server given --url has no parse harness: their groups hold render cases only, while
     the installed ones and vLLM through a --url keep theirs."""
     from generator.config.engine_spec import EngineSpec
-    from generator.replay import check
+    from generator.replay.running import check
 
     model = CONFIG.models["qwen3"]
     specs = [EngineSpec("transformers"), EngineSpec("transformers", "4.57.6"), EngineSpec("llama-server"),

@@ -269,7 +269,7 @@ def test_an_engine_cause_goldens_ships_shows_as_known_on_a_teams_model_as_check_
     JSON text as text, which goldens ships reviewed as an engine-level cause. pytest --goldens
     passes those cases as check does and says, as check says it, which cause explained them,
     its class and why; `gate:` on that class fails both alike (issue 42 item 2)."""
-    from generator.replay import causes
+    from generator.replay.judging import causes
 
     team = tmp_path / "team"
     shutil.copytree(source_of("llama3").tokenizer_dir, team / "tok")

@@ -16,7 +16,7 @@ from conftest import CONFIG, GOLDENS, engine_marks, engine_of, golden_of, model_
 
 from generator.config import engine_registry
 from generator.config.cases import matrix, replays
-from generator.replay.judge import judge
+from generator.replay.judging.judge import judge
 
 
 def _memory_bound(engine: str):

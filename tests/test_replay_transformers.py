@@ -18,9 +18,9 @@ from generator.config.cases import matrix
 from generator.engines.transformers.engine import TransformersEngine
 from generator.goldens import golden_file
 from generator.goldens.regenerate import provenance, reference_golden
-from generator.replay import divergence
-from generator.replay.judge import judge
-from generator.replay.snapshot import GoldenSnapshot
+from generator.replay.judging import divergence
+from generator.replay.judging.judge import judge
+from generator.replay.judging.snapshot import GoldenSnapshot
 
 CASES = matrix(CONFIG)
 

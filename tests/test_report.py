@@ -22,10 +22,11 @@ from generator.cli import main
 from generator.config.cases import is_parse_case, matrix
 from generator.errors import GoldensError
 from generator.goldens import golden_file
-from generator.replay import destination, disputes, divergence, markdown_report
-from generator.replay.junit import junit_xml
-from generator.replay.report import Summary
-from generator.replay.judge import Outcome
+from generator.replay.reporting import destination, markdown_report
+from generator.replay.judging import disputes, divergence
+from generator.replay.reporting.junit import junit_xml
+from generator.replay.reporting.report import Summary
+from generator.replay.judging.outcome import Outcome
 from generator.servers.process import free_port
 
 transformers_version = version("transformers")
@@ -46,7 +47,7 @@ def check(where: Path, *args):
 
 def transformers_cases(models=()) -> list[str]:
     """The cases `check --engine transformers` judges: both axes, as its plan has them."""
-    from generator.replay import check
+    from generator.replay.running import check
 
     work = check.plan(CONFIG, ("transformers",), tuple(models))
     return [case for _, _, cases in check.groups(CONFIG, work) for case in cases]

@@ -22,9 +22,12 @@ from conftest import GOLDENS, ROOT, golden_of, one_line_error
 
 from generator.cli import main
 from generator.engines import Ids, Refused
-from generator.replay import divergence, junit, ledger, markdown_report, results, shard, terminal
-from generator.replay.judge import Outcome, judge_finding
-from generator.replay.report import Summary
+from generator.replay.running import shard
+from generator.replay.reporting import junit, markdown_report, results, terminal
+from generator.replay.judging import divergence, ledger
+from generator.replay.judging.outcome import Outcome
+from generator.replay.judging.stand_in import judge_finding
+from generator.replay.reporting.report import Summary
 
 STAMP = dt.datetime(2026, 1, 15, tzinfo=dt.timezone.utc)
 

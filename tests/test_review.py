@@ -20,10 +20,11 @@ from conftest import CONFIG, GOLDENS, ROOT, render_count, token_count
 
 from generator import files
 from generator.goldens import golden_file
-from generator.replay import check as check_plan
-from generator.replay import divergence, github, ledger, markdown_report, terminal
-from generator.replay.report import Summary, summary_line
-from generator.replay.judge import Outcome
+from generator.replay.running import check as check_plan
+from generator.replay.reporting import github, markdown_report, terminal
+from generator.replay.judging import divergence, ledger
+from generator.replay.reporting.report import Summary, summary_line
+from generator.replay.judging.outcome import Outcome
 
 SHAPES = [f"s{i:02d}" for i in range(48)]
 ENGINES = ["transformers", "llama-server", "vllm"]

@@ -46,7 +46,7 @@ def test_llama_server_check_confirms_every_case_on_the_serving_path(tmp_path):
     """The committed qwen3 goldens through a managed llama-server: every case also sent to
     /v1/chat/completions and /completion; the stand-in agrees, so no finding and exit 0. With
     --no-confirm the same verdicts, and both reports say the serving path was skipped."""
-    from generator.replay.check import NO_CONFIRM
+    from generator.replay.running.check import NO_CONFIRM
 
     md, xml = tmp_path / "out.md", tmp_path / "out.xml"
     result = invoke("check", "--config", ROOT / "models.yaml", "--goldens", GOLDENS, "--model", "qwen3",

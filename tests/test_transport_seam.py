@@ -9,7 +9,7 @@ import pytest
 from conftest import CONFIG, GOLDENS, render_count
 
 from generator import http
-from generator.replay import check
+from generator.replay.running import check
 
 URL = "http://llama.invalid:8080"  # nothing listens there: a request on a socket would be an error
 IDS = [151644, 872, 198]
@@ -135,7 +135,7 @@ def test_a_servers_health_page_is_polled_through_its_transport(monkeypatch):
 
 def test_a_url_is_probed_through_the_transport():
     from generator.errors import GoldensError
-    from generator.replay import remote_options
+    from generator.replay.running import remote_options
 
     remote_options.probe({"llama-server": URL}, 5.0, http.HandlerTransport(handler=Server()))
     down = http.HandlerTransport(handler=lambda exchange: (_ for _ in ()).throw(ConnectionError("refused")))

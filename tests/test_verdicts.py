@@ -21,9 +21,12 @@ from conftest import GOLDENS, golden_of, server_of
 from generator.cli import main
 from generator.engines import Ids, Refused
 from generator.errors import GoldensError
-from generator.replay import causes, check, junit, markdown_report, results, terminal
-from generator.replay.judge import Outcome, verdict
-from generator.replay.report import Summary, problems
+from generator.replay.running import check
+from generator.replay.reporting import junit, markdown_report, results, terminal
+from generator.replay.judging import causes
+from generator.replay.judging.outcome import Outcome
+from generator.replay.judging.verdict import verdict
+from generator.replay.reporting.report import Summary, problems
 
 BOS = causes.Edit("start", (), ((1, "<s>"),))
 

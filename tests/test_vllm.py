@@ -26,7 +26,7 @@ from generator.engines import EngineError
 from generator.engines.vllm.engine import RENDER, VllmEngine, render_options
 from generator.errors import GoldensError
 from generator.goldens import golden_file
-from generator.replay import causes
+from generator.replay.judging import causes
 from generator.servers.process import free_port
 from generator.engines.vllm.tiny_model import tiny_hf_model
 from generator.engines.vllm.server import RENDER_ENTRY, VllmServer, render_command, render_model_dir, vllm_python

@@ -19,7 +19,7 @@ def coverage_command(config_path: Path, model_names: tuple[str, ...], report_pat
     from generator.config import models
     from generator.coverage import report as coverage_report
     from generator.coverage.trace import model_coverage
-    from generator.replay import destination
+    from generator.replay.reporting import destination
     from generator.sources.source import resolve
 
     destination.check_destination(report_path)

@@ -74,13 +74,13 @@ def diff_command(rev: str, root: Path, markdown: bool, report_path: Path | None,
                  as_json: bool) -> None:
     """Token-level view of every golden changed against a git revision (default: HEAD): goldens
     whose tokens moved first, then one line per model for provenance- or analysis-only changes."""
-    from generator.goldens import diff
-    from generator.replay import destination, github
+    from generator.goldens import changes as changed_goldens, diff
+    from generator.replay.reporting import destination, github
 
     destination.check_destination(report_path)
     from generator.goldens import bump
 
-    changes = diff.changed(root, rev)
+    changes = changed_goldens.changed(root, rev)
     per_model = bump.by_model(root, rev, changes) if changes else {}  # the template, BOS/EOS and their effect
     sources = [line for said in per_model.values() for line in said]
     page = diff.render_markdown(changes, rev, context, sources)

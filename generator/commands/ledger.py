@@ -1,5 +1,5 @@
 """`goldens ledger`: record a reviewed divergence, a cause, or an engine-defect's report
-(the ledger itself is generator/replay/ledger.py; recording replays through the judge)."""
+(the ledger itself is generator/replay/judging/ledger.py; recording replays through the judge)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 from generator.errors import GoldensError
 from generator.goldens import golden_file
-from generator.replay import causes
+from generator.replay.judging import causes
 
 
 def command(config_path: Path, engine_name: str | None, case_ids: tuple[str, ...], reason: str | None,
@@ -26,9 +26,9 @@ def command(config_path: Path, engine_name: str | None, case_ids: tuple[str, ...
     from generator.config import models
     from generator.config.cases import case_of, model_cases, replays
     from generator.engines.pool import EnginePool
-    from generator.replay import defects
-    from generator.replay.judge import record, record_cause
-    from generator.replay.outcome import load_goldens
+    from generator.replay.reporting import defects
+    from generator.replay.judging.recording import record, record_cause
+    from generator.replay.judging.outcome import load_goldens
     from generator.sources.source import resolve
 
     if report_cause is None and engine_name is None and not (case_ids or cause_name or reason):
@@ -49,7 +49,7 @@ def command(config_path: Path, engine_name: str | None, case_ids: tuple[str, ...
         if cause_name is None or edit_text or stand_in or not model_names:
             raise GoldensError("--finding records a parse cause: give --cause NAME and --model (and --case "
                                "patterns to limit it), not --edit or --stand-in")
-        from generator.replay import parse_judge
+        from generator.replay.judging import parse_judge
 
         config.select(list(model_names))
         with EnginePool(config.date, {engine_name.partition("@")[0]: url} if url else None,
@@ -106,9 +106,9 @@ def command(config_path: Path, engine_name: str | None, case_ids: tuple[str, ...
 
 def as_judged(model, items: list[golden_file.Golden], refuse: bool) -> list[golden_file.Golden]:
     """The goldens as `check` judges them: a reviewed dispute's by the reference it names
-    (replay/disputes.py). A case still disputed has no expectation to record a divergence from:
+    (replay/judging/disputes.py). A case still disputed has no expectation to record a divergence from:
     named by --case it is refused in one line, and a --cause leaves it out."""
-    from generator.replay import disputes
+    from generator.replay.judging import disputes
 
     out = []
     for item in items:
@@ -131,14 +131,14 @@ def _report(config, root: Path, name: str, case_ids: tuple[str, ...], url: str |
     from generator.engines import PromptCount, Refused, reported_version
     from generator.engines.pool import EnginePool
     from generator.errors import stable_line
-    from generator.replay import defects
-    from generator.replay.judge import judged
-    from generator.replay.outcome import load_goldens
+    from generator.replay.reporting import defects
+    from generator.replay.judging.answers import judged
+    from generator.replay.judging.outcome import load_goldens
     from generator.sources.source import resolve
 
     cause = causes.named(root, name)
     if cause is None:
-        from generator.replay import parse_judge
+        from generator.replay.judging import parse_judge
 
         parse_cause = parse_judge.named_cause(root, name)
         if parse_cause is not None:
@@ -186,8 +186,9 @@ def _parse_report(config, root: Path, cause, case_ids: tuple[str, ...], url: str
     from generator.config.cases import case_of
     from generator.engines import reported_version
     from generator.engines.pool import EnginePool
-    from generator.replay import defects, parse_judge
-    from generator.replay.outcome import load_goldens
+    from generator.replay.reporting import defects
+    from generator.replay.judging import parse_judge
+    from generator.replay.judging.outcome import load_goldens
     from generator.sources.source import resolve
 
     if cause.klass != "engine-defect":

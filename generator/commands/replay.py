@@ -23,9 +23,11 @@ def check_command(config_path: Path, engines: tuple[str, ...], model_names: tupl
     from generator.config import models
     from generator.goldens import staleness
     from generator.progress import progress_bar
-    from generator.replay import check as checking
-    from generator.replay import destination, gate, orphans, publish, remote_options, shard
-    from generator.replay import results as results_data
+    from generator.replay.running import check as checking
+    from generator.replay.running import orphans, remote_options, shard
+    from generator.replay.reporting import destination, publish
+    from generator.replay.judging import gate
+    from generator.replay.reporting import results as results_data
 
     config = models.load(config_path)
     url_map = remote_options.urls(urls)
@@ -75,8 +77,8 @@ def report_merge_command(results_paths: tuple[Path, ...], root: Path, junit_path
                          results_path: Path | None, step_summary: bool) -> None:
     """Merge the --results of `check --shard K/N` runs into the reports one unsharded run writes;
     exit with the merged verdict (2 when a shard is missing, named)."""
-    from generator.replay import destination, publish
-    from generator.replay import results as results_data
+    from generator.replay.reporting import destination, publish
+    from generator.replay.reporting import results as results_data
 
     if step_summary and not os.environ.get("GITHUB_STEP_SUMMARY"):
         raise GoldensError("--step-summary: GITHUB_STEP_SUMMARY is not set")
@@ -98,7 +100,7 @@ def bisect_command(config_path: Path, engine_name: str, good: str, bad: str, mod
     """Binary search over the published releases from --good to --bad for the first whose ids
     differ from --good's; exit 0 found, 1 good and bad agree, 2 bad input."""
     from generator.config import engine_spec, models
-    from generator.replay import bisect
+    from generator.replay.releases import bisect
 
     config = models.load(config_path)
     name = engine_spec.parse(engine_name).name
@@ -125,7 +127,7 @@ def history_command(config_path: Path, engine_name: str | None, first: str | Non
     before, by recursive k-ary search; exit 0 none changed, 1 some did, 2 bad input."""
     from generator.config import engine_registry as registry
     from generator.config import engine_spec, models
-    from generator.replay import history
+    from generator.replay.releases import history
 
     config = models.load(config_path)
     name = None
@@ -138,7 +140,7 @@ def history_command(config_path: Path, engine_name: str | None, first: str | Non
     note = (lambda message: click.echo(message, err=True))
     echo = note if as_json else click.echo
     if update_atlas:
-        from generator.replay import atlas
+        from generator.replay.releases import atlas
 
         if as_json or case_ids or (model_names and name is None):
             raise GoldensError("--update-atlas runs the whole matrix (or with --engine, --model's cases of it); "

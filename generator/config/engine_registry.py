@@ -93,7 +93,7 @@ class Entry:
     parse_applies: Any = None
     parses_every_version: bool = True  # False: only the installed release parses (bisect and history ask no parse case)
     parses_by_url: bool = True  # False: its parse path runs here (a harness), never through a --url server
-    # what a parse report (`goldens ledger --report`, replay/defects.py) says the output went through:
+    # what a parse report (`goldens ledger --report`, replay/reporting/defects.py) says the output went through:
     # the exact API called, with {tool}, {reasoning}, {response} the model's parser names (models.yaml)
     parse_route: str = ""
     # its request layer as `goldens coverage --engine` measures it: a "module:attribute" naming a

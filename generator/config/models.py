@@ -211,7 +211,7 @@ class Config:
     date: _dt.date
     models: dict[str, ModelSpec]
     engine_versions: dict[str, str] = field(default_factory=dict)  # engine -> pinned version
-    gate: tuple[str, ...] = ()  # classes of known divergence that fail the gate (replay/gate.py)
+    gate: tuple[str, ...] = ()  # classes of known divergence that fail the gate (replay/judging/gate.py)
 
     def pinned(self, engine: str) -> str | None:
         """The version models.yaml pins for an engine (or for the engine it follows)."""
@@ -304,7 +304,7 @@ def parse(data: Any, path: Path) -> Config:
 
 
 def _parse_gate(raw: Any, where: _Where) -> tuple[str, ...]:
-    """`gate: [engine-defect]`: known divergences of these classes fail (replay/gate.py)."""
+    """`gate: [engine-defect]`: known divergences of these classes fail (replay/judging/gate.py)."""
     classes = ("engine-defect", "policy", "reference", "unclassified")
     if not isinstance(raw, list) or not all(isinstance(c, str) and c in classes for c in raw):
         raise GoldensError(f"{where.file}: gate: a list of classes of known divergence to fail on "

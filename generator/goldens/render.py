@@ -2,8 +2,8 @@
 
 Everything here shapes golden bytes, and so does every module whose code it runs (measured:
 generator/goldens/index.py RENDER): the regenerate index hashes them, so an edit to the
-orchestration around a render (generator/goldens/regenerate.py: the index, the writes, the worker
-pool) renders nothing again.
+orchestration around a render (generator/goldens/regenerate.py and the steps it joins: inputs,
+the worker pool, the writes, the review) renders nothing again.
 """
 
 from __future__ import annotations

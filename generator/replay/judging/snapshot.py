@@ -52,7 +52,7 @@ class Update:
     matches their bytes, which costs a re-render, never a wrong skip."""
 
     def __init__(self, config, root: Path, record_index: bool = True):
-        from generator.goldens.regenerate import Summary
+        from generator.goldens.writing import Summary
 
         self.config = config
         self.root = Path(root)
@@ -80,16 +80,16 @@ class Update:
 
     def flush(self, model_name: str, source) -> None:
         from generator.config.cases import all_cases
-        from generator.goldens import index, regenerate
+        from generator.goldens import index, render, render_pool, writing
 
         model = self.config.models[model_name]
         goldens = self.rendered.pop(model_name, {})
         cases = all_cases(model)
         whole = all(case.id in goldens for case in cases)
         if whole:
-            regenerate.refuse_all_refused({model_name: list(goldens.values())})
-        done = regenerate.write(self.root, dict(goldens), [model] if whole else [], all_models=False,
-                                known_models=set(self.config.models))
+            render_pool.refuse_all_refused({model_name: list(goldens.values())})
+        done = writing.write(self.root, dict(goldens), [model] if whole else [], all_models=False,
+                             known_models=set(self.config.models))
         self.summary.written += done.written
         self.summary.unchanged += done.unchanged
         self.summary.removed += done.removed
@@ -97,7 +97,7 @@ class Update:
         if whole and self.record_index:
             saved = index.load(self.root)
             inputs = index.model_inputs(model, source, self.config, cases,
-                                        regenerate.provenance(source, self.config),
+                                        render.provenance(source, self.config),
                                         index.code_fingerprint(), index.library_versions())
             saved.record(model_name, inputs, {case.id: golden_file.dumps(goldens[case.id]) for case in cases})
             self.index_written |= index.save(self.root, saved)

@@ -20,7 +20,7 @@ from generator.config import engine_registry
 from generator.config.models import Config
 from generator.errors import GoldensError
 from generator.files import atomic_write, read_text
-from generator.replay import history as search
+from generator.replay.releases import history as search
 
 SCHEMA = "goldens.atlas/1"
 PAGE = "atlas.md"  # beside the atlas folder: docs/atlas.md
@@ -102,7 +102,7 @@ def update(config: Config, folder: Path, engine: str | None, first: str | None, 
 def searched(config: Config, engine: str) -> dict[str, str]:
     """case id -> the digest its answers are remembered under (releases.AnswerStore.key): what
     the atlas searched, so an update asks only the cases that are new or changed."""
-    from generator.replay.releases import AnswerStore, cases_for
+    from generator.replay.releases.releases import AnswerStore, cases_for
 
     store = AnswerStore(config, engine)
     return {case.id: store.key(case) for case in cases_for(config, engine, (), ())}

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 
-from generator.replay.report import Summary, first_line, group_line, kind, problem_line, xml_safe
+from generator.replay.reporting.report import Summary, first_line, group_line, kind, problem_line, xml_safe
 
 
 def use_colour(stream) -> bool:

@@ -1,7 +1,7 @@
 """What a `goldens check` run found, as one Summary every report renders.
 
-The reports (replay/junit.py for CI, replay/markdown_report.py for a pull request,
-replay/terminal.py for the terminal, replay/github.py for Actions) are built from a Summary and
+The reports (replay/reporting/junit.py for CI, replay/reporting/markdown_report.py for a pull request,
+replay/reporting/terminal.py for the terminal, replay/reporting/github.py for Actions) are built from a Summary and
 nothing else, so their counts always agree. An outcome's kind is read from `Outcome.kind`, a
 word the judge sets, and looked up in KINDS, one ordered table: what it is called, where it
 sorts and whether it passes; a new kind is one row there. No report parses the prose in
@@ -10,7 +10,7 @@ sorts and whether it passes; a new kind is one row there. No report parses the p
 Stand-in findings (an engine's stand-in endpoint disagreeing with its serving path) are counted
 apart from the engines' verdicts, in the same kinds: a reviewed one (a stand-in ledger entry) is
 known and passes, a new one, one that moved, or a stale entry fails the gate. So are stale
-causes (a reviewed cause no case shows any more, replay/causes.py): they fail the gate.
+causes (a reviewed cause no case shows any more, replay/judging/causes.py): they fail the gate.
 
 A case both the reference and the engine refuse passes but is its own kind, `both-refuse`, never
 a match: every summary line says how many cases rendered and match and how many both refuse,
@@ -27,8 +27,8 @@ import dataclasses
 import re
 from collections.abc import Sequence
 
-from generator.replay.causes import edit_from
-from generator.replay.judge import Outcome
+from generator.replay.judging.causes import edit_from
+from generator.replay.judging.outcome import Outcome
 
 STATUSES = ("match", "both-refuse", "known", "drift", "error", "count")
 COUNT_ONLY = " (count only)"  # marks every verdict judged from a prompt token count alone
@@ -238,7 +238,7 @@ class Summary:
     def exit_code(self) -> int:
         """0 every verdict and finding passes, 1 drift (or a failing finding), 2 nothing judged, an
         error, or a case the model's references dispute with no review (judged against no engine:
-        replay/disputes.py)."""
+        replay/judging/disputes.py)."""
         if not self.verdicts or any(o.status in ("error", "disputed") for o in self.outcomes):
             return 2
         return 0 if self.passed else 1
@@ -319,7 +319,7 @@ def problems(outcomes: Sequence[Outcome]) -> list[list[Outcome]]:
 
 
 def edit_key(edit: dict) -> str:
-    if "findings" in edit:  # a parse drift: grouped by the kinds of what is wrong (replay/parse_judge.py)
+    if "findings" in edit:  # a parse drift: grouped by the kinds of what is wrong (replay/judging/parse_judge.py)
         return repr(("findings", sorted(edit["findings"])))
     return repr((edit["at"], [tuple(t) for t in edit["replace"]], [tuple(t) for t in edit["with"]]))
 

@@ -19,7 +19,7 @@ The document (format 1, canonical JSON, keys stable):
 
 `status` "both-refuse" is a case the reference and the engine both refuse (passes; never a
 match); `cause` the reviewed cause a known outcome matched; `edit` a drift's first edit
-({at, replace, with}: replay/causes.py), which drifts sharing it are grouped by.
+({at, replace, with}: replay/judging/causes.py), which drifts sharing it are grouped by.
 
 A group is one (model, engine label) of the plan, `index` its place in the unsharded run, so a
 merge of shards puts every outcome back where one run would have it; `fingerprint` names the
@@ -37,9 +37,9 @@ from typing import Any
 
 from generator import canonical, files
 from generator.errors import GoldensError
-from generator.replay.divergence import Divergence
-from generator.replay.judge import Outcome
-from generator.replay.report import Summary, counts
+from generator.replay.judging.divergence import Divergence
+from generator.replay.judging.outcome import Outcome
+from generator.replay.reporting.report import Summary, counts
 
 FORMAT = 1
 _OUTCOME_FIELDS = ("case", "engine", "status", "kind", "detail", "level", "refused", "unreachable",
@@ -114,7 +114,7 @@ def _checked(data: Any) -> dict:
     (a case id with a newline would print a raw `::error` line under GitHub Actions), its
     status and kind ones the judge gives (an unknown `bogus` must not pass the gate), the
     status the one its kind counts under, and each field of its type."""
-    from generator.replay.outcome import KIND_STATUS
+    from generator.replay.judging.outcome import KIND_STATUS
 
     if not isinstance(data, dict):
         raise TypeError("an outcome is not an object")

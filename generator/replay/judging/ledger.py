@@ -18,8 +18,8 @@ from pathlib import Path
 from generator import files
 from generator.errors import GoldensError
 from generator.goldens import golden_file
-from generator.replay import causes
-from generator.replay.divergence import divergence_point
+from generator.replay.judging import causes
+from generator.replay.judging.divergence import divergence_point
 
 
 @dataclass

@@ -111,9 +111,9 @@ def empty(config, work, groups: Sequence, part: tuple[int, int], no_confirm: boo
 
     import click
 
-    from generator.replay import check as checking
-    from generator.replay import destination, publish
-    from generator.replay import results as results_data
+    from generator.replay.running import check as checking
+    from generator.replay.reporting import destination, publish
+    from generator.replay.reporting import results as results_data
 
     results = results_data.Results(checking.selection(config, work, axis, urls), [], shard=part,
                                    notes=[checking.NO_CONFIRM] if no_confirm else [])

@@ -8,10 +8,10 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from generator.replay import destination, github, results as results_data, terminal
-from generator.replay.junit import junit_xml
-from generator.replay.markdown_report import markdown
-from generator.replay.results import Results
+from generator.replay.reporting import destination, github, results as results_data, terminal
+from generator.replay.reporting.junit import junit_xml
+from generator.replay.reporting.markdown_report import markdown
+from generator.replay.reporting.results import Results
 
 
 def write_files(results: Results, junit_path: Path | None, report_path: Path | None,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable
 
-from generator.replay.judge import Outcome
+from generator.replay.judging.outcome import Outcome
 
 
 def gated(outcome: Outcome, classes: Iterable[str]) -> Outcome:

@@ -16,8 +16,8 @@ import datetime as _dt
 import socket
 import xml.etree.ElementTree as ET
 
-from generator.replay.judge import Outcome
-from generator.replay.report import Summary, first_line, headline, kind, split_case, xml_safe
+from generator.replay.judging.outcome import Outcome
+from generator.replay.reporting.report import Summary, first_line, headline, kind, split_case, xml_safe
 
 
 def junit_xml(summary: Summary, elapsed: float = 0.0, timestamp: _dt.datetime | None = None,
@@ -87,7 +87,7 @@ def junit_xml(summary: Summary, elapsed: float = 0.0, timestamp: _dt.datetime | 
 
 
 def _failure_message(outcome: Outcome) -> str:
-    if outcome.kind == "disputed":  # judged against no engine (replay/disputes.py)
+    if outcome.kind == "disputed":  # judged against no engine (replay/judging/disputes.py)
         return f"disputed{kind(outcome).junit}: {outcome.detail}"
     if outcome.divergence is not None:
         return f"drift at token {outcome.divergence.index}{kind(outcome).junit}"

@@ -25,9 +25,9 @@ from typing import Any
 from generator.config.cases import Case
 from generator.config.models import Config
 from generator.errors import GoldensError, first_line
-from generator.goldens.diff import opcodes
-from generator.replay.bisect import readiness
-from generator.replay.releases import (
+from generator.goldens.alignment import opcodes
+from generator.replay.releases.bisect import readiness
+from generator.replay.releases.releases import (
     Answer,
     AnswerStore,
     Replayed,
@@ -256,7 +256,7 @@ def _edit_key(case: Case, old: Answer, new: Answer) -> tuple:
     """One cause: the same model, the same ids removed and added by the first edit (or the same
     refusal change)."""
     if old.kind == new.kind == "parse":
-        from generator.replay.releases import parse_change
+        from generator.replay.releases.releases import parse_change
 
         return case.model, "parse", parse_change(old.parse, new.parse).split(":")[0]
     if not old.answered or not new.answered:

@@ -1,6 +1,6 @@
 """Reviewed causes: one ledger entry for a divergence many cases share.
 
-A per-case ledger entry (replay/ledger.py) re-fires on every new case an engine treats the same
+A per-case ledger entry (replay/judging/ledger.py) re-fires on every new case an engine treats the same
 way: phi3.5's extra `<s>` on llama-server needs one entry per request file. A cause names the
 edit instead, as data, with the engines and models it covers and why it is accepted:
 
@@ -379,7 +379,7 @@ def report_name(name: str) -> str:
 
 
 _memo: dict[tuple, list[Cause]] = {}
-BUILTIN = Path(__file__).resolve().parents[1] / "data" / FOLDER  # engine-level causes shipped with goldens
+BUILTIN = Path(__file__).resolve().parents[2] / "data" / FOLDER  # engine-level causes shipped with goldens
 
 
 def load(root: Path, builtin: bool = True) -> list[Cause]:

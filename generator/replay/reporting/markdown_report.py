@@ -12,8 +12,8 @@ from collections.abc import Sequence
 
 from generator import markdown as md
 from generator.coverage.report import span_block
-from generator.replay.judge import Outcome
-from generator.replay.report import (
+from generator.replay.judging.outcome import Outcome
+from generator.replay.reporting.report import (
     COUNT_ONLY, Summary, describe_edit, detail, drift_context, first_line, group_line, headline, kind,
     split_case, xml_safe,
 )

@@ -27,11 +27,11 @@ from generator.engines import Engine
 from generator.engines.pool import EnginePool, check_available
 from generator.engines.remote import Connection
 from generator.errors import GoldensError, one_line
-from generator.replay import causes
-from generator.replay.judge import replay
-from generator.replay.outcome import Outcome, load_goldens
-from generator.replay.report import surrogate_note
-from generator.replay.results import Group, Plan, Results, fingerprint
+from generator.replay.judging import causes
+from generator.replay.judging.judge import replay
+from generator.replay.judging.outcome import Outcome, load_goldens
+from generator.replay.reporting.report import surrogate_note
+from generator.replay.reporting.results import Group, Plan, Results, fingerprint
 from generator.sources.source import Source, resolve
 
 NO_CONFIRM = ("--no-confirm: stand-in endpoints (llama-server /apply-template + /tokenize, vLLM /tokenize) "
@@ -150,7 +150,7 @@ def run(config: Config, root: Path, engines: tuple[str, ...] = (), models: tuple
         for model_name, indices in by_model.items():
             model = config.models[model_name]
             source = resolve(model, config, transport.until)  # compiling the template is a render too
-            if model.surrogate:  # every report marks its lines (replay/report.py)
+            if model.surrogate:  # every report marks its lines (replay/reporting/report.py)
                 results.notes.append(surrogate_note(model.name, model.tokenizer.family or model.name))
             case_ids = list(dict.fromkeys(c for i in indices for c in parts[i][2]))
             goldens = dict(zip(case_ids, load_goldens(root, case_ids)))
@@ -249,8 +249,8 @@ def invariant_outcomes(root: Path, model: ModelSpec, case_ids: list[str]) -> tup
 def dispute_outcomes(root: Path, model: ModelSpec, case_ids: list[str]) -> list[Outcome]:
     """A failing outcome for each reviewed dispute (models.yaml references.disputes) that covers
     no disputed golden of the model any more: the references agree there now, or the case is
-    gone (replay/disputes.py)."""
-    from generator.replay import disputes
+    gone (replay/judging/disputes.py)."""
+    from generator.replay.judging import disputes
 
     if not model.disputes:
         return []
@@ -272,7 +272,7 @@ def stale_causes(root: Path, model: str, engine: str, label: str, outcomes: list
     shown = {name for o in verdicts if o.cause is not None for name in o.cause.split(", ")}
     out = []
     if any(o.axis == "parse" for o in verdicts):
-        from generator.replay import parse_judge
+        from generator.replay.judging import parse_judge
 
         for cause in parse_judge.covering(root, engine, model):
             if cause.name not in shown:

@@ -1,6 +1,6 @@
 """Goldens and ledger entries of cases the matrix no longer has: said by `check` and
 `pytest --goldens`, so a renamed shape or dropped model does not leave files that look judged.
-`goldens regenerate` removes them (regenerate.owned decides what is goldens' own)."""
+`goldens regenerate` removes them (goldens/writing.py `owned` decides what is goldens' own)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from generator.config.models import Config
 
 
 def orphans(config: Config, root: Path, model_names) -> list[Path]:
-    from generator.goldens.regenerate import owned
+    from generator.goldens.writing import owned
 
     out: list[Path] = []
     for model in config.select(tuple(model_names)):

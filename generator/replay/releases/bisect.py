@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from generator.config.cases import Case
 from generator.config.models import Config
 from generator.errors import GoldensError
-from generator.replay.releases import Answer, cases_for, describe, line, points, ready_all, replay
-from generator.replay.releases import span as release_span
+from generator.replay.releases.releases import Answer, cases_for, describe, line, points, ready_all, replay
+from generator.replay.releases.releases import span as release_span
 
 __all__ = ["bisect", "cases_for", "points", "releases"]
 

@@ -1,6 +1,6 @@
 """Ready-to-file reports for engine defects, and the ledger's count of causes and classes.
 
-A reviewed cause of class `engine-defect` (replay/causes.py) names its upstream issue, or has a
+A reviewed cause of class `engine-defect` (replay/judging/causes.py) names its upstream issue, or has a
 report beside it (`<name>.report.md`) that `goldens ledger --report NAME` writes: what the
 engine does wrong in one paragraph, the first release that has it (read from the atlas,
 docs/atlas/<engine>.json: the change point whose cases or refusal text are the cause's), the
@@ -26,7 +26,7 @@ from typing import Any
 
 from generator import files
 from generator.goldens import golden_file
-from generator.replay import causes
+from generator.replay.judging import causes
 
 SCHEMA = "goldens.ledger/1"
 SHOWN = 40  # tokens of each side a report lists around the first difference
@@ -169,7 +169,7 @@ def parse_report(cause: Any, example: ParseExample, atlas_dir: Path, all_cases: 
     """The report of a parse cause: the output as the model emitted it, through the engine's
     parse route; the expected message; the whole parse and, where a plan differs, that plan's
     chunking and what its stream assembled."""
-    from generator.replay import parse_judge
+    from generator.replay.judging import parse_judge
 
     golden, observed = example.golden, example.observed
     engine = cause.engines[0]
@@ -219,7 +219,7 @@ def parse_report(cause: Any, example: ParseExample, atlas_dir: Path, all_cases: 
 def _plan_shows(cause: Any, observed: Any, name: str) -> bool:
     """Whether a streamed plan differs from the whole parse in a way the cause's findings name
     (`stream (every plan|some plans) <kind>`), not only in another cause's."""
-    from generator.replay import parse_judge
+    from generator.replay.judging import parse_judge
 
     return any(f"stream (every plan) {k}" in cause.findings or f"stream (some plans) {k}" in cause.findings
                for k in parse_judge.plan_kinds(observed, name))
@@ -265,7 +265,7 @@ def summary(root: Path) -> dict:
     """Causes and classes over the ledger: the reviewed causes (goldens/causes/ and goldens'
     engine-level ones), each per-case entry with a reason of its own (a cause of one case), and
     the entries that name a cause; how many cases each covers."""
-    from generator.replay import ledger
+    from generator.replay.judging import ledger
 
     root = Path(root)
     own, shared = [], Counter()
@@ -283,7 +283,7 @@ def summary(root: Path) -> dict:
             own.append({"case": entry.case, "engine": engine, "class": entry.klass,
                         "stand_in": bool(rest), "entry": str(path.relative_to(root))})
     found = []
-    from generator.replay import parse_judge
+    from generator.replay.judging import parse_judge
 
     for cause in parse_judge.load_causes(root):  # the output side's reviewed causes (goldens/causes/parse/)
         found.append({"cause": cause.name, "class": cause.klass or causes.UNCLASSIFIED, "engines": list(cause.engines),

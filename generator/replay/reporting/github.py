@@ -21,9 +21,11 @@ from pathlib import Path
 
 from generator import redaction
 from generator.goldens import golden_file
-from generator.goldens.diff import Change, first_moved_token, moved, summary
-from generator.replay import causes, ledger, report
-from generator.replay.report import Summary
+from generator.goldens.changes import Change
+from generator.goldens.diff import first_moved_token, moved, summary
+from generator.replay.reporting import report
+from generator.replay.judging import causes, ledger
+from generator.replay.reporting.report import Summary
 
 ANNOTATIONS_PER_STEP = 10  # of one level (error, warning, notice)
 SUMMARY_LIMIT = 1024 * 1024  # bytes of job summary a step may write

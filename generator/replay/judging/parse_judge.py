@@ -33,7 +33,7 @@ from generator.engines import EngineError, Refused, Unreachable, reported_versio
 from generator.engines import parse as parse_api
 from generator.errors import GoldensError, stable_line
 from generator.goldens import golden_file
-from generator.replay import ledger
+from generator.replay.judging import ledger
 
 AXIS = "parse"
 
@@ -281,7 +281,7 @@ class Cause:
     reason: str
     path: Path | None = None
     cases: tuple[str, ...] = ()  # case id patterns (fnmatch) it is limited to; () for every case
-    klass: str | None = None  # engine-defect, policy or reference (replay/causes.py CLASSES)
+    klass: str | None = None  # engine-defect, policy or reference (replay/judging/causes.py CLASSES)
     explains: tuple[str, ...] = ()  # the cases it explained when it was recorded (for `goldens ledger`'s counts)
     upstream: tuple[str, ...] = ()  # an engine-defect's upstream issue links
     report: str | None = None  # the ready-to-file report beside it (`<name>.report.md`, defects.py)
@@ -293,7 +293,7 @@ class Cause:
 
 
 def causes_folder(root: Path) -> Path:
-    from generator.replay import causes as render_causes
+    from generator.replay.judging import causes as render_causes
 
     return root / render_causes.FOLDER / CAUSES
 
@@ -318,7 +318,7 @@ def load_causes(root: Path) -> list[Cause]:
                                               (*cause.engines, *cause.models, *cause.findings, *cause.cases,
                                                cause.reason)):
             raise GoldensError(f"{path}: `cause` must be the file's name, and every value a non-empty string")
-        from generator.replay.causes import report_name
+        from generator.replay.judging.causes import report_name
 
         if cause.report is not None and cause.report != report_name(cause.name):
             raise GoldensError(f"{path}: `report` must be {report_name(cause.name)!r}, beside the cause")
@@ -337,7 +337,7 @@ def covering(root: Path, engine: str, model: str) -> list[Cause]:
 def write_cause(root: Path, cause: Cause) -> Path:
     import json as json_
 
-    from generator.replay import causes as render_causes
+    from generator.replay.judging import causes as render_causes
 
     render_causes.check_name(cause.name)
     data = {"format": 1, "cause": cause.name, "engines": list(cause.engines), "models": list(cause.models),
@@ -403,7 +403,7 @@ def verdict(item: golden_file.Golden, entry: Entry | None, label: str, observed:
             causes: Sequence[Cause] = ()):
     """THE judgement of an engine's parse against a parse golden, its reviewed entry (the case's
     own, first) and the reviewed parse causes covering this engine and model."""
-    from generator.replay.outcome import Outcome
+    from generator.replay.judging.outcome import Outcome
 
     found = problems(item, observed)
     if entry is not None:
@@ -434,7 +434,7 @@ def _klass(used: Sequence[Cause]) -> str | None:
     """A case several causes explain takes the first of their classes in causes.CLASSES' order
     (an engine defect before policy before the reference's error), so a gate on a class sees
     every case that class touches."""
-    from generator.replay.causes import CLASSES
+    from generator.replay.judging.causes import CLASSES
 
     order = list(CLASSES)
     classes = sorted((c.klass for c in used if c.klass in order), key=order.index)
@@ -443,7 +443,7 @@ def _klass(used: Sequence[Cause]) -> str | None:
 
 def judge(engine: Any, item: golden_file.Golden, root: Path, label: str | None = None):
     """Replay one parse golden through one engine: every plan, judged once."""
-    from generator.replay.outcome import Outcome
+    from generator.replay.judging.outcome import Outcome
 
     label = label or engine.name
     if item.outcome != "ok":  # the reference made no output: nothing to parse (regenerate keeps none)
@@ -482,7 +482,7 @@ def record_cause(root: Path, config, pool, name: str, kinds: Sequence[str], engi
     finding no case shows."""
     scope = Cause(name, (), (), (), "", cases=tuple(cases))
     from generator.config.cases import parse_cases_of
-    from generator.replay.outcome import load_goldens
+    from generator.replay.judging.outcome import load_goldens
     from generator.sources.source import resolve
 
     if not reason.strip():
