@@ -167,7 +167,7 @@ def test_the_as_sent_cause_explains_the_template_on_the_body_as_sent():
 
     config = load(ROOT / "models.yaml")
     as_sent = reference._render_as_is(reference.load_tokenizer(source_of("llama3").tokenizer_dir),
-                                      source_of("llama3").template, item.request, config.date)
+                                      source_of("llama3").template, item.request, config.date, None)
     outcome = verdict.verdict(item, None, "minijinja", Ids(as_sent.ids), causes=[cause])
     assert (outcome.status, outcome.cause, outcome.klass) == ("known", cause.name, "policy")
     moved = verdict.verdict(item, None, "minijinja", Ids(as_sent.ids[:-1]), causes=[cause])
