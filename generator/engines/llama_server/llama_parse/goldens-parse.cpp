@@ -1,6 +1,6 @@
 // goldens-parse: llama-server's output side, fed given output ids instead of sampled ones.
 //
-// Built beside llama-server from the same build tree (generator/servers/llama_cpp.py) and linked
+// Built beside llama-server from the same build tree (generator/engines/llama_server/llama_cpp.py) and linked
 // against the same server-context library, so every step below is the server's own function,
 // except the per-token loop, which copies server_context_impl::process_token and its callers
 // (members of the server's slot loop, not callable on their own).
