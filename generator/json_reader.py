@@ -39,11 +39,7 @@ def load_json(data: str | bytes, where: str, error: type[Exception] = GoldensErr
     nothing in it can crash a later stage: UTF-8 only, at most MAX_DEPTH levels of nesting, no
     lone surrogate in any string, no integer over MAX_DIGITS digits, no NaN or Infinity. Every
     problem is one line starting with `where`, raised as `error`."""
-    if isinstance(data, bytes):
-        try:
-            data = data.decode("utf-8")
-        except UnicodeDecodeError as bad:
-            raise error(f"{where}: not UTF-8 (byte 0x{data[bad.start]:02x} at offset {bad.start})") from None
+    data = _utf8(data, where, error)
     # text that encodes as UTF-8 holds no surrogate, and without a \uD8xx-\uDFxx escape no string
     # parsed from it can: then the C parser and a walk of the containers alone judge it (a
     # tokenizer.json: 0.8 s, not 1.6 s); whatever they doubt takes the full path, which says why
@@ -58,7 +54,7 @@ def load_json(data: str | bytes, where: str, error: type[Exception] = GoldensErr
     try:
         value = json.loads(data, parse_int=_integer, parse_constant=_constant)
     except json.JSONDecodeError as bad:
-        raise error(f"{where}: not valid JSON (line {bad.lineno}: {bad.msg})") from None
+        raise error(_not_json(where, bad)) from None
     except _BadNumber as bad:
         raise error(f"{where}: not valid JSON ({bad})") from None
     except RecursionError:
@@ -71,16 +67,27 @@ def parses(data: bytes, where: str, error: type[Exception] = GoldensError) -> No
     """That `data` is UTF-8 JSON, said in load_json's words, for a file another library reads
     itself (a tokenizer.json: the tokenizers library parses it again and guards its own values).
     The C parser alone: half of load_json's cost on a 11 MB vocabulary."""
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as bad:
-        raise error(f"{where}: not UTF-8 (byte 0x{data[bad.start]:02x} at offset {bad.start})") from None
+    text = _utf8(data, where, error)
     try:
         json.loads(text)
     except json.JSONDecodeError as bad:
-        raise error(f"{where}: not valid JSON (line {bad.lineno}: {bad.msg})") from None
+        raise error(_not_json(where, bad)) from None
     except RecursionError:
         raise error(f"{where}: nested deeper than the JSON parser can follow") from None
+
+
+def _utf8(data: str | bytes, where: str, error: type[Exception]) -> str:
+    """The text of `data`; bytes that are not UTF-8 are one line naming the first bad byte."""
+    if isinstance(data, str):
+        return data
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as bad:
+        raise error(f"{where}: not UTF-8 (byte 0x{data[bad.start]:02x} at offset {bad.start})") from None
+
+
+def _not_json(where: str, bad: json.JSONDecodeError) -> str:
+    return f"{where}: not valid JSON (line {bad.lineno}: {bad.msg})"
 
 
 def _encodes(text: str) -> bool:
