@@ -28,8 +28,7 @@ class Cell:
 def why_not(info: engine_registry.EngineInfo, model: ModelSpec) -> str:
     """Why `model` is not replayed through the engine."""
     if info.applies is not None:
-        check = engine_registry.load(info.applies) if isinstance(info.applies, str) else info.applies
-        reason = check(model)
+        reason = engine_registry.load(info.applies)(model)
         if reason:
             return reason
     if info.any_model:

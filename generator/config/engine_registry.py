@@ -313,11 +313,14 @@ def capabilities(name: str) -> EngineInfo:
 
 def factory(info: EngineInfo):
     """The callable that builds the engine from an EngineContext."""
-    return load(info.factory) if isinstance(info.factory, str) else info.factory
+    return load(info.factory)
 
 
-def load(reference: str) -> Any:
-    """The object a "module:attribute" string names."""
+def load(reference: Any) -> Any:
+    """The object a "module:attribute" string names; an entry field given as the object itself
+    (a plugin's `Entry` may hold callables) is that object."""
+    if not isinstance(reference, str):
+        return reference
     module, _, attribute = reference.partition(":")
     target: Any = importlib.import_module(module)
     for part in attribute.split("."):

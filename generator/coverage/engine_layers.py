@@ -24,7 +24,7 @@ def layer(engine: str) -> Layer:
     info = engine_registry.available().get(engine)
     if info is None or info.coverage is None:
         raise GoldensError(f"--engine {engine}: engine coverage measures {', '.join(engine_registry.measured())}")
-    return engine_registry.load(info.coverage) if isinstance(info.coverage, str) else info.coverage
+    return engine_registry.load(info.coverage)
 
 
 def _request(model, body: dict[str, Any], name: str) -> dict[str, Any]:
