@@ -19,7 +19,8 @@ from generator.cli import main
 from generator.engines import Ids, Refused
 from generator.errors import GoldensError
 from generator.goldens import golden_file
-from generator.replay.judging import causes, gate, ledger, parse_judge, verdict
+from generator.replay.judging import causes, gate, ledger, verdict
+from generator.replay.judging.parse import judge as parse_judge
 from generator.replay.reporting import defects
 
 # Meta-Llama-3-8B-Instruct's template: content only, so an assistant tool call is dropped

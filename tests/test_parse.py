@@ -18,7 +18,7 @@ from generator.config.cases import PARSE, all_cases, parse_cases_of
 from generator.engines import parse as parse_api
 from generator.engines.pool import EnginePool
 from generator.goldens import golden_file
-from generator.replay.judging import parse_judge
+from generator.replay.judging.parse import judge as parse_judge
 
 
 def invoke(*args):

@@ -49,7 +49,7 @@ def command(config_path: Path, engine_name: str | None, case_ids: tuple[str, ...
         if cause_name is None or edit_text or stand_in or not model_names:
             raise GoldensError("--finding records a parse cause: give --cause NAME and --model (and --case "
                                "patterns to limit it), not --edit or --stand-in")
-        from generator.replay.judging import parse_judge
+        from generator.replay.judging.parse import judge as parse_judge
 
         config.select(list(model_names))
         with EnginePool(config.date, {engine_name.partition("@")[0]: url} if url else None,
@@ -138,7 +138,7 @@ def _report(config, root: Path, name: str, case_ids: tuple[str, ...], url: str |
 
     cause = causes.named(root, name)
     if cause is None:
-        from generator.replay.judging import parse_judge
+        from generator.replay.judging.parse import judge as parse_judge
 
         parse_cause = parse_judge.named_cause(root, name)
         if parse_cause is not None:
@@ -187,7 +187,7 @@ def _parse_report(config, root: Path, cause, case_ids: tuple[str, ...], url: str
     from generator.engines import reported_version
     from generator.engines.pool import EnginePool
     from generator.replay.reporting import defects
-    from generator.replay.judging import parse_judge
+    from generator.replay.judging.parse import judge as parse_judge
     from generator.replay.judging.outcome import load_goldens
     from generator.sources.source import resolve
 

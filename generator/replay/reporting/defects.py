@@ -169,7 +169,7 @@ def parse_report(cause: Any, example: ParseExample, atlas_dir: Path, all_cases: 
     """The report of a parse cause: the output as the model emitted it, through the engine's
     parse route; the expected message; the whole parse and, where a plan differs, that plan's
     chunking and what its stream assembled."""
-    from generator.replay.judging import parse_judge
+    from generator.replay.judging.parse import judge as parse_judge
 
     golden, observed = example.golden, example.observed
     engine = cause.engines[0]
@@ -219,7 +219,7 @@ def parse_report(cause: Any, example: ParseExample, atlas_dir: Path, all_cases: 
 def _plan_shows(cause: Any, observed: Any, name: str) -> bool:
     """Whether a streamed plan differs from the whole parse in a way the cause's findings name
     (`stream (every plan|some plans) <kind>`), not only in another cause's."""
-    from generator.replay.judging import parse_judge
+    from generator.replay.judging.parse import judge as parse_judge
 
     return any(f"stream (every plan) {k}" in cause.findings or f"stream (some plans) {k}" in cause.findings
                for k in parse_judge.plan_kinds(observed, name))
@@ -283,7 +283,7 @@ def summary(root: Path) -> dict:
             own.append({"case": entry.case, "engine": engine, "class": entry.klass,
                         "stand_in": bool(rest), "entry": str(path.relative_to(root))})
     found = []
-    from generator.replay.judging import parse_judge
+    from generator.replay.judging.parse import judge as parse_judge
 
     for cause in parse_judge.load_causes(root):  # the output side's reviewed causes (goldens/causes/parse/)
         found.append({"cause": cause.name, "class": cause.klass or causes.UNCLASSIFIED, "engines": list(cause.engines),

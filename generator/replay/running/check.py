@@ -272,7 +272,7 @@ def stale_causes(root: Path, model: str, engine: str, label: str, outcomes: list
     shown = {name for o in verdicts if o.cause is not None for name in o.cause.split(", ")}
     out = []
     if any(o.axis == "parse" for o in verdicts):
-        from generator.replay.judging import parse_judge
+        from generator.replay.judging.parse import judge as parse_judge
 
         for cause in parse_judge.covering(root, engine, model):
             if cause.name not in shown:
