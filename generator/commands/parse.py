@@ -52,7 +52,7 @@ def parse_command(config_path: Path, model_name: str, request_file: str, engine_
     from generator.goldens.regenerate import provenance
     from generator.json_reader import load_json
     from generator.replay.running import remote_options
-    from generator.replay.judging.parse import judge as parse_judge
+    from generator.replay.judging.parse import judge as parse_judge, observation
     from generator.sources.source import resolve
 
     config = models.load(config_path)
@@ -80,7 +80,7 @@ def parse_command(config_path: Path, model_name: str, request_file: str, engine_
             try:
                 engine = pool.engine(name, model, source)
                 entry["version"] = reported_version(engine)
-                observed = parse_judge.observe(engine, item, plans)
+                observed = observation.observe(engine, item, plans)
             except (EngineError, GoldensError) as error:
                 entry.update(status="error", detail=str(error))
                 worst = 2
