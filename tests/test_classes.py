@@ -19,7 +19,8 @@ from generator.cli import main
 from generator.engines import Ids, Refused
 from generator.errors import GoldensError
 from generator.goldens import golden_file
-from generator.replay.judging import causes, gate, ledger, parse_judge, verdict
+from generator.replay.judging import causes, gate, ledger, verdict
+from generator.replay.judging.parse import causes as parse_causes
 from generator.replay.reporting import defects
 
 # Meta-Llama-3-8B-Instruct's template: content only, so an assistant tool call is dropped
@@ -54,12 +55,12 @@ def test_every_entry_and_cause_has_a_class_and_every_defect_a_report_or_link():
     """Render causes and parse causes (goldens/causes/parse/) alike: an engine-defect names its
     upstream issue or has the report `goldens ledger --report` wrote beside it."""
     assert {e.klass for e in entries()} <= set(causes.CLASSES)
-    for cause in [*causes.load(GOLDENS), *parse_judge.load_causes(GOLDENS)]:
+    for cause in [*causes.load(GOLDENS), *parse_causes.load_causes(GOLDENS)]:
         assert cause.klass in causes.CLASSES, cause.name
         if cause.klass == "engine-defect":
             assert cause.upstream or (cause.report and (cause.path.parent / cause.report).is_file()), cause.name
-    reports = sorted((GOLDENS / causes.FOLDER / parse_judge.CAUSES).glob("*.report.md"))
-    assert {p.name for p in reports} == {c.report for c in parse_judge.load_causes(GOLDENS) if c.report}
+    reports = sorted((GOLDENS / causes.FOLDER / parse_causes.CAUSES).glob("*.report.md"))
+    assert {p.name for p in reports} == {c.report for c in parse_causes.load_causes(GOLDENS) if c.report}
     for path in reports:
         text = path.read_text(encoding="utf-8")
         assert all(f"\n{part}" in text for part in ("## Reproduce (", "## Expected", "## Actual",
@@ -74,10 +75,10 @@ def test_a_parse_cause_report_is_written_from_the_engines_answer(tmp_path, name)
     and writes the report beside it: the case's output ids and request, the route it was parsed
     through, the golden's expected message; the committed report (reviewed) is what it writes
     again, and the cause names it."""
-    cause = parse_judge.named_cause(GOLDENS, name)
+    cause = parse_causes.named_cause(GOLDENS, name)
     for model in cause.models:
         shutil.copytree(GOLDENS / model / "parse", tmp_path / model / "parse")
-    folder = tmp_path / causes.FOLDER / parse_judge.CAUSES
+    folder = tmp_path / causes.FOLDER / parse_causes.CAUSES
     folder.mkdir(parents=True)
     data = json.loads(cause.path.read_text(encoding="utf-8"))
     data.pop("report", None)
@@ -85,7 +86,7 @@ def test_a_parse_cause_report_is_written_from_the_engines_answer(tmp_path, name)
     result = CliRunner().invoke(main, ["ledger", "--goldens", str(tmp_path), "--report", name])
     assert result.exit_code == 0, result.output
     written = (folder / causes.report_name(name)).read_text(encoding="utf-8")
-    assert parse_judge.named_cause(tmp_path, name).report == causes.report_name(name)
+    assert parse_causes.named_cause(tmp_path, name).report == causes.report_name(name)
     assert written == (cause.path.parent / causes.report_name(name)).read_text(encoding="utf-8")
     case = written.split("## Reproduce (", 1)[1].split(")", 1)[0]
     assert case in cause.explains
@@ -130,7 +131,7 @@ def test_the_ledger_counts_causes_over_cases_and_classes():
     own = [e for e in every if not e.cause]
     assert len(data["single_entries"]) == len(own)
     shared = Counter(name for e in every for name in e.cause)
-    parse = {c.name: c for c in parse_judge.load_causes(GOLDENS)}  # the output side's (goldens/causes/parse/)
+    parse = {c.name: c for c in parse_causes.load_causes(GOLDENS)}  # the output side's (goldens/causes/parse/)
     for row in data["reviewed_causes"]:
         cause = causes.named(GOLDENS, row["cause"])
         if cause is None:  # a parse cause counts the cases it explained when it was recorded

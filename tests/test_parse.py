@@ -18,7 +18,8 @@ from generator.config.cases import PARSE, all_cases, parse_cases_of
 from generator.engines import parse as parse_api
 from generator.engines.pool import EnginePool
 from generator.goldens import golden_file
-from generator.replay.judging import parse_judge
+from generator.replay.judging.parse import causes as parse_causes, findings as parse_findings, observation
+from generator.replay.judging.parse import judge as parse_judge
 
 
 def invoke(*args):
@@ -125,17 +126,17 @@ def test_a_model_whose_template_writes_no_call_is_sent_no_tools():
 
 def test_arguments_are_equal_as_json_values_with_their_types():
     calls = lambda text: {"tool_calls": [{"name": "f", "arguments": text}]}  # noqa: E731
-    assert parse_judge.differences(calls('{"a": 1, "b": "x"}'), calls('{"b":"x","a":1}')) == []
-    assert parse_judge.differences(calls('{"a": 1}'), calls('{"a": true}'))
-    assert parse_judge.differences(calls('{"a": 1}'), calls('{"a": 1.0}'))
-    assert parse_judge.differences(calls("not json"), calls("not json")) == []
+    assert observation.differences(calls('{"a": 1, "b": "x"}'), calls('{"b":"x","a":1}')) == []
+    assert observation.differences(calls('{"a": 1}'), calls('{"a": true}'))
+    assert observation.differences(calls('{"a": 1}'), calls('{"a": 1.0}'))
+    assert observation.differences(calls("not json"), calls("not json")) == []
 
 
 def test_a_delimiter_in_a_content_delta_is_a_violation_unless_the_content_holds_it():
     deltas = [[{"content": "ok"}], [{"content": "<|im_end|>"}]]
-    assert parse_judge.violations(deltas, {"content": "ok"}, ["<|im_end|>"]) == [
+    assert observation.violations(deltas, {"content": "ok"}, ["<|im_end|>"]) == [
         "content delta holds '<|im_end|>' (step 1)"]
-    assert parse_judge.violations(deltas, {"content": "ok<|im_end|>"}, ["<|im_end|>"]) == []
+    assert observation.violations(deltas, {"content": "ok<|im_end|>"}, ["<|im_end|>"]) == []
 
 
 @pytest.fixture(scope="module")
@@ -164,12 +165,12 @@ def test_a_parse_that_differs_from_the_expected_message_is_drift_with_its_findin
 
 def test_a_parse_cause_explains_only_cases_whose_findings_it_lists(qwen3_transformers, tmp_path):
     item = golden_of("qwen3/parse/call")
-    observed = parse_judge.observe(qwen3_transformers, item)
-    found = parse_judge.findings(item, observed)
+    observed = observation.observe(qwen3_transformers, item)
+    found = parse_findings.findings(item, observed)
     assert found  # transformers serve's stream keeps what its whole answer strips (a reviewed cause)
-    cause = parse_judge.Cause("c", ("transformers",), ("qwen3",), tuple(found), "why")
+    cause = parse_causes.Cause("c", ("transformers",), ("qwen3",), tuple(found), "why")
     assert parse_judge.verdict(item, None, "transformers", observed, [cause]).kind == "known"
-    partial = parse_judge.Cause("c", ("transformers",), ("qwen3",), tuple(found[1:]) or ("other",), "why")
+    partial = parse_causes.Cause("c", ("transformers",), ("qwen3",), tuple(found[1:]) or ("other",), "why")
     assert parse_judge.verdict(item, None, "transformers", observed, [partial]).kind == "drift"
 
 
@@ -199,8 +200,8 @@ def test_check_judges_parse_cases_beside_render_cases(workspace):
 
 @pytest.mark.slow  # the whole of a model's parse cases, every plan
 def test_a_parse_cause_no_case_shows_any_more_is_stale(workspace):
-    cause = parse_judge.Cause("gone", ("transformers",), ("qwen3",), ("whole content: missing",), "fixed upstream")
-    parse_judge.write_cause(workspace / "goldens", cause)
+    cause = parse_causes.Cause("gone", ("transformers",), ("qwen3",), ("whole content: missing",), "fixed upstream")
+    parse_causes.write_cause(workspace / "goldens", cause)
     result = invoke("check", "--config", workspace / "models.yaml", "--goldens", workspace / "goldens",
                     "--engine", "transformers", "--model", "qwen3", "--axis", "parse")
     assert result.exit_code == 1 and "reviewed parse cause gone covers transformers on qwen3" in result.stdout
@@ -265,8 +266,8 @@ def test_a_case_several_causes_explain_takes_the_engine_defect_class_first():
     """A gate on engine-defect sees a case one defect and one policy explain together."""
     from generator.replay.judging.causes import CLASSES
 
-    policy = parse_judge.Cause("p", ("e",), ("m",), ("whole content: whitespace",), "r", klass="policy")
-    defect = parse_judge.Cause("d", ("e",), ("m",), ("whole finish_reason: tool_calls -> stop",), "r",
+    policy = parse_causes.Cause("p", ("e",), ("m",), ("whole content: whitespace",), "r", klass="policy")
+    defect = parse_causes.Cause("d", ("e",), ("m",), ("whole finish_reason: tool_calls -> stop",), "r",
                                klass="engine-defect")
     assert parse_judge._klass([policy, defect]) == parse_judge._klass([defect, policy]) == "engine-defect"
     assert list(CLASSES)[0] == "engine-defect"

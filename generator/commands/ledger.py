@@ -49,7 +49,7 @@ def command(config_path: Path, engine_name: str | None, case_ids: tuple[str, ...
         if cause_name is None or edit_text or stand_in or not model_names:
             raise GoldensError("--finding records a parse cause: give --cause NAME and --model (and --case "
                                "patterns to limit it), not --edit or --stand-in")
-        from generator.replay.judging import parse_judge
+        from generator.replay.judging.parse import judge as parse_judge
 
         config.select(list(model_names))
         with EnginePool(config.date, {engine_name.partition("@")[0]: url} if url else None,
@@ -138,9 +138,9 @@ def _report(config, root: Path, name: str, case_ids: tuple[str, ...], url: str |
 
     cause = causes.named(root, name)
     if cause is None:
-        from generator.replay.judging import parse_judge
+        from generator.replay.judging.parse import causes as parse_causes
 
-        parse_cause = parse_judge.named_cause(root, name)
+        parse_cause = parse_causes.named_cause(root, name)
         if parse_cause is not None:
             return _parse_report(config, root, parse_cause, case_ids, url)
         raise GoldensError(f"--report {name}: no reviewed cause of that name ({causes.path_of(root, name)})")
@@ -187,8 +187,8 @@ def _parse_report(config, root: Path, cause, case_ids: tuple[str, ...], url: str
     from generator.engines import reported_version
     from generator.engines.pool import EnginePool
     from generator.replay.reporting import defects
-    from generator.replay.judging import parse_judge
     from generator.replay.judging.outcome import load_goldens
+    from generator.replay.judging.parse import causes as parse_causes, findings as parse_findings, observation
     from generator.sources.source import resolve
 
     if cause.klass != "engine-defect":
@@ -209,8 +209,8 @@ def _parse_report(config, root: Path, cause, case_ids: tuple[str, ...], url: str
             model = config.models[case.model]
             (item,) = load_goldens(root, [case.id])
             engine = pool.engine(engine_name, model, resolve(model, config))
-            observed = parse_judge.observe(engine, item)
-            found = parse_judge.findings(item, observed)
+            observed = observation.observe(engine, item)
+            found = parse_findings.findings(item, observed)
             if set(found) & set(cause.findings):
                 tried = (item, observed, model, engine, reported_version(engine))
                 shown = shown or tried
@@ -223,14 +223,14 @@ def _parse_report(config, root: Path, cause, case_ids: tuple[str, ...], url: str
     item, observed, model, engine, version = chosen or shown
     parsers = {kind: model.parser(engine_name, kind) or "none" for kind in ("tool", "reasoning", "response")}
     route = (engine_registry.capabilities(engine_name).parse_route or f"{engine_name}'s parse path").format(**parsers)
-    others = [c.name for c in parse_judge.covering(root, engine_name, model.name)
+    others = [c.name for c in parse_causes.covering(root, engine_name, model.name)
               if c.name != cause.name and c.applies(item.case)
-              and set(c.findings) & set(parse_judge.findings(item, observed))]
+              and set(c.findings) & set(parse_findings.findings(item, observed))]
     example = defects.ParseExample(item, observed, route, version=version, others=others)
     path = defects.write_report(cause.path.parent, cause, example, Path(config.path).parent / "docs" / "atlas",
                                 sorted(set(cause.explains) | set(case_ids)))
     if cause.report != path.name:
-        parse_judge.write_cause(root, dataclasses.replace(cause, report=path.name))
+        parse_causes.write_cause(root, dataclasses.replace(cause, report=path.name))
     click.echo(f"wrote {path} (from {item.case})")
 
 

@@ -4,7 +4,7 @@ counterpart of `render`.
 The request file is a chat body whose last message is the assistant's (and, optionally, the raw
 `output` text the model emitted): the reference makes its output ids and the message they should
 parse to, each engine parses them whole and in every chunk plan, and each is judged as `goldens
-check` judges a parse golden (replay/judging/parse_judge.py). Printed as text, or with --json one
+check` judges a parse golden (replay/judging/parse/judge.py). Printed as text, or with --json one
 document (goldens.parse/1); exit 0 when every engine parses it as expected, 1 when one does not,
 2 when one could not be asked.
 """
@@ -52,7 +52,7 @@ def parse_command(config_path: Path, model_name: str, request_file: str, engine_
     from generator.goldens.regenerate import provenance
     from generator.json_reader import load_json
     from generator.replay.running import remote_options
-    from generator.replay.judging import parse_judge
+    from generator.replay.judging.parse import judge as parse_judge, observation
     from generator.sources.source import resolve
 
     config = models.load(config_path)
@@ -80,7 +80,7 @@ def parse_command(config_path: Path, model_name: str, request_file: str, engine_
             try:
                 engine = pool.engine(name, model, source)
                 entry["version"] = reported_version(engine)
-                observed = parse_judge.observe(engine, item, plans)
+                observed = observation.observe(engine, item, plans)
             except (EngineError, GoldensError) as error:
                 entry.update(status="error", detail=str(error))
                 worst = 2

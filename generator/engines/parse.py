@@ -10,7 +10,7 @@ chat_template_kwargs, tool_choice...), `output` the ids the model emitted after 
 prompt, its end-of-turn token included, and `chunks` how they arrive: None for one non-streamed
 answer, else the number of ids in each streamed step (their sum is len(output)). The answer is
 data in one normalized shape, whatever the engine's wire format, so the judge
-(replay/judging/parse_judge.py) reads no engine's JSON:
+(replay/judging/parse/judge.py) reads no engine's JSON:
 
     message  {"content": str|None, "reasoning_content": str|None,
               "tool_calls": [{"name": str, "arguments": str}], "finish_reason": str|None}

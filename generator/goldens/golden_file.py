@@ -143,7 +143,7 @@ def is_case_id(case: str) -> bool:
 
 
 def is_parse(item: Golden) -> bool:
-    """A parse golden: output ids and the message they should parse to (replay/judging/parse_judge.py)."""
+    """A parse golden: output ids and the message they should parse to (replay/judging/parse/judge.py)."""
     return item.extra.get("axis") == PARSE_FOLDER
 
 

@@ -57,7 +57,7 @@ def judge(engine: Engine, item: golden_file.Golden, root: Path,
         return Outcome(item.case, label, "disputed", disputes.describe(item), kind="disputed")
     item = against
     if golden_file.is_parse(item):
-        from generator.replay.judging import parse_judge
+        from generator.replay.judging.parse import judge as parse_judge
 
         return parse_judge.judge(engine, item, root, label)
     entry = ledger.read(root, item.case, engine.name)

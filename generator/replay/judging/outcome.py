@@ -1,7 +1,7 @@
 """An Outcome: one case's verdict on one engine, as data (replay/judging/judge.py gives it; every report,
 the gate and the results read it), and the committed goldens a verdict is judged against.
 
-Both judges, the ids' (judge.py) and the parse's (parse_judge.py), give Outcomes; they live here,
+Both judges, the ids' (judge.py) and the parse's (parse/judge.py), give Outcomes; they live here,
 below both, so neither judge imports the other to name its verdict.
 """
 
@@ -50,7 +50,7 @@ class Outcome:
     cause: str | None = None  # the reviewed cause a known outcome matched (or a stale one names)
     edit: dict | None = None  # a drift's first edit (causes.Edit.data()): drifts sharing it group
     advice: str = ""  # what to do, for a body the reference normalized
-    axis: str = "render"  # or "parse": an engine's parse of output ids (replay/judging/parse_judge.py)
+    axis: str = "render"  # or "parse": an engine's parse of output ids (replay/judging/parse/judge.py)
     klass: str | None = None  # a known divergence's class: engine-defect, policy, reference (causes.CLASSES)
 
     def __post_init__(self) -> None:

@@ -27,7 +27,7 @@ def record(engine: Engine, item: golden_file.Golden, root: Path, reason: str, st
     if not reason.strip():
         raise GoldensError("a reviewed divergence needs a --reason that says why it is accepted")
     if golden_file.is_parse(item):
-        from generator.replay.judging import parse_judge
+        from generator.replay.judging.parse import judge as parse_judge
 
         if stand_in:
             raise GoldensError(f"{item.case}: a parse case has no stand-in endpoint")

@@ -50,7 +50,7 @@ class Answer:
     prompt: str | None = None
     refused: str | None = None
     error: str | None = None
-    parse: dict | None = None  # a parse case: the release's parse signature (replay/judging/parse_judge.py)
+    parse: dict | None = None  # a parse case: the release's parse signature (replay/judging/parse/observation.py)
     # this machine's limit (the render deadline, memory), not the release's answer: never remembered
     limited: bool = field(default=False, compare=False)
 
@@ -311,7 +311,7 @@ def _parse_answer(runner, case: Case, config: Config) -> Answer:
     """A release's parse of a parse case's output ids (made by the reference, as its golden is):
     its signature, every plan included, or that it has no parse path or could not answer."""
     from generator.goldens import parse_goldens
-    from generator.replay.judging import parse_judge
+    from generator.replay.judging.parse import observation
 
     if not hasattr(runner, "parse"):
         return Answer(error=f"{runner.name} has no parse path in this release")
@@ -319,7 +319,7 @@ def _parse_answer(runner, case: Case, config: Config) -> Answer:
     if item.outcome != "ok":
         return Answer(error=f"no output ids: {item.error}")
     try:
-        return Answer(parse=parse_judge.observe(runner, item).signature())
+        return Answer(parse=observation.observe(runner, item).signature())
     except GoldensError as error:  # an engine error, or a release that cannot open the model's parser
         return Answer(error=_portable(stable_line(error))[:300])
 
@@ -327,13 +327,13 @@ def _parse_answer(runner, case: Case, config: Config) -> Answer:
 def parse_change(old: dict, new: dict) -> str:
     """How two releases' parses of one case differ, in words: the first field of the whole
     parse that moved, else the plans whose stream moved."""
-    from generator.replay.judging import parse_judge
+    from generator.replay.judging.parse import observation
 
     if ("refused" in old) != ("refused" in new):
         return "refused" if "refused" in new else "parsed where it refused"
     if "refused" in old:
         return f"refused otherwise: {new['refused']}"
-    moved = parse_judge.differences(old["whole"] or {}, new["whole"] or {}, ("was", "now"))
+    moved = observation.differences(old["whole"] or {}, new["whole"] or {}, ("was", "now"))
     if moved:
         return f"whole {moved[0]}"
     plans = sorted(set(old["plans"]) ^ set(new["plans"]) | {p for p in old["plans"] if old["plans"][p] != new["plans"].get(p)})

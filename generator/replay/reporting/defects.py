@@ -50,7 +50,7 @@ class ParseExample:
     message), what the engine made of it whole and in every plan, and its parse route."""
 
     golden: golden_file.Golden
-    observed: Any  # parse_judge.Observed
+    observed: Any  # parse/observation.py's Observed
     route: str
     version: str | None = None
     others: list[str] | None = None  # the other reviewed causes this case also shows
@@ -169,7 +169,7 @@ def parse_report(cause: Any, example: ParseExample, atlas_dir: Path, all_cases: 
     """The report of a parse cause: the output as the model emitted it, through the engine's
     parse route; the expected message; the whole parse and, where a plan differs, that plan's
     chunking and what its stream assembled."""
-    from generator.replay.judging import parse_judge
+    from generator.replay.judging.parse import observation
 
     golden, observed = example.golden, example.observed
     engine = cause.engines[0]
@@ -189,7 +189,7 @@ def parse_report(cause: Any, example: ParseExample, atlas_dir: Path, all_cases: 
         sizes = list(observed.sizes[name])
         lines += [f"Streamed: plan `{name}` sends the output in {len(sizes)} chunk{'s' if len(sizes) != 1 else ''} "
                   f"of {sizes} ids, one parse step each ({len(streamed)} of {len(observed.order)} plans show it).", ""]
-    found = parse_judge.problems(golden, observed)
+    found = observation.problems(golden, observed)
     mine = any(f.startswith("whole ") or f.startswith("refused") for f in cause.findings)
     found.sort(key=lambda p: not ((p.startswith(("whole: ", "refused: ")) and mine)
                                   or p.partition(": ")[0].removeprefix("plan ") in streamed))
@@ -219,10 +219,10 @@ def parse_report(cause: Any, example: ParseExample, atlas_dir: Path, all_cases: 
 def _plan_shows(cause: Any, observed: Any, name: str) -> bool:
     """Whether a streamed plan differs from the whole parse in a way the cause's findings name
     (`stream (every plan|some plans) <kind>`), not only in another cause's."""
-    from generator.replay.judging import parse_judge
+    from generator.replay.judging.parse import findings as parse_findings
 
     return any(f"stream (every plan) {k}" in cause.findings or f"stream (some plans) {k}" in cause.findings
-               for k in parse_judge.plan_kinds(observed, name))
+               for k in parse_findings.plan_kinds(observed, name))
 
 
 def _message_json(message: dict) -> str:
@@ -283,9 +283,9 @@ def summary(root: Path) -> dict:
             own.append({"case": entry.case, "engine": engine, "class": entry.klass,
                         "stand_in": bool(rest), "entry": str(path.relative_to(root))})
     found = []
-    from generator.replay.judging import parse_judge
+    from generator.replay.judging.parse import causes as parse_causes
 
-    for cause in parse_judge.load_causes(root):  # the output side's reviewed causes (goldens/causes/parse/)
+    for cause in parse_causes.load_causes(root):  # the output side's reviewed causes (goldens/causes/parse/)
         found.append({"cause": cause.name, "class": cause.klass or causes.UNCLASSIFIED, "engines": list(cause.engines),
                       "models": list(cause.models), "builtin": False, "cases": len(cause.explains), "entries": 0,
                       "matches": "parse findings: " + "; ".join(cause.findings), "upstream": list(cause.upstream),

@@ -319,7 +319,7 @@ def problems(outcomes: Sequence[Outcome]) -> list[list[Outcome]]:
 
 
 def edit_key(edit: dict) -> str:
-    if "findings" in edit:  # a parse drift: grouped by the kinds of what is wrong (replay/judging/parse_judge.py)
+    if "findings" in edit:  # a parse drift: grouped by the kinds of what is wrong (replay/judging/parse/findings.py)
         return repr(("findings", sorted(edit["findings"])))
     return repr((edit["at"], [tuple(t) for t in edit["replace"]], [tuple(t) for t in edit["with"]]))
 

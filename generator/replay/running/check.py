@@ -272,9 +272,9 @@ def stale_causes(root: Path, model: str, engine: str, label: str, outcomes: list
     shown = {name for o in verdicts if o.cause is not None for name in o.cause.split(", ")}
     out = []
     if any(o.axis == "parse" for o in verdicts):
-        from generator.replay.judging import parse_judge
+        from generator.replay.judging.parse import causes as parse_causes
 
-        for cause in parse_judge.covering(root, engine, model):
+        for cause in parse_causes.covering(root, engine, model):
             if cause.name not in shown:
                 out.append(Outcome(
                     f"{model}/{causes.FOLDER}:{cause.name}", label, "drift",
