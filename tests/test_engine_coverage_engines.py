@@ -61,6 +61,17 @@ def test_mistral_common_matrix_coverage_rises_with_an_image_part_body():
     assert after.executed > before.executed, (before.executed, after.executed)
 
 
+def test_mistral_common_start_up_is_measured_again_when_measured_again():
+    """The engine's start-up (loading its tekken) runs under coverage each time, not from
+    load_tekken's cache: a second measure in one process records it again (module-level lines run
+    once per process, at import, so only the first measure has those)."""
+    first = engine.measure("mistral-common", CONFIG, ["mistral-nemo"])
+    second = engine.measure("mistral-common", CONFIG, ["mistral-nemo"])
+    assert second.setup, "the second measure ran no start-up code: its tokenizer came from a cache"
+    assert second.setup <= first.setup, sorted(second.setup - first.setup)[:5]
+    assert second.executed == first.executed
+
+
 def test_minijinja_a_refusal_reaches_its_own_template_error_not_the_adaptor():
     """minijinja is measured in its own code: a body the template refuses reaches the package's
     TemplateError; goldens' adaptor is no file of its request layer."""

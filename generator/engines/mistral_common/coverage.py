@@ -42,11 +42,18 @@ MISTRAL_REACH = reach.Spec(
 
 @contextlib.contextmanager
 def session(model, source, config):
-    from generator.engines.mistral_common.engine import MistralCommonEngine
-
     files, code = installed_reachable("mistral_common", MISTRAL_REACH)
-    yield InProcess(files, lambda: MistralCommonEngine(source), lambda engine, request: engine.ids(request),
-                    code).session()
+    yield InProcess(files, lambda: _cold(source), lambda engine, request: engine.ids(request), code).session()
+
+
+def _cold(source):
+    """The engine made as a fresh process makes it: its tekken loaded under coverage, not taken
+    from load_tekken's cache (a warm start would leave the loading code unrun, so a measure would
+    depend on what ran before it in the process)."""
+    from generator.engines.mistral_common.engine import MistralCommonEngine, load_tekken
+
+    load_tekken.cache_clear()
+    return MistralCommonEngine(source)
 
 
 def version(config) -> str:
