@@ -28,6 +28,12 @@ class Unreachable(EngineError):
     the deadline. Unlike a bad reply to one request, this is the server, not the case."""
 
 
+class NoProbe(EngineError):
+    """goldens' own probe does not build against this release (llama.cpp's parse harness, which
+    links the server's functions, when they changed shape): the release was not asked, so this is
+    no answer of the release's, and one remembered would outlive a probe that builds again."""
+
+
 import re
 
 # How an exception is said in one line. A golden records a template's refusal in these words, so

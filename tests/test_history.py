@@ -188,6 +188,28 @@ def test_a_machine_limit_is_asked_once_more_and_never_remembered(tmp_path):
     assert store.get("4.57.6", case) == Answer(ids=[7, 8])
 
 
+def test_a_parse_probe_that_does_not_build_is_no_answer_of_the_release(tmp_path):
+    """llama.cpp's parse harness not compiling against a build (its server functions changed
+    shape) is goldens' limit, not the build's answer: compared as an error, never remembered, so
+    the build's parse is asked once the harness compiles."""
+    from generator.errors import NoProbe
+    from generator.replay.releases import releases
+
+    class Runner:
+        name = "llama-server"
+
+        def parse(self, *args, **kwargs):
+            raise NoProbe("llama-server b10108: the parse harness does not compile against it: error: ...")
+
+    case = next(c for c in search.cases_for(MATRIX, "llama-server", ["qwen3"], []) if c.axis == "parse")
+    answer = releases._answer(Runner(), case, "10108", MATRIX)
+    assert (answer.kind, answer.limited) == ("error", True), answer
+    assert "does not compile" in answer.error
+    store = AnswerStore(MATRIX, "llama-server", root=tmp_path)
+    store.put("10108", case, answer)
+    assert store.get("10108", case) is None and not list(tmp_path.rglob("*.json"))
+
+
 def test_answers_are_remembered_per_release_and_case_under_the_request_and_sources(tmp_path):
     store = AnswerStore(MATRIX, "transformers", root=tmp_path)
     case = next(c for c in search.cases_for(MATRIX, "transformers", ["qwen3"], []) if c.shape == "tools")

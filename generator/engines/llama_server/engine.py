@@ -46,6 +46,7 @@ from generator.engines import (
     sent_tools,
 )
 from generator.engines import parse
+from generator.errors import NoProbe
 from generator.engines.parse import Parsed
 
 if TYPE_CHECKING:
@@ -404,7 +405,7 @@ def start_harness(server) -> ParseHarness:
 
     built = parse_harness(server.build)
     if built.binary is None:
-        raise EngineError(f"llama-server b{server.build}: {built.problem}")
+        raise NoProbe(f"llama-server b{server.build}: {built.problem}")
     harness = ParseHarness(built.binary, server.model_args, server.env, name=f"llama-server b{server.build} parse harness")
     if harness.ready.get("build") != server.build:
         harness.stop()

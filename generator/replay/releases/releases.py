@@ -25,7 +25,7 @@ from generator.config.engine_spec import EngineSpec
 from generator.config.models import Config
 from generator.engines import EngineError, Ids, Refused
 from generator.engines.pool import EnginePool
-from generator.errors import GoldensError, first_line, stable_line
+from generator.errors import GoldensError, NoProbe, first_line, stable_line
 from generator.files import atomic_write, cache_dir
 from generator.replay.judging.divergence import Divergence, diverge, format_divergence
 from generator.sources.source import resolve
@@ -320,6 +320,8 @@ def _parse_answer(runner, case: Case, config: Config) -> Answer:
         return Answer(error=f"no output ids: {item.error}")
     try:
         return Answer(parse=observation.observe(runner, item).signature())
+    except NoProbe as error:  # goldens' harness, not the release: asked again once it builds
+        return Answer(error=_portable(stable_line(error))[:300], limited=True)
     except GoldensError as error:  # an engine error, or a release that cannot open the model's parser
         return Answer(error=_portable(stable_line(error))[:300])
 

@@ -22,6 +22,7 @@
 #include <cstdio>
 #include <iostream>
 #include <memory>
+#include <type_traits>
 #include <unistd.h>
 
 struct slot_text {  // the part of server_slot that process_token reads and writes
@@ -65,6 +66,21 @@ static json error_body(const std::string & message, error_type type) {  // serve
     return out;
 }
 
+#if __has_include("server-schema.h")
+// server_schema::eval_llama_cmpl_schema took the slot's context size as its third argument when it
+// first appeared (b9745..b10108 at least) and no longer does (b11434): call whichever this build has.
+template <typename F>
+static task_params eval_schema(F eval, const llama_vocab * vocab, const common_params & params_base,
+                               const std::vector<llama_logit_bias> & logit_bias_eog, const json & data) {
+    if constexpr (std::is_invocable_v<F, const llama_vocab *, const common_params &, int,
+                                      const std::vector<llama_logit_bias> &, const json &>) {
+        return eval(vocab, params_base, params_base.n_ctx / params_base.n_parallel, logit_bias_eog, data);
+    } else {
+        return eval(vocab, params_base, logit_bias_eog, data);
+    }
+}
+#endif
+
 static json answer(const llama_vocab * vocab, const common_params & params_base, const server_chat_params & opt,
                    const std::vector<llama_logit_bias> & logit_bias_eog, json line) {
     const bool stream = !line.at("chunks").is_null();
@@ -75,7 +91,7 @@ static json answer(const llama_vocab * vocab, const common_params & params_base,
         std::vector<raw_buffer> files;
         json data = oaicompat_chat_params_parse(body, opt, files);
 #if __has_include("server-schema.h")
-        params = server_schema::eval_llama_cmpl_schema(vocab, params_base, logit_bias_eog, data);
+        params = eval_schema(&server_schema::eval_llama_cmpl_schema, vocab, params_base, logit_bias_eog, data);
 #else
         params = server_task::params_from_json_cmpl(vocab, params_base, params_base.n_ctx / params_base.n_parallel,
                                                     logit_bias_eog, data);
