@@ -188,6 +188,7 @@ def test_a_machine_limit_is_asked_once_more_and_never_remembered(tmp_path):
     assert store.get("4.57.6", case) == Answer(ids=[7, 8])
 
 
+@pytest.mark.slow  # the parse case's output ids are made by the reference: over a second
 def test_a_parse_probe_that_does_not_build_is_no_answer_of_the_release(tmp_path):
     """llama.cpp's parse harness not compiling against a build (its server functions changed
     shape) is goldens' limit, not the build's answer: compared as an error, never remembered, so
