@@ -46,8 +46,8 @@ from generator.engines import (
     sent_tools,
 )
 from generator.engines import parse
-from generator.errors import NoProbe
 from generator.engines.parse import Parsed
+from generator.errors import NoProbe
 
 if TYPE_CHECKING:
     from generator.engines.llama_server.parse_harness import ParseHarness

@@ -51,7 +51,8 @@ class Answer:
     refused: str | None = None
     error: str | None = None
     parse: dict | None = None  # a parse case: the release's parse signature (replay/judging/parse/observation.py)
-    # this machine's limit (the render deadline, memory), not the release's answer: never remembered
+    # this machine's limit (the render deadline, memory) or goldens' own probe that does not build
+    # against the release (errors.NoProbe): not the release's answer, never remembered
     limited: bool = field(default=False, compare=False)
 
     @property
