@@ -321,10 +321,9 @@ def _parse_answer(runner, case: Case, config: Config) -> Answer:
         return Answer(error=f"no output ids: {item.error}")
     try:
         return Answer(parse=observation.observe(runner, item).signature())
-    except NoProbe as error:  # goldens' harness, not the release: asked again once it builds
-        return Answer(error=_portable(stable_line(error))[:300], limited=True)
-    except GoldensError as error:  # an engine error, or a release that cannot open the model's parser
-        return Answer(error=_portable(stable_line(error))[:300])
+    except GoldensError as error:  # an engine error, a release that cannot open the model's parser,
+        # or goldens' harness that does not build against it (NoProbe: asked again once it does)
+        return Answer(error=_portable(stable_line(error))[:300], limited=isinstance(error, NoProbe))
 
 
 def parse_change(old: dict, new: dict) -> str:
